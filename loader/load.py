@@ -1,0 +1,232 @@
+"""Load sidecars into rag.hierarchical_content_nodes: checked first, then all or nothing.
+
+Checks (before touching the database): each sidecar parses (manifest first, chunk_count =
+lines, indices 0..n-1, vector length = dimension, finite numbers); its .md exists and still
+has the hash the sidecar was written from; its parent's sidecar exists (only a book's root
+summary.md has no parent); its embedding model is a known one, the same for every sidecar,
+and the same as the database's. Then, in one transaction under an advisory lock (two
+loaders are serialized): unchanged files are skipped, changed files' rows deleted and
+re-inserted with COPY, and, for books loaded whole, rows of files that no longer exist
+removed. Any error rolls everything back.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+from bookrag.errors import BookragError
+from loader.embedding import LOCAL_MODEL
+from loader.manifest import Book, book_tree, load_book
+from loader.sidecars import Sidecar, file_hash, read_sidecar
+
+LOCK_KEY = 4_242_001  # pg_advisory_xact_lock key shared by every `bookrag load`
+
+KNOWN_MODELS = {
+    LOCAL_MODEL: 384,
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
+
+
+@dataclass
+class LoadReport:
+    inserted: int = 0  # files new to the database
+    replaced: int = 0  # files whose rows were replaced (content, model or order changed)
+    unchanged: int = 0
+    removed: int = 0  # files deleted from the database (gone from a book loaded whole)
+    rows_written: int = 0
+    books: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        return (f"{self.inserted} inserted, {self.replaced} replaced, {self.unchanged} unchanged, "
+                f"{self.removed} removed ({self.rows_written} rows written; books: {', '.join(self.books) or '-'})")
+
+
+def known_models() -> dict[str, int]:
+    models = dict(KNOWN_MODELS)
+    extra, dim = os.environ.get("BOOKRAG_EMBEDDING_MODEL"), os.environ.get("BOOKRAG_EMBEDDING_DIMENSION")
+    if extra and dim and dim.isdigit():
+        models[extra] = int(dim)
+    return models
+
+
+def collect(home: Path, paths: list[Path]) -> tuple[list[Path], set[str]]:
+    """Sidecars named by paths (files or folders; none = the whole corpus) and the books
+    covered whole (a book folder or the corpus was given)."""
+    corpus = home / "corpus"
+    targets = paths or [corpus]
+    sidecars: list[Path] = []
+    whole: set[str] = set()
+    for p in targets:
+        p = p.resolve()
+        if p.is_dir():
+            found = sorted(p.rglob("*.md.jsonl"))
+            if not found:
+                raise BookragError(f"{p}: no sidecars (*.md.jsonl) found; run `bookrag sidecars` first")
+            sidecars += found
+            if p == corpus:
+                whole |= {d.name for d in corpus.iterdir() if d.is_dir()}
+            elif p.parent == corpus:
+                whole.add(p.name)
+        elif p.name.endswith(".md.jsonl"):
+            sidecars.append(p)
+        elif p.suffix == ".md":
+            sidecars.append(p.with_name(p.name + ".jsonl"))
+        else:
+            raise BookragError(f"{p}: not a sidecar, a .md or a folder")
+    return sorted(set(sidecars)), whole
+
+
+def _book_orders(home: Path, books: set[str]) -> tuple[dict[str, int], dict[str, Book]]:
+    orders: dict[str, int] = {}
+    manifests: dict[str, Book] = {}
+    for slug in books:
+        path = home / "corpus" / slug / "book.toml"
+        if path.exists():
+            book = load_book(path)
+            manifests[slug] = book
+            orders.update({n.source_file: n.order for n in book_tree(book)})
+    return orders, manifests
+
+
+def check(home: Path, sidecars: list[Path]) -> list[Sidecar]:
+    """Read and check every sidecar against the files on disk; raise on the first problem."""
+    out = []
+    models: dict[str, str] = {}
+    for path in sidecars:
+        sc = read_sidecar(path)
+        m = sc.manifest
+        rel = path.relative_to(home).as_posix() if path.is_relative_to(home) else str(path)
+        if m["source_file"] + ".jsonl" != rel:
+            raise BookragError(f"{path}:1: source_file is {m['source_file']!r} but the sidecar sits at {rel}")
+        md = home / m["source_file"]
+        if not md.exists():
+            raise BookragError(f"{path}:1: its file {m['source_file']} does not exist")
+        if file_hash(md) != m["source_file_hash"]:
+            raise BookragError(f"{md}: changed since its sidecar was written; run `bookrag sidecars {md.relative_to(home)}`")
+        parent = m["parent_source_file"]
+        book = m["source_file"].split("/")[1]
+        root = f"corpus/{book}/summary.md"
+        if parent is None and m["source_file"] != root:
+            raise BookragError(f"{path}:1: parent_source_file is null but only the book root ({root}) has no parent")
+        if parent is not None and not (home / (parent + ".jsonl")).exists():
+            raise BookragError(f"{path}:1: parent {parent} has no sidecar ({parent}.jsonl missing)")
+        model = m.get("embedding_model")
+        if model is not None:
+            known = known_models()
+            if model not in known:
+                raise BookragError(f"{path}:1: unknown embedding model {model!r} (known: {', '.join(sorted(known))}; "
+                                   "set BOOKRAG_EMBEDDING_MODEL and BOOKRAG_EMBEDDING_DIMENSION for another)")
+            if m["dimension"] != known[model]:
+                raise BookragError(f"{path}:1: model {model} has dimension {known[model]}, the manifest says {m['dimension']}")
+            models.setdefault(model, str(path))
+        out.append(sc)
+    if len(models) > 1:
+        (a, pa), (b, pb) = list(models.items())[:2]
+        raise BookragError(f"sidecars mix embedding models: {a} ({pa}) and {b} ({pb}); regenerate them with one model")
+    return out
+
+
+def load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport:
+    """Check then import; the caller's connection must not be in a transaction."""
+    files, whole = collect(home, paths)
+    sidecars = check(home, files)
+    books = {sc.source_file.split("/")[1] for sc in sidecars}
+    orders, manifests = _book_orders(home, books)
+    report = LoadReport(books=sorted(books))
+    model = next((sc.manifest["embedding_model"] for sc in sidecars if sc.embedded), None)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+        _check_model(conn, model)
+        for slug in sorted(books):
+            _upsert_book(conn, slug, manifests.get(slug), sidecars)
+        state = _db_state(conn, books)
+        fallback = _fallback_orders(sidecars, orders)
+        for sc in sidecars:
+            m = sc.manifest
+            order = orders.get(m["source_file"], fallback[m["source_file"]])
+            current = state.pop(m["source_file"], None)
+            wanted = (m["source_file_hash"], m.get("embedding_model"), m["chunk_count"], order, m["parent_source_file"], m["heading_path"])
+            if current == wanted:
+                report.unchanged += 1
+                continue
+            if current is not None:
+                conn.execute("DELETE FROM rag.hierarchical_content_nodes WHERE source_file = %s", (m["source_file"],))
+                report.replaced += 1
+            else:
+                report.inserted += 1
+            report.rows_written += _copy_rows(conn, sc, order)
+        for source_file in sorted(state):
+            if source_file.split("/")[1] in whole:
+                conn.execute("DELETE FROM rag.hierarchical_content_nodes WHERE source_file = %s", (source_file,))
+                report.removed += 1
+        if model is not None:
+            dim = next(sc.manifest["dimension"] for sc in sidecars if sc.embedded)
+            conn.execute("SELECT rag._ensure_vector_index(%s, %s)", (model, dim))
+    return report
+
+
+def _check_model(conn: psycopg.Connection, model: str | None) -> None:
+    if model is None:
+        return
+    row = conn.execute("SELECT string_agg(model, ', ') FROM rag.embedding_models WHERE model <> %s", (model,)).fetchone()
+    if row and row[0]:
+        raise BookragError(
+            f"the database holds vectors of {row[0]} but these sidecars use {model}: regenerate the sidecars "
+            f"with {row[0]} (BOOKRAG_EMBEDDER / BOOKRAG_EMBEDDING_MODEL), or load into a fresh database"
+        )
+
+
+def _upsert_book(conn: psycopg.Connection, slug: str, book: Book | None, sidecars: list[Sidecar]) -> None:
+    if book is not None:
+        title, author, year, lang, policy = book.title, book.author, book.year, book.language, book.policy
+    else:
+        root = next((sc for sc in sidecars if sc.source_file == f"corpus/{slug}/summary.md"), None)
+        heading = root.manifest["heading_path"] if root else slug
+        title, author, year, lang, policy = heading.removesuffix(" (résumé)"), None, None, "fr", "all"
+    conn.execute(
+        "INSERT INTO rag.books (book, title, author, year, language, embedding_policy) VALUES (%s, %s, %s, %s, %s, %s) "
+        "ON CONFLICT (book) DO UPDATE SET title = EXCLUDED.title, author = EXCLUDED.author, year = EXCLUDED.year, "
+        "language = EXCLUDED.language, embedding_policy = EXCLUDED.embedding_policy, loaded_at = now()",
+        (slug, title, author, year, lang, policy),
+    )
+
+
+def _db_state(conn: psycopg.Connection, books: set[str]) -> dict[str, tuple]:
+    rows = conn.execute(
+        "SELECT source_file, min(source_file_hash), min(embedding_model), count(*)::int, min(node_order), "
+        "min(parent_source_file), min(heading_path) "
+        "FROM rag.hierarchical_content_nodes WHERE book = ANY(%s) GROUP BY source_file",
+        (sorted(books),),
+    ).fetchall()
+    return {r[0]: tuple(r[1:]) for r in rows}
+
+
+def _fallback_orders(sidecars: list[Sidecar], orders: dict[str, int]) -> dict[str, int]:
+    """Document order for files no manifest places (e.g. generated corpora): after the
+    manifest's nodes, summaries before the source they summarise, by path."""
+    base = max(orders.values(), default=-1) + 1
+    rest = sorted((sc.source_file for sc in sidecars if sc.source_file not in orders),
+                  key=lambda f: (f.rsplit("/", 1)[0], not f.endswith("summary.md")))
+    return {f: base + i for i, f in enumerate(rest)}
+
+
+def _copy_rows(conn: psycopg.Connection, sc: Sidecar, order: int) -> int:
+    m = sc.manifest
+    cols = ("level, parent_source_file, node_type, source_file, source_file_hash, chunk_index, heading_path, "
+            "content, content_token_count, embedding_model, embedding, node_order")
+    with conn.cursor() as cur, cur.copy(f"COPY rag.hierarchical_content_nodes ({cols}) FROM STDIN") as copy:
+        for c in sc.chunks:
+            emb = c.get("embedding")
+            copy.write_row((
+                m["level"], m["parent_source_file"], m["node_type"], m["source_file"], m["source_file_hash"],
+                c["chunk_index"], m["heading_path"], c["text"], c["content_token_count"],
+                m.get("embedding_model"), None if emb is None else "[" + ",".join(repr(float(v)) for v in emb) + "]",
+                order,
+            ))
+    return len(sc.chunks)

