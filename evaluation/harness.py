@@ -1,0 +1,157 @@
+"""`bookrag eval`: run an evalset through the real search path and report recall@k (answer
+fragment found, and expected node found), MRR@10, nDCG@10, context precision and tokens
+returned, by mode and by question kind. Writes a Markdown table, a JSON file and a PNG plot."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from bookrag import db
+from bookrag.config import Settings
+from bookrag.errors import BookragError
+from bookrag.search import SearchRequest, build_context, embed_query, search
+from evaluation.evalset import KINDS, EvalItem, load_evalset
+from evaluation.metrics import QuestionResult, aggregate, score_question
+
+#: Strategies: a search mode, optionally with parent expansion or a built context.
+STRATEGIES = ("bm25", "vector", "hybrid", "two-stage", "hybrid+parent", "context")
+
+
+def run_strategy(conn: psycopg.Connection, item: EvalItem, strategy: str, k: int, book: str | None,
+                 embedding: Any, budget: int) -> QuestionResult:
+    if strategy == "context":
+        rows = build_context(conn, SearchRequest(item.question, "hybrid", k, book, None, True, budget), embedding)
+        hits = sorted((r for r in rows if r["role"] == "hit"), key=lambda r: r["hit_rank"])
+        return score_question(item, strategy, hits, rows)
+    mode = strategy.removesuffix("+parent")
+    expand = strategy.endswith("+parent")
+    hits = search(conn, SearchRequest(item.question, mode, k, book, None, expand), embedding)
+    context = None
+    if expand:
+        context = list(hits) + [p for h in hits for p in (h.get("parent") or [])]
+    return score_question(item, strategy, hits, context)
+
+
+def evaluate(conn: psycopg.Connection, items: list[EvalItem], strategies: list[str], k: int = 10,
+             book: str | None = None, budget: int = 3000, progress: bool = True) -> dict[str, list[QuestionResult]]:
+    from tqdm import tqdm
+
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown:
+        raise BookragError(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(STRATEGIES)}")
+    results: dict[str, list[QuestionResult]] = {s: [] for s in strategies}
+    for item in tqdm(items, unit="question", disable=not progress):
+        emb = embed_query(conn, item.question) if any(s != "bm25" for s in strategies) else None
+        for s in strategies:
+            results[s].append(run_strategy(conn, item, s, k, book or item.book, emb, budget))
+    return results
+
+
+def table(results: dict[str, list[QuestionResult]], ks: list[int]) -> tuple[str, dict[str, Any]]:
+    """Markdown table by mode (all kinds, then each kind) and the same numbers as a dict."""
+    cols = [f"recall@{k}" for k in ks] + ["node_recall@5", "mrr@10", "ndcg@10", "context_precision", "tokens_per_question"]
+    head = "| mode | kind | n | " + " | ".join(cols) + " |"
+    lines = [head, "|" + "---|" * (len(cols) + 3)]
+    data: dict[str, Any] = {}
+    for mode, res in results.items():
+        data[mode] = {}
+        for kind in ("all", *KINDS):
+            sub = res if kind == "all" else [r for r in res if r.kind == kind]
+            if not sub:
+                continue
+            agg = aggregate(sub, sorted(set(ks) | {5}))
+            data[mode][kind] = agg
+            cells = [f"{agg[c]:.3f}" if c != "tokens_per_question" else f"{agg[c]:.0f}" for c in cols]
+            lines.append(f"| {mode} | {kind} | {len(sub)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines), data
+
+
+def plot(data: dict[str, Any], ks: list[int], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    modes = list(data)
+    width = 0.8 / max(1, len(ks))
+    for j, k in enumerate(ks):
+        vals = [data[m]["all"][f"recall@{k}"] for m in modes]
+        ax.bar([i + j * width for i in range(len(modes))], vals, width, label=f"recall@{k}")
+    ax.set_xticks([i + width * (len(ks) - 1) / 2 for i in range(len(modes))], modes, rotation=15)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("share of questions")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_outputs(name: str, out: Path, md: str, data: dict[str, Any], ks: list[int], meta: dict[str, Any]) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{name}.md", out / f"{name}.json", out / f"{name}.png"]
+    paths[0].write_text(md + "\n", encoding="utf-8")
+    paths[1].write_text(json.dumps({"meta": meta, "results": data}, ensure_ascii=False, indent=2), encoding="utf-8")
+    plot(data, ks, paths[2], name)
+    return paths
+
+
+def add_eval_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--evalset", required=True, help="JSONL evalset (docs/evalsets.md)")
+    p.add_argument("--mode", default="bm25,vector,hybrid,two-stage,hybrid+parent",
+                   help=f"comma-separated, from {', '.join(STRATEGIES)}")
+    p.add_argument("--k", default="1,5,10", help="cut-offs for recall, e.g. 1,5,10")
+    p.add_argument("--budget", type=int, default=3000, help="token budget of the 'context' mode")
+    p.add_argument("--book", help="restrict the search to one book (default: each question's book)")
+    p.add_argument("--scratch", action="store_true",
+                   help="load the evalset's book into a scratch database first (default when it is not loaded)")
+    p.add_argument("--out", default=".bookrag/eval", help="folder for the .md/.json/.png outputs")
+    p.add_argument("--quiet", action="store_true")
+
+
+def run_eval_cli(settings: Settings, args: argparse.Namespace) -> None:
+    from evaluation.scratch import scratch_database
+    from loader.load import load
+
+    items = load_evalset(Path(args.evalset))
+    ks = sorted({int(x) for x in args.k.split(",")})
+    strategies = [s.strip() for s in args.mode.split(",") if s.strip()]
+    books = sorted({i.book for i in items})
+    url = db.database_url(settings)
+    from bookrag.migrate import apply_migrations
+
+    apply_migrations(url)
+    conn = db.connect(url)
+    loaded = {r[0] for r in conn.execute("SELECT book FROM rag.books").fetchall()}
+    conn.close()
+    start = time.perf_counter()
+    if args.scratch or not set(books) <= loaded:
+        with scratch_database(settings) as scratch:
+            conn = db.connect(scratch)
+            try:
+                report = load(conn, settings.home, [settings.corpus / b for b in books])
+                print(f"scratch database: {report.line()}")
+                results = evaluate(conn, items, strategies, max(ks + [10]), args.book, args.budget, not args.quiet)
+            finally:
+                conn.close()
+    else:
+        conn = db.connect(url)
+        try:
+            results = evaluate(conn, items, strategies, max(ks + [10]), args.book, args.budget, not args.quiet)
+        finally:
+            conn.close()
+    md, data = table(results, ks)
+    name = Path(args.evalset).stem
+    meta = {"evalset": args.evalset, "questions": len(items), "modes": strategies, "seconds": round(time.perf_counter() - start, 1),
+            "per_question": {m: [asdict(r) for r in res] for m, res in results.items()}}
+    paths = write_outputs(f"eval-{name}", Path(args.out), md, data, ks, meta)
+    print(md)
+    print("wrote " + ", ".join(str(p) for p in paths))

@@ -1,0 +1,112 @@
+"""Retrieval metrics on what was really retrieved.
+
+A hit "contains the answer" when one of the item's verbatim fragments occurs in its text after
+normalisation (case, Unicode form, whitespace, apostrophes, dashes, footnote markers). A hit is
+"on an expected node" when its source_file is one of the item's expected files. A hit is
+relevant when either holds. Context precision is the share of returned tokens (hits and any
+expanded context) that belong to relevant nodes: the expected files and the nodes of
+answer-bearing hits.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+_APOS = str.maketrans({"’": "'", "‘": "'", "ʼ": "'", "`": "'", "«": '"', "»": '"', "“": '"', "”": '"'})
+_DASHES = re.compile(r"\s*(?:--|[—–‒―])\s*")
+_MARKERS = re.compile(r"\[\^?\d+\]|\[TN-[A-Z]+\]")
+
+
+def normalise(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).translate(_APOS)
+    text = _MARKERS.sub("", text)
+    text = _DASHES.sub(" - ", text)
+    text = text.replace("_", "")
+    return " ".join(text.lower().split())
+
+
+def contains_answer(content: str, answers: Iterable[str]) -> bool:
+    norm = normalise(content)
+    return any(normalise(a) in norm for a in answers)
+
+
+@dataclass
+class QuestionResult:
+    id: str
+    kind: str
+    mode: str
+    answer_rank: int | None  # 1-based rank of the first hit containing an answer
+    node_rank: int | None  # 1-based rank of the first hit on an expected node
+    relevant: list[bool]  # per rank
+    tokens_returned: int
+    tokens_relevant: int
+
+    def recall(self, k: int, by: str = "answer") -> float:
+        r = self.answer_rank if by == "answer" else self.node_rank if by == "node" else self.first_relevant
+        return 1.0 if r is not None and r <= k else 0.0
+
+    @property
+    def first_relevant(self) -> int | None:
+        return next((i + 1 for i, rel in enumerate(self.relevant) if rel), None)
+
+    def mrr(self, k: int = 10) -> float:
+        r = self.first_relevant
+        return 1.0 / r if r is not None and r <= k else 0.0
+
+    def ndcg(self, k: int = 10) -> float:
+        gains = self.relevant[:k]
+        dcg = sum(1.0 / math.log2(i + 2) for i, g in enumerate(gains) if g)
+        ideal = sum(1.0 / math.log2(i + 2) for i in range(max(1, min(k, sum(gains)))))
+        return dcg / ideal
+
+    @property
+    def context_precision(self) -> float:
+        return self.tokens_relevant / self.tokens_returned if self.tokens_returned else 0.0
+
+
+def score_question(item: Any, mode: str, hits: list[dict[str, Any]], context: list[dict[str, Any]] | None = None) -> QuestionResult:
+    """Score one question's ranked hits; `context` are the rows returned beside them (expanded
+    parents or a built context) for the token measures (default: the hits themselves)."""
+    expected = set(item.expected_files)
+    answer_rank = node_rank = None
+    relevant = []
+    answer_nodes = set()
+    for i, h in enumerate(hits, start=1):
+        has_answer = contains_answer(h["content"], item.answers)
+        on_node = h["source_file"] in expected
+        if has_answer:
+            answer_nodes.add(h["source_file"])
+            answer_rank = answer_rank or i
+        if on_node:
+            node_rank = node_rank or i
+        relevant.append(has_answer or on_node)
+    rows = context if context is not None else hits
+    good = expected | answer_nodes
+    seen = set()
+    returned = useful = 0
+    for r in rows:
+        key = (r["source_file"], r["chunk_index"])
+        if key in seen:
+            continue
+        seen.add(key)
+        t = r.get("content_token_count") or 0
+        returned += t
+        if r["source_file"] in good or contains_answer(r["content"], item.answers):
+            useful += t
+    return QuestionResult(item.id, item.kind, mode, answer_rank, node_rank, relevant, returned, useful)
+
+
+def aggregate(results: list[QuestionResult], ks: list[int]) -> dict[str, float]:
+    n = len(results) or 1
+    out = {f"recall@{k}": sum(r.recall(k) for r in results) / n for k in ks}
+    out.update({f"node_recall@{k}": sum(r.recall(k, "node") for r in results) / n for k in ks})
+    out["mrr@10"] = sum(r.mrr(10) for r in results) / n
+    out["ndcg@10"] = sum(r.ndcg(10) for r in results) / n
+    out["context_precision"] = sum(r.context_precision for r in results) / n
+    out["tokens_per_question"] = sum(r.tokens_returned for r in results) / n
+    out["questions"] = len(results)
+    return out

@@ -1,0 +1,1 @@
+"""The loader: prepare the corpus tree, summarize, write sidecars, load the database."""

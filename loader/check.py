@@ -1,0 +1,66 @@
+"""`bookrag check`: validate the corpus tree on disk against the book manifests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bookrag.config import Settings
+from loader import frontmatter
+from loader.manifest import all_books, book_tree, find_book
+
+
+def check_corpus(settings: Settings, books: list[str] | None = None) -> tuple[list[str], str]:
+    """(problems, summary line). Problems name the file: missing nodes, frontmatter that is
+    incomplete or disagrees with the tree (parent, level, node type, heading path), parents
+    that do not exist, more than one root, .md files the manifest does not know."""
+    problems: list[str] = []
+    counts = {"books": 0, "files": 0, "missing_sources": 0}
+    targets = [find_book(settings.corpus, b) for b in books] if books else all_books(settings.corpus)
+    for book in targets:
+        counts["books"] += 1
+        tree = book_tree(book)
+        known = {n.source_file for n in tree}
+        roots = []
+        for node in tree:
+            path = settings.home / node.source_file
+            if not path.exists():
+                if node.node_type == "source":
+                    counts["missing_sources"] += 1
+                    problems.append(f"{node.source_file}: missing (generated: run `bookrag prepare {book.slug}`)")
+                else:
+                    problems.append(f"{node.source_file}: missing summary (run `bookrag summarize {book.slug}`)")
+                continue
+            counts["files"] += 1
+            try:
+                meta, body = frontmatter.read(path)
+                frontmatter.validate(meta, node.source_file)
+            except Exception as exc:  # BookragError carries file and line
+                problems.append(str(exc))
+                continue
+            for key, want in (("parent_source_file", node.parent_source_file), ("level", node.level),
+                              ("node_type", node.node_type), ("heading_path", node.heading_path), ("book", book.slug)):
+                if meta.get(key) != want:
+                    problems.append(f"{node.source_file}:1: {key} is {meta.get(key)!r}, the tree says {want!r}")
+            parent = meta.get("parent_source_file")
+            if parent is None:
+                roots.append(node.source_file)
+            elif not (settings.home / parent).exists():
+                problems.append(f"{node.source_file}:1: parent_source_file {parent} does not exist")
+            elif parent in known:
+                plevel = next(n.level for n in tree if n.source_file == parent)
+                if plevel <= meta.get("level", -1):
+                    problems.append(f"{node.source_file}:1: level {meta.get('level')} under a parent of level {plevel}")
+            if not body.strip():
+                problems.append(f"{node.source_file}: empty body")
+            if node.node_type == "summary" and meta.get("generator") not in ("team", "llm", "extractive"):
+                problems.append(f"{node.source_file}:1: summary without provenance (generator team, llm or extractive)")
+        if len(roots) != 1:
+            problems.append(f"corpus/{book.slug}: {len(roots)} roots (files without parent): {', '.join(roots) or 'none'}")
+        folder = settings.corpus / book.slug
+        for md in sorted(folder.rglob("*.md")):
+            rel = md.relative_to(settings.home).as_posix()
+            if rel not in known:
+                problems.append(f"{rel}: not part of {book.slug}'s tree (book.toml does not name it)")
+    line = (f"{counts['books']} books, {counts['files']} files checked, {len(problems)} problems"
+            + (f" ({counts['missing_sources']} source files not prepared)" if counts["missing_sources"] else ""))
+    return problems, line

@@ -1,0 +1,1 @@
+"""The MCP server: tools that call the SQL retrieval functions."""
