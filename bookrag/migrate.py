@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote, urlencode
+
+from psycopg.conninfo import conninfo_to_dict
 from yoyo import get_backend, read_migrations
 
 from bookrag.functions import MIGRATIONS_DIR
 
 
 def yoyo_url(url: str) -> str:
-    """yoyo needs the psycopg 3 scheme; plain postgresql:// would ask for psycopg2."""
-    for scheme in ("postgresql://", "postgres://"):
-        if url.startswith(scheme):
-            return "postgresql+psycopg://" + url[len(scheme):]
-    return url
+    """yoyo wants a URL with the psycopg 3 scheme (plain postgresql:// would ask for psycopg2);
+    accept any libpq connection string (URL or key=value) and rebuild it."""
+    params = {k: str(v) for k, v in conninfo_to_dict(url).items() if v is not None}
+    user = quote(params.pop("user", ""), safe="")
+    password = params.pop("password", None)
+    host = params.pop("host", "")
+    port = params.pop("port", "")
+    dbname = quote(params.pop("dbname", ""), safe="")
+    auth = f"{user}:{quote(password, safe='')}@" if password else (f"{user}@" if user else "")
+    if host.startswith("/"):  # a unix-socket folder cannot sit in the netloc
+        params["host"] = host
+        host = ""
+    netloc = f"{auth}{host}{':' + port if port and host else ''}"
+    if port and not host:
+        params["port"] = port
+    query = f"?{urlencode(params)}" if params else ""
+    return f"postgresql+psycopg://{netloc}/{dbname}{query}"
 
 
 def apply_migrations(url: str) -> list[str]:

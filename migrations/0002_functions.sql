@@ -680,7 +680,7 @@ BEGIN
 END
 $$;
 
--- function: search_two_stage sha256:3f89f4f0694c7380bd499af75104d033969b960d5dd557ba6e5449f133e6ef9d
+-- function: search_two_stage sha256:88f62a8cee048de74def7573fee09d27e80af81ccc14a1d5e28750e589eb77e5
 -- rag.search_two_stage: find the best sections by their summaries, then the best paragraphs inside them.
 CREATE OR REPLACE FUNCTION rag.search_two_stage(
     p_query           TEXT,
@@ -730,15 +730,18 @@ BEGIN
     END IF;
 
     SELECT array_agg(s.source_file ORDER BY s.best DESC, s.source_file),
-           array_agg(s.best / max(s.best) OVER () ORDER BY s.best DESC, s.source_file)
+           array_agg(s.norm ORDER BY s.best DESC, s.source_file)
     INTO v_files, v_scores
     FROM (
-        SELECT h.source_file, max(h.score) AS best
-        FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, p_sections * 10),
-                               p_book => p_book, p_levels => ARRAY[1], p_pool => p_pool) h
-        GROUP BY h.source_file
-        ORDER BY best DESC, h.source_file
-        LIMIT p_sections
+        SELECT t.source_file, t.best, t.best / max(t.best) OVER () AS norm
+        FROM (
+            SELECT h.source_file, max(h.score) AS best
+            FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, p_sections * 10),
+                                   p_book => p_book, p_levels => ARRAY[1], p_pool => p_pool) h
+            GROUP BY h.source_file
+            ORDER BY best DESC, h.source_file
+            LIMIT p_sections
+        ) t
     ) s;
 
     IF v_files IS NULL THEN
@@ -836,6 +839,6 @@ INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('outline', '752509a745c200670141a4c624018ad98bd71e607c3a4f0134cfdc1341d935ec', '0002_functions'),
     ('search_bm25', '3c1a87150ec0df640fec2c6465401a331e6c55a08fd5f4765e60fda07239ee52', '0002_functions'),
     ('search_hybrid', '0b7ec17abe05d117ee47fd62c0f4a18c01e2bf917cb4e4f94e7735456d9c6208', '0002_functions'),
-    ('search_two_stage', '3f89f4f0694c7380bd499af75104d033969b960d5dd557ba6e5449f133e6ef9d', '0002_functions'),
+    ('search_two_stage', '88f62a8cee048de74def7573fee09d27e80af81ccc14a1d5e28750e589eb77e5', '0002_functions'),
     ('search_vector', 'b7d5630c97dd58d1aaa82b00786fc8acb7a18f86b1a8d9669d2ba1f112e18365', '0002_functions')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

@@ -47,15 +47,18 @@ BEGIN
     END IF;
 
     SELECT array_agg(s.source_file ORDER BY s.best DESC, s.source_file),
-           array_agg(s.best / max(s.best) OVER () ORDER BY s.best DESC, s.source_file)
+           array_agg(s.norm ORDER BY s.best DESC, s.source_file)
     INTO v_files, v_scores
     FROM (
-        SELECT h.source_file, max(h.score) AS best
-        FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, p_sections * 10),
-                               p_book => p_book, p_levels => ARRAY[1], p_pool => p_pool) h
-        GROUP BY h.source_file
-        ORDER BY best DESC, h.source_file
-        LIMIT p_sections
+        SELECT t.source_file, t.best, t.best / max(t.best) OVER () AS norm
+        FROM (
+            SELECT h.source_file, max(h.score) AS best
+            FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, p_sections * 10),
+                                   p_book => p_book, p_levels => ARRAY[1], p_pool => p_pool) h
+            GROUP BY h.source_file
+            ORDER BY best DESC, h.source_file
+            LIMIT p_sections
+        ) t
     ) s;
 
     IF v_files IS NULL THEN

@@ -1,0 +1,112 @@
+"""Parent expansion, token-budget child loading and the context builder."""
+
+from __future__ import annotations
+
+import pytest
+
+C = "corpus/traite-des-echanges"
+ROOT = f"{C}/summary.md"
+P1 = f"{C}/premiere-partie/summary.md"
+CH1 = f"{C}/premiere-partie/chapitre-01-le-boulanger/summary.md"
+CH2 = f"{C}/premiere-partie/chapitre-02-les-routes/summary.md"
+ROUTES = f"{C}/premiere-partie/chapitre-02-les-routes/source.md"
+
+
+def node_tokens(conn, source_file: str) -> int:
+    return conn.execute("SELECT sum(content_token_count) FROM rag.hierarchical_content_nodes WHERE source_file = %s",
+                        (source_file,)).fetchone()[0]
+
+
+def test_get_parent_returns_all_rows_of_the_parent_in_chunk_order(corpus):
+    rows = corpus.execute("SELECT source_file, chunk_index, level FROM rag.get_parent(%s)", (ROUTES,)).fetchall()
+    n = corpus.execute("SELECT count(*) FROM rag.hierarchical_content_nodes WHERE source_file = %s", (CH2,)).fetchone()[0]
+    assert rows == [(CH2, i, 1) for i in range(n)]
+
+
+def test_get_parent_of_a_summary_climbs_one_level(corpus):
+    assert {r[0] for r in corpus.execute("SELECT source_file FROM rag.get_parent(%s)", (CH2,))} == {P1}
+    assert {r[0] for r in corpus.execute("SELECT source_file FROM rag.get_parent(%s)", (P1,))} == {ROOT}
+
+
+def test_root_and_unknown_files_have_no_parent(corpus):
+    assert corpus.execute("SELECT * FROM rag.get_parent(%s)", (ROOT,)).fetchall() == []
+    assert corpus.execute("SELECT * FROM rag.get_parent('corpus/nope/summary.md')").fetchall() == []
+
+
+def children(conn, parent: str, budget: int) -> list[tuple]:
+    return conn.execute("SELECT source_file, chunk_index, included, node_tokens FROM rag.get_children(%s, %s)",
+                        (parent, budget)).fetchall()
+
+
+def test_children_come_in_document_order_with_their_sizes(corpus):
+    rows = children(corpus, P1, 100_000)
+    files = list(dict.fromkeys(r[0] for r in rows))
+    assert files == [CH1, CH2]
+    assert all(r[2] for r in rows)
+    assert {r[0]: r[3] for r in rows} == {CH1: node_tokens(corpus, CH1), CH2: node_tokens(corpus, CH2)}
+
+
+def test_budget_zero_includes_nothing_and_lists_every_child(corpus):
+    rows = children(corpus, P1, 0)
+    assert [(r[0], r[1], r[2]) for r in rows] == [(CH1, None, False), (CH2, None, False)]
+
+
+def test_budget_exactly_fitting_and_one_token_short(corpus):
+    t1, t2 = node_tokens(corpus, CH1), node_tokens(corpus, CH2)
+    exact = children(corpus, P1, t1 + t2)
+    assert all(r[2] for r in exact) and {r[0] for r in exact} == {CH1, CH2}
+    short = children(corpus, P1, t1 + t2 - 1)
+    assert {r[0] for r in short if r[2]} == {CH1}
+    assert [(r[0], r[2]) for r in short if not r[2]] == [(CH2, False)]
+    first_only = children(corpus, P1, t1)
+    assert {r[0] for r in first_only if r[2]} == {CH1}
+    assert children(corpus, P1, t1 - 1) == [(CH1, None, False, t1), (CH2, None, False, t2)]
+
+
+def test_a_child_that_does_not_fit_stops_the_stretch(corpus):
+    # Root's children: avant-propos summary, part 1, part 2. A budget that fits the first and the
+    # third but not the second still stops at the second: the result is a contiguous stretch.
+    kids = corpus.execute("SELECT DISTINCT source_file, node_tokens FROM rag.get_children(%s, 100000)", (ROOT,)).fetchall()
+    sizes = dict(kids)
+    avant = f"{C}/avant-propos/summary.md"
+    p2 = f"{C}/deuxieme-partie/summary.md"
+    budget = sizes[avant] + min(sizes[p2], sizes[P1]) if sizes[p2] < sizes[P1] else sizes[avant]
+    rows = children(corpus, ROOT, budget)
+    included = {r[0] for r in rows if r[2]}
+    assert avant in included and P1 not in included and p2 not in included
+
+
+def test_children_budget_out_of_range(corpus):
+    with pytest.raises(Exception, match="budget must be between 0 and 1000000 tokens, got -1"):
+        children(corpus, P1, -1)
+
+
+def context(conn, e5, query: str, budget: int, **kw):
+    return conn.execute(
+        "SELECT source_file, chunk_index, role, hit_rank, content_token_count, used_tokens, node_order "
+        "FROM rag.build_context(%(q)s, %(v)s, %(budget)s, p_k => %(k)s, p_expand => %(expand)s)",
+        {"q": query, "v": e5.query(query), "budget": budget, "k": kw.get("k", 6), "expand": kw.get("expand", True)},
+    ).fetchall()
+
+
+@pytest.mark.parametrize("budget", [1, 40, 120, 300, 2000])
+def test_context_never_exceeds_its_budget(corpus, e5, budget):
+    rows = context(corpus, e5, "le péage du pont renchérit le pain", budget)
+    assert sum(r[4] for r in rows) <= budget
+    if rows:
+        assert rows[-1][5] == sum(r[4] for r in rows)
+
+
+def test_context_adds_parents_deduplicates_and_reads_in_order(corpus, e5):
+    rows = context(corpus, e5, "péage sur le pont pour payer le réverbère", 2000)
+    keys = [(r[0], r[1]) for r in rows]
+    assert len(keys) == len(set(keys))
+    assert any(r[2] == "parent" and r[0] == CH2 for r in rows)
+    assert any(r[2] == "hit" and r[0] == ROUTES for r in rows)
+    order = [(r[6], r[0], r[1]) for r in rows]
+    assert order == sorted(order)
+
+
+def test_context_without_expansion_holds_only_hits(corpus, e5):
+    rows = context(corpus, e5, "péage sur le pont", 2000, expand=False)
+    assert rows and {r[2] for r in rows} == {"hit"}

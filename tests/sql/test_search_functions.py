@@ -1,0 +1,129 @@
+"""Ranking behaviour of rag.search_bm25 / search_vector / search_hybrid / search_two_stage on
+the fixture corpus (tests/fixtures/corpus)."""
+
+from __future__ import annotations
+
+import pytest
+
+BOOK = "traite-des-echanges"
+C = f"corpus/{BOOK}"
+BOULANGER = f"{C}/premiere-partie/chapitre-01-le-boulanger/source.md"
+ROUTES = f"{C}/premiere-partie/chapitre-02-les-routes/source.md"
+MONNAIE = f"{C}/deuxieme-partie/chapitre-01-la-monnaie/source.md"
+PARAPHRASE = "Qui confectionne la nourriture quotidienne à l'aurore ?"
+
+
+def rows(conn, query, *params):
+    return conn.execute(query, params).fetchall()
+
+
+def test_bm25_query_matching_one_paragraph_returns_it_first(corpus):
+    hits = rows(corpus, "SELECT source_file, chunk_index, rank, bm25_rank, vector_rank FROM rag.search_bm25('ornière')")
+    assert hits[0][:3] == (ROUTES, 0, 1)
+    assert hits[0][3] == 1 and hits[0][4] is None
+    assert len(hits) == 1
+
+
+def test_bm25_stems_and_folds_french(corpus):
+    # "ornieres" (plural, no accent) reaches "ornière" through the French stemmer and ASCII folding.
+    hits = rows(corpus, "SELECT source_file, chunk_index FROM rag.search_bm25('ornieres')")
+    assert hits[0] == (ROUTES, 0)
+
+
+def test_paraphrase_without_shared_word_is_found_by_the_vector_branch(corpus, e5):
+    lexical = rows(corpus, "SELECT source_file FROM rag.search_bm25(%s, 50, p_levels => '{0}')", PARAPHRASE)
+    assert BOULANGER not in {r[0] for r in lexical}
+    dense = rows(corpus, "SELECT source_file FROM rag.search_vector(%s, 2, p_levels => '{0}')", e5.query(PARAPHRASE))
+    assert BOULANGER in {r[0] for r in dense}
+    fused = rows(corpus, "SELECT source_file, bm25_rank, vector_rank FROM rag.search_hybrid(%s, %s, 3, p_levels => '{0}')",
+                 PARAPHRASE, e5.query(PARAPHRASE))
+    assert any(r[0] == BOULANGER and r[1] is None and r[2] is not None for r in fused)
+
+
+def test_rrf_order_and_scores_match_a_hand_computation(corpus, e5):
+    q = "le péage du pont et le prix du pain"
+    v = e5.query(q)
+    bm = rows(corpus, "SELECT id, rank FROM rag.search_bm25(%s, 100)", q)
+    ve = rows(corpus, "SELECT id, rank FROM rag.search_vector(%s, 100)", v)
+    expected: dict[int, float] = {}
+    for ranking in (bm, ve):
+        for id_, rank in ranking:
+            expected[id_] = expected.get(id_, 0.0) + 1.0 / (60 + rank)
+    best = dict(bm), dict(ve)
+    order = sorted(expected, key=lambda i: (-expected[i], min(best[0].get(i, 10**6), best[1].get(i, 10**6)), i))
+    fused = rows(corpus, "SELECT id, score, rank, bm25_rank, vector_rank FROM rag.search_hybrid(%s, %s, 10)", q, v)
+    assert [r[0] for r in fused] == order[:10]
+    for id_, score, rank, br, vr in fused:
+        assert score == pytest.approx(expected[id_])
+        assert br == best[0].get(id_) and vr == best[1].get(id_)
+    assert [r[2] for r in fused] == list(range(1, 11))
+
+
+def test_branch_weights_change_the_fusion(corpus, e5):
+    q = "écus coffre siège"
+    v = e5.query(q)
+    only_bm25 = rows(corpus, "SELECT source_file, chunk_index FROM rag.search_hybrid(%s, %s, 1, p_vector_weight => 0)", q, v)
+    assert only_bm25 == [(MONNAIE, 1)]
+
+
+def test_row_without_embedding_competes_on_bm25_only(corpus, e5):
+    q = "écus coffre siège"
+    hits = rows(corpus, "SELECT source_file, chunk_index, bm25_rank, vector_rank FROM rag.search_hybrid(%s, %s, 10)", q, e5.query(q))
+    monnaie = [h for h in hits if h[0] == MONNAIE]
+    assert monnaie and monnaie[0][2] == 1 and monnaie[0][3] is None
+    embedded = rows(corpus, "SELECT count(*) FROM rag.hierarchical_content_nodes WHERE source_file = %s AND embedding IS NOT NULL", MONNAIE)
+    assert embedded == [(0,)]
+
+
+def test_hybrid_without_query_embedding_is_bm25(corpus):
+    fused = rows(corpus, "SELECT id FROM rag.search_hybrid('péage pont', NULL, 5)")
+    lexical = rows(corpus, "SELECT id FROM rag.search_bm25('péage pont', 5)")
+    assert fused == lexical and fused
+
+
+@pytest.mark.parametrize("fn", ["bm25", "vector", "hybrid"])
+def test_filters_apply_to_every_branch(corpus, e5, fn):
+    v = e5.query("le pain du village")
+    call = {
+        "bm25": "rag.search_bm25('pain village', 50, %(book)s, %(levels)s, %(nt)s)",
+        "vector": "rag.search_vector(%(v)s, 50, %(book)s, %(levels)s, %(nt)s)",
+        "hybrid": "rag.search_hybrid('pain village', %(v)s, 50, %(book)s, %(levels)s, %(nt)s)",
+    }[fn]
+    for levels, nt in (([1], "summary"), ([0], None), ([2, 3], None)):
+        hits = corpus.execute(f"SELECT level, node_type, book FROM {call}",
+                              {"v": v, "book": BOOK, "levels": levels, "nt": nt}).fetchall()
+        assert hits, (levels, nt)
+        assert all(h[0] in levels and (nt is None or h[1] == nt) and h[2] == BOOK for h in hits)
+
+
+def test_parent_files_filter_restricts_to_children(corpus):
+    parent = f"{C}/premiere-partie/chapitre-02-les-routes/summary.md"
+    hits = rows(corpus, "SELECT DISTINCT parent_source_file FROM rag.search_bm25('prix', 50, p_parent_files => ARRAY[%s])", parent)
+    assert hits == [(parent,)]
+
+
+def test_two_stage_boosts_paragraphs_of_the_best_sections(corpus, e5):
+    q = "péage sur le pont et réverbère"
+    hits = corpus.execute("SELECT source_file, parent_source_file, level, score, section_score, rank "
+                          "FROM rag.search_two_stage(%s, %s, 5, p_sections => 1)", (q, e5.query(q))).fetchall()
+    assert hits and all(h[2] == 0 for h in hits)
+    assert {h[1] for h in hits} == {f"{C}/premiere-partie/chapitre-02-les-routes/summary.md"}
+    assert hits[0][4] == pytest.approx(1.0)
+    assert [h[5] for h in hits] == list(range(1, len(hits) + 1))
+    assert all(a[3] >= b[3] for a, b in zip(hits, hits[1:]))
+
+
+def test_every_search_function_returns_the_citation_columns(corpus, e5):
+    cols = {"id", "source_file", "chunk_index", "level", "node_type", "heading_path", "content", "content_token_count", "score"}
+    for call in ("rag.search_bm25('pain')", "rag.search_vector(%(v)s)", "rag.search_hybrid('pain', %(v)s)",
+                 "rag.search_two_stage('pain', %(v)s)"):
+        cur = corpus.execute(f"SELECT * FROM {call}", {"v": e5.query("pain")})
+        names = {d.name for d in cur.description}
+        assert cols <= names, call
+        assert cur.fetchall()
+
+
+def test_two_models_are_never_compared(corpus, e5):
+    corpus.execute("INSERT INTO rag.embedding_models (model, dimension, index_name) VALUES ('other/model', 384, 'x')")
+    with pytest.raises(Exception, match="several embedding models are registered"):
+        corpus.execute("SELECT * FROM rag.search_vector(%s)", (e5.query("pain"),))
