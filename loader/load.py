@@ -151,7 +151,8 @@ def load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport:
             m = sc.manifest
             order = orders[m["source_file"]] if m["source_file"] in orders else fallback[m["source_file"]]
             current = state.pop(m["source_file"], None)
-            wanted = (m["source_file_hash"], m.get("embedding_model"), m["chunk_count"], order, m["parent_source_file"], m["heading_path"])
+            wanted = (m["source_file_hash"], m.get("embedding_model"), m["chunk_count"], order, m["parent_source_file"],
+                      m["heading_path"], m["level"], m["node_type"])
             if current == wanted:
                 report.unchanged += 1
                 continue
@@ -160,7 +161,11 @@ def load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport:
                 report.replaced += 1
             else:
                 report.inserted += 1
-            report.rows_written += _copy_rows(conn, sc, order)
+            try:
+                report.rows_written += _copy_rows(conn, sc, order)
+            except psycopg.Error as exc:
+                reason = exc.diag.message_primary if exc.diag and exc.diag.message_primary else str(exc)
+                raise BookragError(f"{sc.path}: the database refused its rows ({reason}); nothing was loaded") from exc
         for source_file in sorted(state):
             if source_file.split("/")[1] in whole:
                 conn.execute("DELETE FROM rag.hierarchical_content_nodes WHERE source_file = %s", (source_file,))
@@ -200,7 +205,7 @@ def _upsert_book(conn: psycopg.Connection, slug: str, book: Book | None, sidecar
 def _db_state(conn: psycopg.Connection, books: set[str]) -> dict[str, tuple]:
     rows = conn.execute(
         "SELECT source_file, min(source_file_hash), min(embedding_model), count(*)::int, min(node_order), "
-        "min(parent_source_file), min(heading_path) "
+        "min(parent_source_file), min(heading_path), min(level), min(node_type) "
         "FROM rag.hierarchical_content_nodes WHERE book = ANY(%s) GROUP BY source_file",
         (sorted(books),),
     ).fetchall()

