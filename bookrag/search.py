@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import numpy as np
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 
 from bookrag.errors import BookragError
 
@@ -41,7 +41,8 @@ def check_query(query: str) -> str:
 
 
 def corpus_model(conn: psycopg.Connection) -> tuple[str, int] | None:
-    row = conn.execute("SELECT model, dimension FROM rag.embedding_models ORDER BY model LIMIT 1").fetchone()
+    with conn.cursor(row_factory=tuple_row) as cur:
+        row = cur.execute("SELECT model, dimension FROM rag.embedding_models ORDER BY model LIMIT 1").fetchone()
     return (row[0], row[1]) if row else None
 
 

@@ -1,0 +1,76 @@
+"""Validation of `read_only_sql`: one SELECT over the corpus tables, no writes, no functions
+outside an allowlist. sqlglot parses the statement (a hand-written regex check is easy to fool);
+the database role and a READ ONLY transaction are the second and third walls."""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+
+ALLOWED_TABLES = {"hierarchical_content_nodes", "books", "embedding_models", "function_versions"}
+ALLOWED_FUNCTIONS = {
+    "count", "sum", "avg", "min", "max", "length", "char_length", "lower", "upper", "coalesce", "nullif", "round",
+    "floor", "ceil", "abs", "greatest", "least", "string_agg", "array_agg", "substr", "substring", "left", "right",
+    "split_part", "trim", "btrim", "replace", "position", "strpos", "concat", "bool_or", "bool_and", "array_length",
+    "cardinality", "vector_dims", "percentile_cont", "stddev", "variance", "regexp_replace", "starts_with", "row_number",
+    "rank", "dense_rank", "date_trunc", "extract", "to_char", "cast", "trycast", "if", "case",
+}
+RAG_FUNCTIONS = {"list_books", "outline", "get_node", "get_parent", "get_children", "search_bm25"}
+FORBIDDEN = (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Alter, exp.Command, exp.Into, exp.Lock,
+             exp.Merge, exp.TruncateTable, exp.Copy, exp.Set, exp.Transaction, exp.Commit, exp.Rollback)
+
+
+class UnsafeSQL(ValueError):
+    """The statement is not a single read-only SELECT over the corpus."""
+
+
+def _function_name(node: exp.Expression) -> str:
+    if isinstance(node, exp.Anonymous):
+        return str(node.name).lower()
+    return (node.sql_name() if hasattr(node, "sql_name") else type(node).__name__).lower()
+
+
+def check_select(sql: str) -> str:
+    """Return the statement when it is safe; raise UnsafeSQL naming what is not allowed."""
+    if "\x00" in sql:
+        raise UnsafeSQL("the statement contains a NUL character")
+    try:
+        statements = [s for s in sqlglot.parse(sql, read="postgres") if s is not None]
+    except sqlglot.errors.ParseError as exc:
+        raise UnsafeSQL(f"cannot parse the statement: {str(exc).splitlines()[0]}") from exc
+    if len(statements) != 1:
+        raise UnsafeSQL(f"exactly one statement is allowed, got {len(statements)}")
+    tree = statements[0]
+    if not isinstance(tree, (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery)) and not (
+            isinstance(tree, exp.With) or tree.find(exp.Select) is tree):
+        raise UnsafeSQL(f"only SELECT is allowed, got {tree.key.upper()}")
+    for node in tree.walk():
+        if isinstance(node, FORBIDDEN):
+            raise UnsafeSQL(f"{node.key.upper()} is not allowed: read-only SELECT only")
+        if isinstance(node, exp.Table):
+            name, schema = node.name.lower(), (node.db or "").lower()
+            if isinstance(node.this, exp.Anonymous) or isinstance(node.this, exp.Func):
+                continue  # a set-returning function in FROM: checked as a function below
+            if name in ALLOWED_TABLES and schema in ("rag", ""):
+                continue
+            cte_names = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+            if not schema and name in cte_names:
+                continue
+            raise UnsafeSQL(f"table {schema + '.' if schema else ''}{name} is not readable here; "
+                            f"use rag.{', rag.'.join(sorted(ALLOWED_TABLES))}")
+        if isinstance(node, exp.Func) and not isinstance(node, (exp.Cast, exp.Case, exp.If, exp.Paren)):
+            name = _function_name(node)
+            parent = node.parent
+            if isinstance(parent, exp.Table):
+                schema = (parent.db or "").lower()
+            elif isinstance(parent, exp.Dot):
+                schema = parent.this.name.lower()
+            else:
+                schema = ""
+            if schema == "rag" and name in RAG_FUNCTIONS:
+                continue
+            if name in ALLOWED_FUNCTIONS or type(node).__name__.lower() in ALLOWED_FUNCTIONS:
+                continue
+            raise UnsafeSQL(f"function {name}() is not allowed (allowed: aggregates, string and math helpers, "
+                            f"rag.{', rag.'.join(sorted(RAG_FUNCTIONS))})")
+    return sql
