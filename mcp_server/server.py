@@ -177,7 +177,7 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
     async def lifespan(_server: MCPServer) -> AsyncIterator[AppState]:
         pool = ConnectionPool(url or reader_url(settings), min_size=1, max_size=8, configure=_configure,
                               check=ConnectionPool.check_connection, open=False, timeout=5.0,
-                              reconnect_timeout=0, kwargs={"row_factory": dict_row})
+                              kwargs={"row_factory": dict_row})
         pool.open(wait=False)
         try:
             yield AppState(pool, threading.Lock())

@@ -1,0 +1,189 @@
+"""The MCP server driven by the SDK's own client (ClientSession) over stdio and over HTTP,
+against the fixture corpus in a real PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from contextlib import asynccontextmanager
+
+import anyio
+import psycopg
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from bookrag import db
+
+C = "corpus/traite-des-echanges"
+ROUTES = f"{C}/premiere-partie/chapitre-02-les-routes/source.md"
+TOOLS = {"search", "get_node", "get_parent", "get_children", "outline", "list_books", "read_only_sql"}
+
+
+def server_env(corpus_url: str, corpus_home) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOOKRAG_")}
+    env.update(DATABASE_URL=corpus_url, BOOKRAG_HOME=str(corpus_home))
+    return env
+
+
+@asynccontextmanager
+async def stdio_session(corpus_url, corpus_home):
+    params = StdioServerParameters(command=sys.executable, args=["-m", "bookrag.cli", "mcp"],
+                                   env=server_env(corpus_url, corpus_home))
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def http_server(corpus_url, corpus_home):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "bookrag.cli", "mcp", "--http", "--port", str(port)],
+                            env=server_env(corpus_url, corpus_home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("the HTTP MCP server did not start")
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    proc.wait(10)
+
+
+@asynccontextmanager
+async def http_session(url):
+    async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+async def exercise(session: ClientSession) -> None:
+    """Every tool once, with checks on the structured results and the error paths."""
+    tools = await session.list_tools()
+    assert {t.name for t in tools.tools} == TOOLS
+    search_tool = next(t for t in tools.tools if t.name == "search")
+    assert search_tool.annotations.read_only_hint is True and search_tool.output_schema is not None
+    assert search_tool.input_schema["properties"]["k"]["maximum"] == 50
+
+    r = await session.call_tool("list_books", {})
+    assert not r.is_error
+    assert [b["book"] for b in r.structured_content["books"]] == ["traite-des-echanges"]
+
+    r = await session.call_tool("search", {"query": "péage sur le pont", "k": 3, "expand_parent": True})
+    assert not r.is_error
+    hits = r.structured_content["hits"]
+    assert len(hits) == 3 and [h["rank"] for h in hits] == [1, 2, 3]
+    top = next(h for h in hits if h["citation"]["source_file"] == ROUTES)
+    assert top["citation"] == {"book": "traite-des-echanges", "source_file": ROUTES, "chunk_index": 1,
+                               "heading_path": "Petit traité des échanges > Première partie > Chapitre II (Les routes)"}
+    assert top["bm25_rank"] is not None and top["vector_rank"] is not None
+    assert {p["citation"]["source_file"] for p in top["parent"]} == {ROUTES.replace("source.md", "summary.md")}
+
+    r = await session.call_tool("search", {"query": "péage sur le pont", "k": 3, "token_budget": 200})
+    assert not r.is_error and r.structured_content["context_tokens"] <= 200
+    assert {c["role"] for c in r.structured_content["context"]} <= {"hit", "parent"}
+
+    r = await session.call_tool("get_node", {"source_file": ROUTES})
+    assert not r.is_error and r.structured_content["level"] == 0 and len(r.structured_content["chunks"]) == 3
+
+    r = await session.call_tool("get_parent", {"source_file": ROUTES})
+    assert r.structured_content["source_file"] == ROUTES.replace("source.md", "summary.md")
+
+    r = await session.call_tool("get_children", {"source_file": f"{C}/premiere-partie/summary.md", "token_budget": 60})
+    kids = r.structured_content
+    assert [n["source_file"] for n in kids["included"]] == [f"{C}/premiere-partie/chapitre-01-le-boulanger/summary.md"]
+    assert [n["source_file"] for n in kids["left_out"]] == [f"{C}/premiere-partie/chapitre-02-les-routes/summary.md"]
+    assert kids["used_tokens"] <= 60
+
+    r = await session.call_tool("outline", {"book": "traite-des-echanges"})
+    entries = r.structured_content["entries"]
+    assert len(entries) == 13 and entries[0]["level"] == 3 and entries[0]["source_file"] == f"{C}/summary.md"
+
+    r = await session.call_tool("read_only_sql", {"sql": "SELECT level, count(*) AS n FROM rag.hierarchical_content_nodes GROUP BY level ORDER BY level"})
+    assert r.structured_content["columns"] == ["level", "n"] and [row[0] for row in r.structured_content["rows"]] == [0, 1, 2, 3]
+
+    # Error paths: tool errors an agent can act on, and the server keeps serving.
+    errors = {
+        ("search", (("query", "   "),)): "the query is empty",
+        ("search", (("query", "pain"), ("book", "nope"))): "unknown book 'nope'; known books: traite-des-echanges",
+        ("get_node", (("source_file", "corpus/x/summary.md"),)): "no node 'corpus/x/summary.md'",
+        ("get_parent", (("source_file", f"{C}/summary.md"),)): "is the root of its book: it has no parent",
+        ("read_only_sql", (("sql", "DELETE FROM rag.books"),)): "rejected: only SELECT is allowed, got DELETE",
+        ("read_only_sql", (("sql", "SELECT 1; SELECT 2"),)): "rejected: exactly one statement is allowed, got 2",
+        ("read_only_sql", (("sql", "SELECT pg_sleep(30)"),)): "rejected: function pg_sleep() is not allowed",
+    }
+    for (tool, args), message in errors.items():
+        r = await session.call_tool(tool, dict(args))
+        assert r.is_error, (tool, args)
+        assert message in r.content[0].text, r.content[0].text
+    for bad in ({"query": "pain", "k": 0}, {"query": "pain", "token_budget": 10**6}, {"query": "pain", "mode": "magic"}):
+        r = await session.call_tool("search", bad)
+        assert r.is_error, bad
+    r = await session.call_tool("search", {"query": "\"l'État\" AND (x OR -y) : * & | ! \\", "k": 2})
+    assert not r.is_error and len(r.structured_content["hits"]) == 2
+    r = await session.call_tool("list_books", {})
+    assert not r.is_error
+
+
+def test_stdio(corpus_url, corpus_home):
+    async def main():
+        async with stdio_session(corpus_url, corpus_home) as session:
+            await exercise(session)
+    anyio.run(main)
+
+
+def test_http(http_server):
+    async def main():
+        async with http_session(http_server) as session:
+            await exercise(session)
+    anyio.run(main)
+
+
+def test_the_servers_role_cannot_write(corpus_url):
+    reader = db.connect(db.with_user(corpus_url, db.READER_ROLE), autocommit=True)
+    for statement in ("INSERT INTO rag.books (book, title) VALUES ('x', 'x')",
+                      "DELETE FROM rag.hierarchical_content_nodes",
+                      "UPDATE rag.hierarchical_content_nodes SET content = ''",
+                      "SELECT rag._ensure_vector_index('x/y', 3)",
+                      "CREATE TABLE rag.t (a int)",
+                      "DROP FUNCTION rag.search_bm25"):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            reader.execute(statement)
+    assert reader.execute("SELECT count(*) FROM rag.search_bm25('pain')").fetchone()[0] > 0
+    reader.close()
+
+
+def test_database_down_then_back(http_server, postgresql_proc):
+    async def call():
+        async with http_session(http_server) as session:
+            return await session.call_tool("list_books", {})
+
+    assert not anyio.run(call).is_error
+    postgresql_proc.stop()
+    try:
+        r = anyio.run(call)
+        assert r.is_error and "the database is unavailable" in r.content[0].text
+    finally:
+        postgresql_proc.start()
+    deadline = time.monotonic() + 30
+    while True:
+        r = anyio.run(call)
+        if not r.is_error or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert not r.is_error, r.content[0].text  # recovered without a restart
