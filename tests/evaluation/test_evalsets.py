@@ -1,0 +1,84 @@
+"""The team's evalsets: enough questions, spread over the books, the kinds in proportion, every
+answer fragment really in its expected passage, and paraphrase questions that share no content
+word with the paragraph holding the answer."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import unicodedata
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from bookrag.config import DEFAULT_HOME, Settings
+from evaluation.evalset import load_evalset
+from evaluation.metrics import normalise
+from loader import frontmatter
+from loader.chunking import paragraphs
+from loader.gutenberg import prepare_book
+from loader.manifest import book_tree, find_book
+
+EVALS = DEFAULT_HOME / "evals"
+BOOKS = ("bastiat-sophismes-economiques", "tocqueville-democratie-en-amerique")
+STOP = {"alors", "aussi", "autre", "autres", "avec", "avoir", "cela", "celle", "celles", "celui", "ceux", "cette", "chaque",
+        "comme", "comment", "dans", "depuis", "donc", "elle", "elles", "entre", "etre", "fait", "faire", "leur", "leurs",
+        "mais", "meme", "moins", "nous", "notre", "selon", "sans", "sera", "sont", "sous", "quand", "quel", "quelle",
+        "quelles", "quels", "quelque", "quoi", "pour", "pourquoi", "plus", "peut", "faut", "tout", "tous", "toute",
+        "toutes", "tres", "vers", "votre", "vous", "etait", "ainsi", "avait", "dont", "lors", "encore"}
+
+
+def fold(word: str) -> str:
+    return unicodedata.normalize("NFKD", word.lower()).encode("ascii", "ignore").decode()
+
+
+@pytest.mark.parametrize("slug", BOOKS)
+def test_size_kinds_and_spread(slug):
+    items = load_evalset(EVALS / f"{slug}.jsonl")
+    kinds = Counter(i.kind for i in items)
+    assert len(items) >= 30
+    assert kinds["paraphrase"] / len(items) >= 0.30
+    assert kinds["synthesis"] >= 5 and kinds["lexical"] >= 5
+    book = find_book(DEFAULT_HOME / "corpus", slug)
+    files = {n.source_file for n in book_tree(book)}
+    parts = {p.slug for p in book.parts}
+    asked = {f.split("/")[2] for i in items for f in i.expected_files}
+    assert parts <= asked  # every part has questions
+    for i in items:
+        assert set(i.expected_files) <= files, i.id
+        if i.kind == "synthesis":
+            assert i.expected_files[0].endswith("summary.md"), i.id
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> Path:
+    if not os.environ.get("BOOKRAG_SOURCES"):
+        pytest.skip("BOOKRAG_SOURCES is not set (the raw books folder)")
+    home = tmp_path_factory.mktemp("evals")
+    shutil.copytree(DEFAULT_HOME / "corpus", home / "corpus", ignore=shutil.ignore_patterns("*.jsonl", "source.md"))
+    s = Settings(home=home, database_url=None, sources=Path(os.environ["BOOKRAG_SOURCES"]), embedder="local",
+                 embedding_model=None, max_chunk_tokens=400)
+    for slug in BOOKS:
+        prepare_book(s, find_book(s.corpus, slug))
+    return home
+
+
+@pytest.mark.parametrize("slug", BOOKS)
+def test_fragments_are_in_their_passage_and_paraphrases_share_no_word(slug, prepared):
+    for item in load_evalset(EVALS / f"{slug}.jsonl"):
+        source = next(f for f in item.expected_files if f.endswith("source.md"))
+        paras = paragraphs(frontmatter.read(prepared / source)[1])
+        for frag in item.answers:
+            holding = [p for p in paras if normalise(frag) in normalise(p)]
+            if item.kind != "lexical":
+                assert holding, f"{item.id}: fragment not in one paragraph of {source}: {frag!r}"
+            else:
+                assert holding or normalise(frag) in normalise(" ".join(paras)), f"{item.id}: {frag!r}"
+            if item.kind == "paraphrase":
+                stems = {fold(w)[:5] for p in holding for w in re.findall(r"[^\W\d_]+", p)}
+                words = [fold(w) for w in re.findall(r"[^\W\d_]+", item.question.replace("’", "'"))
+                         if len(w) >= 4 and fold(w) not in STOP]
+                shared = [w for w in words if w[:5] in stems]
+                assert not shared, f"{item.id}: shares {shared} with its paragraph"
