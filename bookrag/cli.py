@@ -86,6 +86,9 @@ def cmd_prepare(args: argparse.Namespace, s: Settings) -> None:
     from loader.prepare import prepare
 
     for book in _books(s, [args.book] if args.book else []):
+        if not args.book and book.source_kind != "gutenberg" and not (args.download or args.source):
+            print(f"{book.slug}: skipped ({book.source_kind} book: name it with --from EXPORT or --download)")
+            continue
         paths = prepare(s, book, download=args.download, source=Path(args.source) if args.source else None)
         print(f"{book.slug}: {len(paths)} source files")
 

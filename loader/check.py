@@ -15,10 +15,14 @@ def check_corpus(settings: Settings, books: list[str] | None = None) -> tuple[li
     that do not exist, more than one root, .md files the manifest does not know."""
     problems: list[str] = []
     counts = {"books": 0, "files": 0, "missing_sources": 0}
+    skipped: list[str] = []
     targets = [find_book(settings.corpus, b) for b in books] if books else all_books(settings.corpus)
     for book in targets:
-        counts["books"] += 1
         tree = book_tree(book)
+        if not books and not any((settings.home / n.source_file).exists() for n in tree):
+            skipped.append(book.slug)  # a book with a manifest only (not built here): say so, do not fail
+            continue
+        counts["books"] += 1
         known = {n.source_file for n in tree}
         roots = []
         for node in tree:
@@ -62,5 +66,6 @@ def check_corpus(settings: Settings, books: list[str] | None = None) -> tuple[li
             if rel not in known:
                 problems.append(f"{rel}: not part of {book.slug}'s tree (book.toml does not name it)")
     line = (f"{counts['books']} books, {counts['files']} files checked, {len(problems)} problems"
-            + (f" ({counts['missing_sources']} source files not prepared)" if counts["missing_sources"] else ""))
+            + (f" ({counts['missing_sources']} source files not prepared)" if counts["missing_sources"] else "")
+            + (f"; not built (manifest only): {', '.join(skipped)}" if skipped else ""))
     return problems, line

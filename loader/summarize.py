@@ -25,9 +25,10 @@ import hashlib
 import json
 import os
 import signal
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import jinja2
 from tqdm import tqdm
@@ -128,36 +129,46 @@ def render_prompt(name: str, book: Book, node: Node, inputs: list[Item], algorit
 
 # --- inputs ----------------------------------------------------------------------------
 
-def _body(home: Path, source_file: str, needed_by: str) -> str:
+#: Stands for a summary a dry run would write but has not (its text is not known yet).
+PENDING_TEXT = "(résumé à générer)"
+
+
+def _body(home: Path, source_file: str, needed_by: str, pending: frozenset[str] | set[str] = frozenset()) -> str:
     path = home / source_file
     if not path.exists():
+        if source_file in pending:
+            return PENDING_TEXT
         hint = "run `bookrag prepare`" if source_file.endswith("source.md") else "summarise the level below first"
         raise BookragError(f"{path}: missing, needed to summarise {needed_by} ({hint})")
     return frontmatter.read(path)[1].strip()
 
 
-def job_inputs(home: Path, tree: list[Node], node: Node, algorithm: str) -> list[Item]:
-    """The exact inputs of a node's summary, in book order."""
+def input_nodes(tree: list[Node], node: Node, algorithm: str) -> list[Node]:
+    """The nodes whose text a node's summary is made from, in book order."""
     children = [n for n in tree if n.parent_source_file == node.source_file]
     if node.level == 1:
-        src = next(n for n in children if n.node_type == "source")
-        return [Item("", p) for p in paragraphs(_body(home, src.source_file, node.source_file))]
+        return [next(n for n in children if n.node_type == "source")]
     if node.level == 2:
         sections = [n for n in children if n.level == 1]
         if algorithm == "direct":
-            items = []
-            for s in sections:
-                src = next(n for n in tree if n.parent_source_file == s.source_file)
-                items.append(Item(src.heading_path.split(" > ")[-1], _body(home, src.source_file, node.source_file)))
-            return items
-        return [Item(s.heading_path.split(" > ")[-1].removesuffix(" (résumé)"), _body(home, s.source_file, node.source_file))
-                for s in sections]
-    # level 3
+            return [next(n for n in tree if n.parent_source_file == s.source_file) for s in sections]
+        return sections
     if algorithm == "direct":
-        picked = [n for n in tree if n.level == 1]
-    else:
-        picked = [n for n in tree if n.parent_source_file == node.source_file]
-    return [Item(n.heading_path.removesuffix(" (résumé)").split(" > ", 1)[-1], _body(home, n.source_file, node.source_file))
+        return [n for n in tree if n.level == 1]
+    return children
+
+
+def job_inputs(home: Path, tree: list[Node], node: Node, algorithm: str,
+               pending: frozenset[str] | set[str] = frozenset()) -> list[Item]:
+    """The exact inputs of a node's summary, in book order. `pending` (dry run only): summaries
+    that would be written first; a missing one stands as PENDING_TEXT instead of an error."""
+    picked = input_nodes(tree, node, algorithm)
+    if node.level == 1:
+        return [Item("", p) for p in paragraphs(_body(home, picked[0].source_file, node.source_file))]
+    if node.level == 2:
+        return [Item(n.heading_path.split(" > ")[-1].removesuffix(" (résumé)"),
+                     _body(home, n.source_file, node.source_file, pending)) for n in picked]
+    return [Item(n.heading_path.removesuffix(" (résumé)").split(" > ", 1)[-1], _body(home, n.source_file, node.source_file, pending))
             for n in picked]
 
 
@@ -211,9 +222,13 @@ class LLM:
             raise BookragError(f"the LLM endpoint {self.client.base_url} denied access (403): {exc.message}") from exc
         except openai.NotFoundError as exc:
             raise BookragError(f"model {self.cfg.model!r} not found at {self.client.base_url} (404): check BOOKRAG_LLM_MODEL") from exc
-        text = (resp.choices[0].message.content or "").strip() if resp.choices else ""
+        choice = resp.choices[0] if resp.choices else None
+        text = (choice.message.content or "").strip() if choice else ""
         if not text:
             raise RuntimeError("the model returned an empty summary")
+        if choice.finish_reason == "length":  # cut off mid-sentence: never write it as if complete
+            raise RuntimeError(f"the model stopped at max_tokens={self.cfg.max_output_tokens} before finishing the "
+                               f"summary; raise BOOKRAG_LLM_MAX_OUTPUT")
         return text
 
 
@@ -253,9 +268,10 @@ def summary_nodes(tree: list[Node], levels: set[int] | None) -> list[Node]:
     return sorted(nodes, key=lambda n: (n.level, n.order))
 
 
-def plan_job(home: Path, book: Book, tree: list[Node], node: Node, algorithm: str) -> Job:
+def plan_job(home: Path, book: Book, tree: list[Node], node: Node, algorithm: str,
+             pending: frozenset[str] | set[str] = frozenset()) -> Job:
     alg = "bottom-up" if node.level == 1 else algorithm
-    inputs = job_inputs(home, tree, node, alg)
+    inputs = job_inputs(home, tree, node, alg, pending)
     name = TEMPLATES[node.level]
     prompt = render_prompt(name, book, node, inputs, alg)
     return Job(node, inputs, name, template_sha256(name), inputs_sha256(inputs), count_tokens(prompt), "")
@@ -337,6 +353,7 @@ def summarize_book(settings: Settings, book: Book, *, provider: str = "llm", lev
     report = SummarizeReport()
     nodes = summary_nodes(tree, levels)
     failed_files: set[str] = set()
+    pending: set[str] = set()  # dry run: the summaries it would (re)generate
     bar = tqdm(total=len(nodes), unit="summary", desc=book.slug, disable=not progress or dry_run)
     try:
         for node in nodes:
@@ -346,10 +363,16 @@ def summarize_book(settings: Settings, book: Book, *, provider: str = "llm", lev
                 failed_files.add(node.source_file)
                 bar.update(1)
                 continue
-            job = plan_job(settings.home, book, tree, node, algorithm)
+            alg = "bottom-up" if node.level == 1 else algorithm
+            job = plan_job(settings.home, book, tree, node, algorithm, pending)
             path = settings.home / node.source_file
             existing = frontmatter.read(path)[0] if path.exists() else {}
             reason = stale_reason(settings.home, job, generator, model, algorithm)
+            # A dry run writes nothing, so a summary whose inputs it would regenerate still looks
+            # current (or its inputs are missing): it would be regenerated too.
+            changing = [n.source_file for n in input_nodes(tree, node, alg) if n.source_file in pending]
+            if changing and reason is None:
+                reason = f"{len(changing)} input summaries would be regenerated"
             if not force and existing.get("generator") == "team":
                 report.kept_team.append(node.source_file)
                 bar.update(1)
@@ -359,10 +382,12 @@ def summarize_book(settings: Settings, book: Book, *, provider: str = "llm", lev
                 bar.update(1)
                 continue
             if dry_run:
-                say(f"would generate {node.source_file} (level {node.level}, {reason or 'forced'}): {job.prompt_tokens} prompt tokens")
+                estimate = " (estimate: the new input summaries are not written yet)" if changing else ""
+                say(f"would generate {node.source_file} (level {node.level}, {reason or 'forced'}): "
+                    f"{job.prompt_tokens} prompt tokens{estimate}")
+                pending.add(node.source_file)
                 report.generated.append(node.source_file)
                 continue
-            alg = "bottom-up" if node.level == 1 else algorithm
             try:
                 body = generate(job, book, alg, llm, report, say)
             except BookragError:
@@ -375,13 +400,10 @@ def summarize_book(settings: Settings, book: Book, *, provider: str = "llm", lev
                 continue
             meta = summary_meta(book, node, generator=generator, model=model, algorithm=alg, template=job.template,
                                 template_hash=job.template_sha256, inputs_hash=job.inputs_sha256)
-            # Ctrl-C cannot cut a write in half: the file is renamed into place whole.
-            old = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
-            try:
+            # Ctrl-C cannot cut a write in half: the file is renamed into place whole, and a
+            # Ctrl-C arriving meanwhile stops the run right after it.
+            with _sigint_deferred():
                 frontmatter.write_atomic(path, frontmatter.render(meta, body))
-            finally:
-                if old is not None:
-                    signal.signal(signal.SIGINT, old)
             report.generated.append(node.source_file)
             bar.update(1)
     finally:
@@ -393,6 +415,25 @@ def _main_thread() -> bool:
     import threading
 
     return threading.current_thread() is threading.main_thread()
+
+
+@contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Hold SIGINT back for the duration of the block, then deliver it to the previous handler
+    (usually KeyboardInterrupt). Ignoring it instead would silently drop a Ctrl-C that lands
+    during a write and let the run go on."""
+    if not _main_thread():  # signal handlers can only be set from the main thread
+        yield
+        return
+    caught: list[int] = []
+    old = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        # None: the previous handler was not set from Python; Python's own default is the best stand-in.
+        signal.signal(signal.SIGINT, old if old is not None else signal.default_int_handler)
+    if caught:
+        signal.raise_signal(signal.SIGINT)
 
 
 def adopt_summary(settings: Settings, book: Book, node: Node, body: str, generator: str = "team") -> Path:

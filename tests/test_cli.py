@@ -1,0 +1,72 @@
+"""The CLI: help with an example for every command, one-sentence errors, the psql path."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from bookrag.cli import COMMANDS, build_parser, main
+
+
+def test_every_command_has_help_with_an_example(capsys):
+    parser = build_parser()
+    for name in COMMANDS:
+        with pytest.raises(SystemExit) as exit_:
+            parser.parse_args([name, "--help"])
+        assert exit_.value.code == 0
+        out = capsys.readouterr().out
+        assert "example:" in out and "bookrag" in out.split("example:")[1], name
+
+
+def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bookrag.cli", *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_missing_sources_is_one_sentence_and_exit_1(monkeypatch):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "BOOKRAG_SOURCES"}
+    r = run("prepare", "bastiat-sophismes-economiques", env=env)
+    assert r.returncode == 1
+    assert r.stderr.startswith("error: BOOKRAG_SOURCES is not set: point it at the folder holding the raw books")
+    assert "Traceback" not in r.stderr
+
+
+def test_unknown_book(monkeypatch, capsys):
+    assert main(["check", "nope"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown book 'nope': no ") and "books with a manifest: bastiat-sophismes-economiques" in err
+
+
+def test_load_of_a_bad_sidecar_names_file_and_line(home, pg_url, monkeypatch, capsys):
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    monkeypatch.setenv("BOOKRAG_HOME", str(home))
+    sc = home / "corpus/traite-des-echanges/avant-propos/source.md.jsonl"
+    lines = sc.read_text().splitlines()
+    sc.write_text("\n".join([lines[0], "{not json", *lines[2:]]) + "\n")
+    assert main(["load"]) == 1
+    assert capsys.readouterr().err.strip().startswith(f"error: {sc}:2: malformed JSON line")
+
+
+def test_search_and_embed_against_the_fixture(corpus_url, corpus_home, monkeypatch, capsys):
+    monkeypatch.setenv("DATABASE_URL", corpus_url)
+    monkeypatch.setenv("BOOKRAG_HOME", str(corpus_home))
+    assert main(["search", "ornière", "--k", "2", "--json"]) == 0
+    import json
+
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert hits[0]["source_file"].endswith("chapitre-02-les-routes/source.md") and hits[0]["bm25_rank"] == 1
+    assert {"rank", "score", "bm25_rank", "vector_rank", "source_file", "chunk_index", "level", "node_type",
+            "heading_path", "content"} <= set(hits[0])
+    assert main(["search", "", "--k", "2"]) == 1
+    assert capsys.readouterr().err.strip() == "error: the query is empty: give at least one word to search for"
+    assert main(["embed", "le pain du village"]) == 0
+    literal = capsys.readouterr().out.strip()
+    assert literal.startswith("[") and len(literal.strip("[]").split(",")) == 384
+    import psycopg
+
+    with psycopg.connect(corpus_url) as c:  # the psql recipe: the literal is a valid query vector
+        rows = c.execute("SELECT rank FROM rag.search_vector(%s::vector, 3)", (literal,)).fetchall()
+    assert [r[0] for r in rows] == [1, 2, 3]
