@@ -181,6 +181,8 @@ def build_corpus(url: str, n_rows: int, words: list[str], freq: np.ndarray, rng:
         if maintenance_work_mem:
             conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(maintenance_work_mem)))
         mwm = conn.execute("SHOW maintenance_work_mem").fetchone()[0]
+        notices: list[str] = []  # pgvector says when the graph outgrows maintenance_work_mem
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
         t0 = time.perf_counter()
         conn.execute("SELECT rag._ensure_vector_index(%s, %s)", (BENCH_MODEL, DIM))
         hnsw_s = time.perf_counter() - t0
@@ -189,7 +191,8 @@ def build_corpus(url: str, n_rows: int, words: list[str], freq: np.ndarray, rng:
         analyze_s = time.perf_counter() - t0
         size = conn.execute("SELECT pg_total_relation_size('rag.hierarchical_content_nodes')").fetchone()[0]
     return {"rows": len(rows), "generate_s": gen_s, "copy_s": copy_s, "copy_rows_per_s": len(rows) / copy_s,
-            "hnsw_build_s": hnsw_s, "analyze_s": analyze_s, "total_mb": size / 2**20, "maintenance_work_mem": mwm}
+            "hnsw_build_s": hnsw_s, "analyze_s": analyze_s, "total_mb": size / 2**20, "maintenance_work_mem": mwm,
+            "hnsw_notices": notices}
 
 
 # --- EXPLAIN of the hybrid statement --------------------------------------------------------
@@ -289,6 +292,9 @@ def main() -> None:
                              [[s.name, s.rows, s.build["generate_s"], s.build["copy_s"], s.build["copy_rows_per_s"],
                                s.build["hnsw_build_s"], s.build["maintenance_work_mem"], s.build["analyze_s"], s.build["total_mb"]]
                               for s in built]))
+        for s in built:
+            for notice in s.build["hnsw_notices"]:
+                print(f"\n{s.name} HNSW build notice: {notice}")
     if explain:
         print(f"\n## EXPLAIN (ANALYZE, BUFFERS) of the hybrid statement at {max(sizes):,} rows\n\n```\n{explain}\n```")
     write_json(args.json, {"machine": host, "args": vars(args),

