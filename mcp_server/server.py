@@ -251,6 +251,13 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
 
         return run(ctx, go)
 
+    def require_node(conn: psycopg.Connection, source_file: str) -> None:
+        exists = conn.execute("SELECT 1 FROM rag.hierarchical_content_nodes WHERE source_file = %s LIMIT 1",
+                              (source_file,)).fetchone()
+        conn.rollback()
+        if not exists:
+            raise ToolError(f"no node {source_file!r}; use a source_file from a search hit or the outline")
+
     def node_of(conn: psycopg.Connection, rows: list[dict[str, Any]]) -> Node:
         first = rows[0]
         return Node(source_file=first["source_file"], book=first["book"], level=first["level"], node_type=first["node_type"],
@@ -264,10 +271,9 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
     ) -> Node:
         """A node's full text (all its chunks, in order) and metadata, by source file."""
         def go(conn: psycopg.Connection, _state: AppState) -> Node:
+            require_node(conn, source_file)
             rows = conn.execute("SELECT * FROM rag.get_node(%s)", (source_file,)).fetchall()
             conn.rollback()
-            if not rows:
-                raise ToolError(f"no node {source_file!r}; use a source_file from a search hit or the outline")
             return node_of(conn, rows)
         return run(ctx, go)
 
@@ -278,11 +284,9 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
     ) -> Node:
         """The parent node (a paragraph's chapter summary, a chapter's part summary, a part's book summary)."""
         def go(conn: psycopg.Connection, _state: AppState) -> Node:
+            require_node(conn, source_file)
             rows = conn.execute("SELECT * FROM rag.get_parent(%s)", (source_file,)).fetchall()
-            exists = conn.execute("SELECT 1 FROM rag.hierarchical_content_nodes WHERE source_file = %s LIMIT 1", (source_file,)).fetchone()
             conn.rollback()
-            if not exists:
-                raise ToolError(f"no node {source_file!r}; use a source_file from a search hit or the outline")
             if not rows:
                 raise ToolError(f"{source_file} is the root of its book: it has no parent")
             return node_of(conn, rows)
@@ -296,10 +300,7 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
     ) -> Children:
         """A node's children in document order, as many whole ones as fit in the token budget; says which were left out."""
         def go(conn: psycopg.Connection, _state: AppState) -> Children:
-            exists = conn.execute("SELECT 1 FROM rag.hierarchical_content_nodes WHERE source_file = %s LIMIT 1", (source_file,)).fetchone()
-            if not exists:
-                conn.rollback()
-                raise ToolError(f"no node {source_file!r}; use a source_file from a search hit or the outline")
+            require_node(conn, source_file)
             rows = conn.execute(
                 "SELECT c.*, n.parent_source_file, n.book FROM rag.get_children(%s, %s) c "
                 "LEFT JOIN rag.hierarchical_content_nodes n ON n.source_file = c.source_file AND n.chunk_index = c.chunk_index",

@@ -162,3 +162,27 @@ def e5():
     from loader.embedding import get_embedder
 
     return get_embedder("local")
+
+
+REAL_BOOKS = ("bastiat-sophismes-economiques", "tocqueville-democratie-en-amerique")
+
+
+@pytest.fixture(scope="session")
+def prepared_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the repository's corpus (manifests, summaries and their sidecars) with both
+    real books prepared from BOOKRAG_SOURCES; skipped when the raw books are not configured."""
+    from bookrag.config import DEFAULT_HOME
+    from loader.gutenberg import prepare_book
+    from loader.manifest import find_book
+
+    sources = os.environ.get("BOOKRAG_SOURCES")
+    if not sources:
+        pytest.skip("BOOKRAG_SOURCES is not set (the raw books folder)")
+    home = tmp_path_factory.mktemp("prepared")
+    shutil.copytree(DEFAULT_HOME / "corpus", home / "corpus",
+                    ignore=shutil.ignore_patterns("source.md", "source.md.jsonl", "piaf"))
+    s = Settings(home=home, database_url=None, sources=Path(sources), embedder="local", embedding_model=None,
+                 max_chunk_tokens=400)
+    for slug in REAL_BOOKS:
+        prepare_book(s, find_book(s.corpus, slug))
+    return home

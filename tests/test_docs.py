@@ -3,10 +3,8 @@ has two commands and .ci/run runs the second; its SQL examples run as printed on
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -59,26 +57,18 @@ def sql_examples() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def real_corpus(postgresql_proc, tmp_path_factory):
+def real_corpus(postgresql_proc, prepared_home, tmp_path_factory):
     """Both books loaded: paragraphs BM25-only (fast), summaries with their committed vectors."""
-    if not os.environ.get("BOOKRAG_SOURCES"):
-        pytest.skip("BOOKRAG_SOURCES is not set (the raw books folder)")
     import psycopg
     from psycopg import sql
 
     from bookrag import db
-    from loader.gutenberg import prepare_book
     from loader.load import load
-    from loader.manifest import find_book
     from loader.sidecars import write_sidecars
 
     home = tmp_path_factory.mktemp("readme")
-    shutil.copytree(DEFAULT_HOME / "corpus", home / "corpus",
-                    ignore=shutil.ignore_patterns("source.md", "source.md.jsonl", "list-*", "piaf"))
-    s = Settings(home, None, Path(os.environ["BOOKRAG_SOURCES"]), "local", None, 400)
+    shutil.copytree(prepared_home / "corpus", home / "corpus")
     books = ("bastiat-sophismes-economiques", "tocqueville-democratie-en-amerique")
-    for slug in books:
-        prepare_book(s, find_book(s.corpus, slug))
     write_sidecars(sorted(home.rglob("source.md")), home, 400, None, progress=False)
     admin = psycopg.conninfo.make_conninfo(host=postgresql_proc.host, port=postgresql_proc.port, user=postgresql_proc.user, dbname="postgres")
     name = "bookrag_readme"

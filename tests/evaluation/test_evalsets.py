@@ -4,21 +4,18 @@ word with the paragraph holding the answer."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import unicodedata
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from bookrag.config import DEFAULT_HOME, Settings
+from bookrag.config import DEFAULT_HOME
 from evaluation.evalset import load_evalset
 from evaluation.metrics import normalise
 from loader import frontmatter
 from loader.chunking import paragraphs
-from loader.gutenberg import prepare_book
 from loader.manifest import book_tree, find_book
 
 EVALS = DEFAULT_HOME / "evals"
@@ -53,16 +50,8 @@ def test_size_kinds_and_spread(slug):
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory) -> Path:
-    if not os.environ.get("BOOKRAG_SOURCES"):
-        pytest.skip("BOOKRAG_SOURCES is not set (the raw books folder)")
-    home = tmp_path_factory.mktemp("evals")
-    shutil.copytree(DEFAULT_HOME / "corpus", home / "corpus", ignore=shutil.ignore_patterns("*.jsonl", "source.md"))
-    s = Settings(home=home, database_url=None, sources=Path(os.environ["BOOKRAG_SOURCES"]), embedder="local",
-                 embedding_model=None, max_chunk_tokens=400)
-    for slug in BOOKS:
-        prepare_book(s, find_book(s.corpus, slug))
-    return home
+def prepared(prepared_home: Path) -> Path:
+    return prepared_home
 
 
 @pytest.mark.parametrize("slug", BOOKS)

@@ -4,17 +4,14 @@ than a dozen words copied from the source), and with committed, current sidecars
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import unicodedata
 from pathlib import Path
 
 import pytest
 
-from bookrag.config import DEFAULT_HOME, Settings
+from bookrag.config import DEFAULT_HOME
 from loader import frontmatter
-from loader.gutenberg import prepare_book
 from loader.manifest import book_tree, find_book
 from loader.sidecars import file_hash, read_sidecar, sidecar_path
 
@@ -61,16 +58,8 @@ def fold(text: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def sources(tmp_path_factory) -> Path:
-    if not os.environ.get("BOOKRAG_SOURCES"):
-        pytest.skip("BOOKRAG_SOURCES is not set (the raw books folder)")
-    home = tmp_path_factory.mktemp("sources")
-    shutil.copytree(CORPUS, home / "corpus", ignore=shutil.ignore_patterns("*.jsonl", "source.md"))
-    s = Settings(home=home, database_url=None, sources=Path(os.environ["BOOKRAG_SOURCES"]), embedder="local",
-                 embedding_model=None, max_chunk_tokens=400)
-    for slug in BOOKS:
-        prepare_book(s, find_book(s.corpus, slug))
-    return home
+def sources(prepared_home: Path) -> Path:
+    return prepared_home
 
 
 @pytest.mark.parametrize("slug", BOOKS)
