@@ -56,7 +56,8 @@ def evaluate(conn: psycopg.Connection, items: list[EvalItem], strategies: list[s
 
 def table(results: dict[str, list[QuestionResult]], ks: list[int]) -> tuple[str, dict[str, Any]]:
     """Markdown table by mode (all kinds, then each kind) and the same numbers as a dict."""
-    cols = [f"recall@{k}" for k in ks] + ["node_recall@5", "mrr@10", "ndcg@10", "context_precision", "tokens_per_question"]
+    cols = [f"recall@{k}" for k in ks] + ["node_recall@5", "mrr@10", "answer_mrr@10", "ndcg@10", "context_precision",
+                                          "tokens_per_question"]
     head = "| mode | kind | n | " + " | ".join(cols) + " |"
     lines = [head, "|" + "---|" * (len(cols) + 3)]
     data: dict[str, Any] = {}

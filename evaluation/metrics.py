@@ -53,8 +53,8 @@ class QuestionResult:
     def first_relevant(self) -> int | None:
         return next((i + 1 for i, rel in enumerate(self.relevant) if rel), None)
 
-    def mrr(self, k: int = 10) -> float:
-        r = self.first_relevant
+    def mrr(self, k: int = 10, by: str = "relevant") -> float:
+        r = self.answer_rank if by == "answer" else self.first_relevant
         return 1.0 / r if r is not None and r <= k else 0.0
 
     def ndcg(self, k: int = 10) -> float:
@@ -105,6 +105,7 @@ def aggregate(results: list[QuestionResult], ks: list[int]) -> dict[str, float]:
     out = {f"recall@{k}": sum(r.recall(k) for r in results) / n for k in ks}
     out.update({f"node_recall@{k}": sum(r.recall(k, "node") for r in results) / n for k in ks})
     out["mrr@10"] = sum(r.mrr(10) for r in results) / n
+    out["answer_mrr@10"] = sum(r.mrr(10, "answer") for r in results) / n
     out["ndcg@10"] = sum(r.ndcg(10) for r in results) / n
     out["context_precision"] = sum(r.context_precision for r in results) / n
     out["tokens_per_question"] = sum(r.tokens_returned for r in results) / n

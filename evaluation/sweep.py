@@ -106,8 +106,8 @@ def sweep(settings: Settings, book: str, evalset: Path, thresholds: list[int], s
                               settings.state_dir / "cache" / "embeddings.sqlite")
     rows: list[dict[str, Any]] = []
     variants = [("full", [s for s in strategies if s not in ("economic", "no-heading")])]
-    if "economic" in strategies:
-        variants.append(("economic", ["hybrid"]))
+    if "economic" in strategies:  # vectors only on summaries: flat fusion, and summaries-then-children
+        variants.append(("economic", ["hybrid", "two-stage"]))
     if "no-heading" in strategies:  # the same chunks embedded without their heading path
         variants.append(("no-heading", ["vector", "hybrid"]))
     for t in thresholds:
@@ -130,7 +130,7 @@ def sweep(settings: Settings, book: str, evalset: Path, thresholds: list[int], s
                         conn.close()
                 for s, res in results.items():
                     agg = aggregate(res, [1, 5, 10])
-                    label = {"economic": "economic", "no-heading": f"{s} (no heading)"}.get(variant, s)
+                    label = {"economic": f"{s} (economic)", "no-heading": f"{s} (no heading)"}.get(variant, s)
                     rows.append({"threshold": "paragraph" if t == PARAGRAPH else t, "strategy": label,
                                  "level0_chunks": chunks, "seconds": round(time.perf_counter() - t0, 1), **agg})
     return rows
@@ -175,7 +175,7 @@ def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--book", required=True, help="book folder under corpus/ (piaf included)")
     p.add_argument("--evalset", required=True)
     p.add_argument("--thresholds", default="64,128,256,512,paragraph")
-    p.add_argument("--strategies", default="hybrid,hybrid+parent,two-stage,economic,no-heading")
+    p.add_argument("--strategies", default="bm25,vector,hybrid,hybrid+parent,two-stage,economic,no-heading")
     p.add_argument("--limit", type=int, help="evaluate an evenly spread sample of this many questions")
     p.add_argument("--out", default=".bookrag/eval")
     p.add_argument("--quiet", action="store_true")

@@ -43,4 +43,4 @@ def test_aggregate_means():
     a = score_question(ITEM, "m", [hit("corpus/b/a/source.md", "l'économie -- politique")])
     b = score_question(ITEM, "m", [hit("corpus/b/q/source.md", "non")])
     agg = aggregate([a, b], [1])
-    assert agg["recall@1"] == 0.5 and agg["mrr@10"] == 0.5 and agg["questions"] == 2
+    assert agg["recall@1"] == 0.5 and agg["mrr@10"] == 0.5 and agg["answer_mrr@10"] == 0.5 and agg["questions"] == 2

@@ -26,8 +26,9 @@ def test_sweep_grid_cache_and_cleanup(home, pg_url, monkeypatch):
     monkeypatch.setattr(sweep_module, "CachedEmbedder", spy)
     rows = sweep(s, "traite-des-echanges", EVALSET, [20, PARAGRAPH], ["hybrid", "two-stage", "economic"], progress=False)
     assert [(r["threshold"], r["strategy"]) for r in rows] == [
-        (20, "hybrid"), (20, "two-stage"), (20, "economic"),
-        ("paragraph", "hybrid"), ("paragraph", "two-stage"), ("paragraph", "economic")]
+        (20, "hybrid"), (20, "two-stage"), (20, "hybrid (economic)"), (20, "two-stage (economic)"),
+        ("paragraph", "hybrid"), ("paragraph", "two-stage"), ("paragraph", "hybrid (economic)"),
+        ("paragraph", "two-stage (economic)")]
     chunks = {r["threshold"]: r["level0_chunks"] for r in rows}
     assert chunks[20] > chunks["paragraph"] == 12
     assert all(0.0 <= r["recall@5"] <= 1.0 and r["questions"] == 3 for r in rows)
