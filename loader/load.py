@@ -173,6 +173,11 @@ def load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport:
         if model is not None:
             dim = next(sc.manifest["dimension"] for sc in sidecars if sc.embedded)
             conn.execute("SELECT rag._ensure_vector_index(%s, %s)", (model, dim))
+        if report.rows_written or report.removed:
+            # Each COPY adds pg_search segments (36 after loading the two books), and a query
+            # visits them all: BM25 top-100 took 3 ms instead of 0.6 ms. Rebuilding the index
+            # merges them into one (130 ms for the two books).
+            conn.execute("REINDEX INDEX rag.hcn_bm25_idx")
     return report
 
 

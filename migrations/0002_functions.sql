@@ -601,7 +601,7 @@ BEGIN
 END
 $$;
 
--- function: search_hybrid sha256:0b7ec17abe05d117ee47fd62c0f4a18c01e2bf917cb4e4f94e7735456d9c6208
+-- function: search_hybrid sha256:affcc52ccf5436c0c9100440964948a669f21f0f0505971e5a9d2d3d1470cbf4
 -- rag.search_hybrid: BM25 + kNN fused by Reciprocal Rank Fusion, in one statement.
 CREATE OR REPLACE FUNCTION rag.search_hybrid(
     p_query           TEXT,
@@ -618,6 +618,9 @@ CREATE OR REPLACE FUNCTION rag.search_hybrid(
 ) RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
+SET enable_seqscan = off
+SET hnsw.ef_search = 40
+SET hnsw.iterative_scan = off
 AS $$
 /*
 Returns the p_k best chunks by RRF: score = bm25_weight / (rrf_k + bm25_rank)
@@ -635,6 +638,10 @@ Parameters:
 Rows without an embedding compete on BM25 alone.
 Cost: one statement: a pg_search top-N scan and an HNSW scan of p_pool rows each, a hash
 join of at most 2 x p_pool ids; 4-5 ms on a book, ~15 ms at 100k rows (bench/bench_search.py).
+Settings: parallel query off (worker start-up costs more than the scans); sequential scans
+off, because on small tables the planner prices the HNSW scan above a sequential scan that is
+several times slower (8 ms against 1.2 ms for the kNN branch on the two books); the HNSW
+settings raised below are restored when the function returns.
 */
 DECLARE
     v_model TEXT;
@@ -773,7 +780,7 @@ BEGIN
 END
 $$;
 
--- function: search_vector sha256:b7d5630c97dd58d1aaa82b00786fc8acb7a18f86b1a8d9669d2ba1f112e18365
+-- function: search_vector sha256:b2b31d0bcae0d83ca48244adfdefb2606da8b3802fad5ed302569b58626ed4b6
 -- rag.search_vector: semantic kNN search (pgvector HNSW, cosine) with the corpus model.
 CREATE OR REPLACE FUNCTION rag.search_vector(
     p_query_embedding vector,
@@ -785,6 +792,9 @@ CREATE OR REPLACE FUNCTION rag.search_vector(
 ) RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
+SET enable_seqscan = off
+SET hnsw.ef_search = 40
+SET hnsw.iterative_scan = off
 AS $$
 /*
 Returns the p_k chunks nearest to p_query_embedding, best first: score = cosine similarity
@@ -797,6 +807,10 @@ Rows without an embedding (files not embedded) never appear. Only vectors of the
 model are compared. Edge case: no vectors loaded -> no rows (NOTICE).
 Cost: one HNSW index scan on the model's partial index (ef_search raised to the pool, iterative
 scan so filters do not starve the result); ~1 ms on a book.
+Settings: parallel query off (worker start-up costs more than the scans); sequential scans
+off, because on small tables the planner prices the HNSW scan above a sequential scan that is
+several times slower (8 ms against 1.2 ms for the kNN branch on the two books); the HNSW
+settings raised below are restored when the function returns.
 */
 DECLARE
     v_model TEXT;
@@ -838,7 +852,7 @@ INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('list_books', '3c1244b9fae9a93831f2bdf044a94f7c1b0b9052eaf79e329a5533da0c9e5174', '0002_functions'),
     ('outline', '752509a745c200670141a4c624018ad98bd71e607c3a4f0134cfdc1341d935ec', '0002_functions'),
     ('search_bm25', '3c1a87150ec0df640fec2c6465401a331e6c55a08fd5f4765e60fda07239ee52', '0002_functions'),
-    ('search_hybrid', '0b7ec17abe05d117ee47fd62c0f4a18c01e2bf917cb4e4f94e7735456d9c6208', '0002_functions'),
+    ('search_hybrid', 'affcc52ccf5436c0c9100440964948a669f21f0f0505971e5a9d2d3d1470cbf4', '0002_functions'),
     ('search_two_stage', '88f62a8cee048de74def7573fee09d27e80af81ccc14a1d5e28750e589eb77e5', '0002_functions'),
-    ('search_vector', 'b7d5630c97dd58d1aaa82b00786fc8acb7a18f86b1a8d9669d2ba1f112e18365', '0002_functions')
+    ('search_vector', 'b2b31d0bcae0d83ca48244adfdefb2606da8b3802fad5ed302569b58626ed4b6', '0002_functions')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

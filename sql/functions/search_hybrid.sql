@@ -14,6 +14,9 @@ CREATE OR REPLACE FUNCTION rag.search_hybrid(
 ) RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
+SET enable_seqscan = off
+SET hnsw.ef_search = 40
+SET hnsw.iterative_scan = off
 AS $$
 /*
 Returns the p_k best chunks by RRF: score = bm25_weight / (rrf_k + bm25_rank)
@@ -31,6 +34,10 @@ Parameters:
 Rows without an embedding compete on BM25 alone.
 Cost: one statement: a pg_search top-N scan and an HNSW scan of p_pool rows each, a hash
 join of at most 2 x p_pool ids; 4-5 ms on a book, ~15 ms at 100k rows (bench/bench_search.py).
+Settings: parallel query off (worker start-up costs more than the scans); sequential scans
+off, because on small tables the planner prices the HNSW scan above a sequential scan that is
+several times slower (8 ms against 1.2 ms for the kNN branch on the two books); the HNSW
+settings raised below are restored when the function returns.
 */
 DECLARE
     v_model TEXT;

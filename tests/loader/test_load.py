@@ -180,3 +180,12 @@ def test_two_loaders_are_serialized(loaded, home, pg_url):
     t.join(30)
     assert result["done"] >= released and result["report"].unchanged == 13
     holder.close()
+
+
+def test_the_bm25_index_is_one_segment_after_a_load(loaded):
+    """13 files are 13 COPYs, i.e. as many pg_search segments; the loader merges them."""
+    plan = "\n".join(r[0] for r in loaded.execute(
+        "EXPLAIN SELECT id FROM rag.hierarchical_content_nodes n WHERE n.content ||| 'pain' "
+        "ORDER BY pdb.score(n.id) DESC LIMIT 10").fetchall())
+    loaded.rollback()
+    assert "Segment Count: 1\n" in plan + "\n"
