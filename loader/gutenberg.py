@@ -43,7 +43,7 @@ class PreparedSection:
 def raw_path(settings: Settings, book: Book, raw: RawFile, download: bool = False) -> Path:
     """The raw file on disk, checked against the manifest's sha256."""
     if settings.sources is not None:
-        path = settings.sources / (book.source_folder or book.slug) / raw.name
+        path = settings.require_sources() / (book.source_folder or book.slug) / raw.name
     elif download:
         path = settings.state_dir / "downloads" / book.slug / raw.name
         if not path.exists():

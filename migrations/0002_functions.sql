@@ -212,7 +212,7 @@ BEGIN
 END
 $$;
 
--- function: _ensure_vector_index sha256:e7711ab4736ac6e3c92f2a5940163f123f9cbad8d19185f9b8e1eec84853271a
+-- function: _ensure_vector_index sha256:2fbad8e721a0f3762c2b4867b26e72a20bcf03216188c2586387b4c0e40a18cf
 -- Register an embedding model and create its partial HNSW index (loader only).
 CREATE OR REPLACE FUNCTION rag._ensure_vector_index(
     p_model     TEXT,
@@ -225,8 +225,8 @@ Registers (p_model, p_dimension) in rag.embedding_models and creates, if missing
 cosine index on embedding::vector(p_dimension) restricted to rows WHERE embedding_model =
 p_model: the exact expression and predicate rag._branch_sql uses, so the kNN branch can use it
 whatever the model's dimension. Returns the index name. A model already registered with
-another dimension is an error. Cost: index creation is O(rows of the model) (~1,450 rows/s at
-1M rows); instant when it exists.
+another dimension is an error. Cost: index creation is O(rows of the model) (100k 384-d rows in 140 s with the default
+64MB maintenance_work_mem); instant when it exists.
 */
 DECLARE
     v_dim   INT;
@@ -277,7 +277,7 @@ and the kNN branch filters the same rows. Cost: string concatenation only.
     );
 $$;
 
--- function: build_context sha256:a82341b6bb1bf6574aa480f3d042566e8714fa898918c356586ef58409cfa93b
+-- function: build_context sha256:97c31a70c695e5cf8e7ebf2b9570bc890454a79106b53a6c935e2c4a796e4d8d
 -- rag.build_context: search + parent expansion + deduplication within a token budget, ordered for reading.
 CREATE OR REPLACE FUNCTION rag.build_context(
     p_query           TEXT,
@@ -310,7 +310,7 @@ Parameters:
   p_book, p_levels, p_node_type  search filters.
   p_expand   add each hit's parent node (default true).
   p_mode     which search ranks the hits (default 'hybrid').
-Cost: one search plus one indexed lookup per hit; ~5 ms on a book.
+Cost: one search plus one indexed lookup per hit; p50 2.8 ms on the two books, 9.4 ms at 100k rows.
 */
 DECLARE
     v_hit       RECORD;
@@ -561,7 +561,7 @@ BEGIN
 END
 $$;
 
--- function: search_bm25 sha256:3c1a87150ec0df640fec2c6465401a331e6c55a08fd5f4765e60fda07239ee52
+-- function: search_bm25 sha256:027985df1d06e5b8fb5724f65a9f011f981b3c3c6b4a50ccc0ca4c79bb8b7869
 -- rag.search_bm25: lexical search (pg_search BM25, French stemming) over the corpus chunks.
 CREATE OR REPLACE FUNCTION rag.search_bm25(
     p_query        TEXT,
@@ -586,7 +586,7 @@ Parameters:
   p_node_type    NULL, 'source' or 'summary'.
   p_parent_files NULL, or only chunks whose parent node is one of these files.
 Edge cases: a query of only stopwords or punctuation matches nothing (no rows, no error).
-Cost: one pg_search top-N index scan with the filters pushed down; ~1-2 ms on a book
+Cost: one pg_search top-N index scan with the filters pushed down; p50 1.2 ms on the two books
 (parallel query is off: worker start-up costs more than the scan at this size).
 */
 BEGIN
@@ -601,7 +601,7 @@ BEGIN
 END
 $$;
 
--- function: search_hybrid sha256:affcc52ccf5436c0c9100440964948a669f21f0f0505971e5a9d2d3d1470cbf4
+-- function: search_hybrid sha256:52da5b227f754b0b7fdb8ef400f047d55928f56fb10716521d4499815b5e98a2
 -- rag.search_hybrid: BM25 + kNN fused by Reciprocal Rank Fusion, in one statement.
 CREATE OR REPLACE FUNCTION rag.search_hybrid(
     p_query           TEXT,
@@ -637,7 +637,8 @@ Parameters:
   p_bm25_weight, p_vector_weight  per-branch weights >= 0 (default 1, 1).
 Rows without an embedding compete on BM25 alone.
 Cost: one statement: a pg_search top-N scan and an HNSW scan of p_pool rows each, a hash
-join of at most 2 x p_pool ids; 4-5 ms on a book, ~15 ms at 100k rows (bench/bench_search.py).
+join of at most 2 x p_pool ids; p50 2.6 ms on the two books (4,317 rows), 9.3 ms at 100k rows
+(bench/bench_search.py).
 Settings: parallel query off (worker start-up costs more than the scans); sequential scans
 off, because on small tables the planner prices the HNSW scan above a sequential scan that is
 several times slower (8 ms against 1.2 ms for the kNN branch on the two books); the HNSW
@@ -780,7 +781,7 @@ BEGIN
 END
 $$;
 
--- function: search_vector sha256:b2b31d0bcae0d83ca48244adfdefb2606da8b3802fad5ed302569b58626ed4b6
+-- function: search_vector sha256:8bc27a8f0c06eab892ea376cd63a8d33d0edb7946247b8f07ff71bfde505a3c5
 -- rag.search_vector: semantic kNN search (pgvector HNSW, cosine) with the corpus model.
 CREATE OR REPLACE FUNCTION rag.search_vector(
     p_query_embedding vector,
@@ -806,7 +807,7 @@ Parameters:
 Rows without an embedding (files not embedded) never appear. Only vectors of the corpus
 model are compared. Edge case: no vectors loaded -> no rows (NOTICE).
 Cost: one HNSW index scan on the model's partial index (ef_search raised to the pool, iterative
-scan so filters do not starve the result); ~1 ms on a book.
+scan so filters do not starve the result); p50 0.6 ms on the two books.
 Settings: parallel query off (worker start-up costs more than the scans); sequential scans
 off, because on small tables the planner prices the HNSW scan above a sequential scan that is
 several times slower (8 ms against 1.2 ms for the kNN branch on the two books); the HNSW
@@ -843,16 +844,16 @@ INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_branch_sql', '561a51963f2c5634926eca111576162f93088cc542fe14d5420bd536cf213a69', '0002_functions'),
     ('_check_search_args', 'e5c3a8e553e81a3061d1e5a110a109187ece8797b0d53e4c4d341a9b589168eb', '0002_functions'),
     ('_corpus_model', 'bb53ae93ac1e216b9b3882159948aefe47ce70a68f23c434d258dd94e7404f22', '0002_functions'),
-    ('_ensure_vector_index', 'e7711ab4736ac6e3c92f2a5940163f123f9cbad8d19185f9b8e1eec84853271a', '0002_functions'),
+    ('_ensure_vector_index', '2fbad8e721a0f3762c2b4867b26e72a20bcf03216188c2586387b4c0e40a18cf', '0002_functions'),
     ('_filter_sql', '2bf64bd28360f1cd264ffbd7fffd03fe21ccab3320d9c5966d6d01db707f5be8', '0002_functions'),
-    ('build_context', 'a82341b6bb1bf6574aa480f3d042566e8714fa898918c356586ef58409cfa93b', '0002_functions'),
+    ('build_context', '97c31a70c695e5cf8e7ebf2b9570bc890454a79106b53a6c935e2c4a796e4d8d', '0002_functions'),
     ('get_children', '46067e8f13b0515bac7022f31650501c998f5a77f545139c715d1af66b35441e', '0002_functions'),
     ('get_node', '8de57d82302495bc7d896c0e314e32f514b7d4493a02a6ae3925e5dd00ccd30f', '0002_functions'),
     ('get_parent', '81cd92c5049fc185f926d6c0f7a6afae79be416d6158f331bd69422c55ffa860', '0002_functions'),
     ('list_books', '3c1244b9fae9a93831f2bdf044a94f7c1b0b9052eaf79e329a5533da0c9e5174', '0002_functions'),
     ('outline', '752509a745c200670141a4c624018ad98bd71e607c3a4f0134cfdc1341d935ec', '0002_functions'),
-    ('search_bm25', '3c1a87150ec0df640fec2c6465401a331e6c55a08fd5f4765e60fda07239ee52', '0002_functions'),
-    ('search_hybrid', 'affcc52ccf5436c0c9100440964948a669f21f0f0505971e5a9d2d3d1470cbf4', '0002_functions'),
+    ('search_bm25', '027985df1d06e5b8fb5724f65a9f011f981b3c3c6b4a50ccc0ca4c79bb8b7869', '0002_functions'),
+    ('search_hybrid', '52da5b227f754b0b7fdb8ef400f047d55928f56fb10716521d4499815b5e98a2', '0002_functions'),
     ('search_two_stage', '88f62a8cee048de74def7573fee09d27e80af81ccc14a1d5e28750e589eb77e5', '0002_functions'),
-    ('search_vector', 'b2b31d0bcae0d83ca48244adfdefb2606da8b3802fad5ed302569b58626ed4b6', '0002_functions')
+    ('search_vector', '8bc27a8f0c06eab892ea376cd63a8d33d0edb7946247b8f07ff71bfde505a3c5', '0002_functions')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

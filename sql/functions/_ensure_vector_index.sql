@@ -10,8 +10,8 @@ Registers (p_model, p_dimension) in rag.embedding_models and creates, if missing
 cosine index on embedding::vector(p_dimension) restricted to rows WHERE embedding_model =
 p_model: the exact expression and predicate rag._branch_sql uses, so the kNN branch can use it
 whatever the model's dimension. Returns the index name. A model already registered with
-another dimension is an error. Cost: index creation is O(rows of the model) (~1,450 rows/s at
-1M rows); instant when it exists.
+another dimension is an error. Cost: index creation is O(rows of the model) (100k 384-d rows in 140 s with the default
+64MB maintenance_work_mem); instant when it exists.
 */
 DECLARE
     v_dim   INT;

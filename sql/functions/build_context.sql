@@ -30,7 +30,7 @@ Parameters:
   p_book, p_levels, p_node_type  search filters.
   p_expand   add each hit's parent node (default true).
   p_mode     which search ranks the hits (default 'hybrid').
-Cost: one search plus one indexed lookup per hit; ~5 ms on a book.
+Cost: one search plus one indexed lookup per hit; p50 2.8 ms on the two books, 9.4 ms at 100k rows.
 */
 DECLARE
     v_hit       RECORD;

@@ -23,7 +23,7 @@ Parameters:
 Rows without an embedding (files not embedded) never appear. Only vectors of the corpus
 model are compared. Edge case: no vectors loaded -> no rows (NOTICE).
 Cost: one HNSW index scan on the model's partial index (ef_search raised to the pool, iterative
-scan so filters do not starve the result); ~1 ms on a book.
+scan so filters do not starve the result); p50 0.6 ms on the two books.
 Settings: parallel query off (worker start-up costs more than the scans); sequential scans
 off, because on small tables the planner prices the HNSW scan above a sequential scan that is
 several times slower (8 ms against 1.2 ms for the kNN branch on the two books); the HNSW
