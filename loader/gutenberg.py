@@ -1,4 +1,4 @@
-"""Prepare a Project Gutenberg plain-text book into the corpus tree (source.md files).
+"""Prepare a Gutenberg plain-text book into the corpus tree (source.md files).
 
 Steps: find the raw file (BOOKRAG_SOURCES/<folder>/<name>, or download it from the manifest's
 URL), refuse it if its sha256 differs, decode (ISO-8859-1 here) and normalise CRLF, keep only
@@ -26,8 +26,8 @@ from bookrag.errors import BookragError
 from loader import frontmatter
 from loader.manifest import Book, Node, RawFile, Section, book_tree, embed_flag
 
-START_RE = re.compile(r"^\*\*\* ?START OF (THIS|THE) PROJECT GUTENBERG EBOOK.*$", re.M)
-END_RE = re.compile(r"^\*\*\* ?END OF (THIS|THE) PROJECT GUTENBERG EBOOK.*$", re.M)
+START_RE = re.compile(r"^\*\*\* ?START OF (THIS|THE) PROJECT\s+GUTENBERG EBOOK.*$", re.M)
+END_RE = re.compile(r"^\*\*\* ?END OF (THIS|THE) PROJECT\s+GUTENBERG EBOOK.*$", re.M)
 NOTE_START_RE = re.compile(r"^\[Note (\w+): ?")
 MARKER_RE = re.compile(r"\[(\d+)\]")
 TN_MARKER_RE = re.compile(r"\[TN-[A-Z]+\]")
@@ -81,7 +81,7 @@ def read_text(path: Path, encoding: str) -> list[str]:
     text = path.read_bytes().decode(encoding).replace("\r\n", "\n").replace("\r", "\n")
     start, end = START_RE.search(text), END_RE.search(text)
     if start is None or end is None:
-        raise BookragError(f"{path}: no Project Gutenberg START/END lines; is this a Gutenberg text file?")
+        raise BookragError(f"{path}: no Gutenberg START/END lines; is this a Gutenberg text file?")
     return text[start.end():end.start()].split("\n")
 
 
