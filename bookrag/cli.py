@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+
+import psycopg
 import sys
 import time
 from pathlib import Path
@@ -112,7 +114,7 @@ def cmd_check(args: argparse.Namespace, s: Settings) -> None:
 def cmd_summarize(args: argparse.Namespace, s: Settings) -> None:
     from loader.summarize import summarize_book
 
-    levels = {int(x) for x in args.level.split(",")} if args.level else None
+    levels = set(args.level) if args.level else None
     for book in _books(s, [args.book] if args.book else []):
         report = summarize_book(s, book, provider=args.provider, levels=levels, algorithm=args.algorithm,
                                 force=args.force, dry_run=args.dry_run, progress=not args.quiet)
@@ -171,11 +173,10 @@ def cmd_load(args: argparse.Namespace, s: Settings) -> None:
 def cmd_search(args: argparse.Namespace, s: Settings) -> None:
     from bookrag.search import SearchRequest, build_context, search
 
-    levels = [int(x) for x in args.levels.split(",")] if args.levels else None
-    req = SearchRequest(args.query, args.mode, args.k, args.book, levels, args.expand == "parent", args.budget)
+    req = SearchRequest(args.query, args.mode, args.k, args.book, args.levels, args.expand == "parent", args.budget)
     conn = _conn(s, migrate=False)
     try:
-        if args.budget:
+        if args.budget is not None:
             rows = build_context(conn, req)
             _print_context(rows, args.json)
         else:
@@ -236,7 +237,7 @@ def cmd_ask(args: argparse.Namespace, s: Settings) -> None:
 
 @command("embed", "Print a query's embedding (corpus model, query role) as a pgvector literal, for psql.",
          "bookrag embed \"le soleil concurrent déloyal\"\n"
-         "  psql \"$(bookrag db url)\" -v q=\"$(bookrag embed 'soleil')\" -c \"SELECT rank, heading_path FROM rag.search_vector(:'q')\"")
+         "  echo \"SELECT rank, heading_path FROM rag.search_vector(:'q')\" | psql \"$(bookrag db url)\" -v q=\"$(bookrag embed 'soleil')\"")
 def cmd_embed(args: argparse.Namespace, s: Settings) -> None:
     from bookrag.search import check_query, embed_query, vector_literal
 
@@ -293,6 +294,17 @@ def cmd_new_function_migration(args: argparse.Namespace, s: Settings) -> None:
     print(path if path else "no function changed since the last migration")
 
 
+def level_list(text: str) -> list[int]:
+    """--levels / --level: comma-separated levels within 0..3."""
+    try:
+        levels = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"levels are comma-separated numbers 0..3, got {text!r}") from None
+    if not levels or any(not 0 <= x <= 3 for x in levels):
+        raise argparse.ArgumentTypeError(f"levels are comma-separated numbers 0..3, got {text!r}")
+    return levels
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bookrag", description="Retrieval-augmented generation over whole books, inside PostgreSQL.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -306,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     p["prepare"].add_argument("--from", dest="source", help="a local export to build from (PIAF JSON, Wikisource export)")
     p["check"].add_argument("books", nargs="*")
     p["summarize"].add_argument("book", nargs="?")
-    p["summarize"].add_argument("--level", help="levels to (re)build, e.g. 1 or 2,3 (default: all)")
+    p["summarize"].add_argument("--level", type=level_list, help="levels to (re)build, e.g. 1 or 2,3 (default: all)")
     p["summarize"].add_argument("--algorithm", choices=("bottom-up", "direct"), default="bottom-up")
     p["summarize"].add_argument("--provider", choices=("llm", "extractive"), default="llm")
     p["summarize"].add_argument("--force", action="store_true", help="regenerate even up-to-date and team-written summaries")
@@ -322,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
         p[name].add_argument("--book")
     p["search"].add_argument("query")
     p["search"].add_argument("--k", type=int, default=10)
-    p["search"].add_argument("--levels", help="comma-separated levels, e.g. 0 or 1,2")
+    p["search"].add_argument("--levels", type=level_list, help="comma-separated levels, e.g. 0 or 1,2")
     p["search"].add_argument("--expand", choices=("parent", "none"), default="none")
     p["search"].add_argument("--budget", type=int, help="build a context within this many tokens (search + parent expansion)")
     p["search"].add_argument("--json", action="store_true", help="one JSON object per hit")
@@ -350,6 +362,12 @@ def main(argv: list[str] | None = None) -> int:
         COMMANDS[args.command][2](args, load_settings())
     except BookragError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except psycopg.Error as exc:
+        reason = (exc.diag.message_primary if exc.diag else None) or str(exc).strip()
+        hint = " (run `bookrag migrate`)" if isinstance(exc, (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedFunction,
+                                                              psycopg.errors.InvalidSchemaName)) else ""
+        print(f"error: database: {reason}{hint}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted: finished files are in place; run the command again to continue", file=sys.stderr)

@@ -42,8 +42,8 @@ def check_query(query: str) -> str:
 
 def corpus_model(conn: psycopg.Connection) -> tuple[str, int] | None:
     with conn.cursor(row_factory=tuple_row) as cur:
-        row = cur.execute("SELECT model, dimension FROM rag.embedding_models ORDER BY model LIMIT 1").fetchone()
-    return (row[0], row[1]) if row else None
+        row = cur.execute("SELECT model, dimension FROM rag._corpus_model(NULL)").fetchone()
+    return (row[0], row[1]) if row and row[0] else None
 
 
 def embed_query(conn: psycopg.Connection, text: str) -> np.ndarray | None:
@@ -66,6 +66,8 @@ def search(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray |
     check_query(req.query)
     if req.mode not in MODES:
         raise BookragError(f"mode must be one of {', '.join(MODES)}, got {req.mode!r}")
+    if req.mode == "two-stage" and req.levels:
+        raise BookragError("two-stage search ranks paragraphs inside the best sections: it takes no levels filter")
     if embedding is None and req.mode != "bm25":
         embedding = embed_query(conn, req.query)
     calls = {

@@ -106,7 +106,7 @@ def get_embedder(provider: str = "local", model: str | None = None, dimension: i
             raise BookragError(f"the local embedder only provides {LOCAL_MODEL}, not {model!r}")
         return _local()
     if provider == "openai":
-        dims = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
+        dims = {"text-embedding-3-small": 1536, "text-embedding-ada-002": 1536}
         name = model or OPENAI_MODEL
         dim = dimension or dims.get(name) or int(os.environ.get("BOOKRAG_EMBEDDING_DIMENSION", "0"))
         if not dim:

@@ -28,7 +28,6 @@ LOCK_KEY = 4_242_001  # pg_advisory_xact_lock key shared by every `bookrag load`
 KNOWN_MODELS = {
     LOCAL_MODEL: 384,
     "text-embedding-3-small": 1536,
-    "text-embedding-3-large": 3072,
     "text-embedding-ada-002": 1536,
 }
 
@@ -122,6 +121,8 @@ def check(home: Path, sidecars: list[Path]) -> list[Sidecar]:
             if model not in known:
                 raise BookragError(f"{path}:1: unknown embedding model {model!r} (known: {', '.join(sorted(known))}; "
                                    "set BOOKRAG_EMBEDDING_MODEL and BOOKRAG_EMBEDDING_DIMENSION for another)")
+            if not 1 <= m["dimension"] <= 2000:  # pgvector's HNSW indexes at most 2,000 dimensions
+                raise BookragError(f"{path}:1: dimension {m['dimension']} is over the 2,000 an HNSW index takes")
             if m["dimension"] != known[model]:
                 raise BookragError(f"{path}:1: model {model} has dimension {known[model]}, the manifest says {m['dimension']}")
             models.setdefault(model, str(path))
@@ -133,7 +134,18 @@ def check(home: Path, sidecars: list[Path]) -> list[Sidecar]:
 
 
 def load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport:
-    """Check then import; the caller's connection must not be in a transaction."""
+    """Check then import; the caller's connection must not be in a transaction. Any database
+    error rolls the whole load back and comes out as one BookragError."""
+    try:
+        return _load(conn, home, paths)
+    except BookragError:
+        raise
+    except psycopg.Error as exc:
+        reason = (exc.diag.message_primary if exc.diag else None) or str(exc).strip()
+        raise BookragError(f"the database refused the load ({reason}); nothing was loaded") from exc
+
+
+def _load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport:
     files, whole = collect(home, paths)
     sidecars = check(home, files)
     books = {sc.source_file.split("/")[1] for sc in sidecars}

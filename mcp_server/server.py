@@ -34,6 +34,14 @@ from mcp_server.sql_guard import UnsafeSQL, check_select
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
 MAX_CONTENT_CHARS = 4000  # one chunk's text in a result is cut beyond this (chunks are ~400 tokens)
+MAX_SQL_CHARS = 100_000  # read_only_sql: rows beyond this many characters are dropped (truncated = true)
+
+
+def _cell(v: Any) -> Any:
+    if v is None or isinstance(v, (int, float, bool)):
+        return v
+    text = v if isinstance(v, str) else str(v)
+    return text if len(text) <= MAX_CONTENT_CHARS else text[:MAX_CONTENT_CHARS] + "…"
 
 
 # --- result shapes -------------------------------------------------------------------------
@@ -199,22 +207,14 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
             raise ToolError(str(exc)) from exc
         except psycopg.errors.InvalidParameterValue as exc:
             raise ToolError(exc.diag.message_primary or str(exc)) from exc
+        except psycopg.errors.QueryCanceled as exc:  # an OperationalError subclass: test it first
+            raise ToolError("the statement ran past its time limit; narrow it") from exc
         except (PoolTimeout, psycopg.OperationalError) as exc:
             raise ToolError(f"the database is unavailable ({type(exc).__name__}); try again in a moment") from exc
         except psycopg.errors.InsufficientPrivilege as exc:
             raise ToolError(f"not allowed: {exc.diag.message_primary}") from exc
-        except psycopg.errors.QueryCanceled as exc:
-            raise ToolError("the statement ran past its time limit; narrow it") from exc
         except psycopg.Error as exc:
             raise ToolError(f"database error: {exc.diag.message_primary or exc}") from exc
-
-    def check_book(conn: psycopg.Connection, book: str | None) -> None:
-        if book is None:
-            return
-        known = [r["book"] for r in conn.execute("SELECT book FROM rag.books ORDER BY book").fetchall()]
-        conn.rollback()
-        if book not in known:
-            raise ToolError(f"unknown book {book!r}; known books: {', '.join(known) or '(none loaded)'}; see list_books")
 
     @mcp.tool(name="search", annotations=READ_ONLY)
     def search_tool(
@@ -232,7 +232,6 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
             raise ToolError("the query is empty: give at least one word to search for")
 
         def go(conn: psycopg.Connection, state: AppState) -> SearchResult:
-            check_book(conn, book)
             with state.embed_lock:
                 emb = embed_query(conn, query) if mode != "bm25" else None
             conn.rollback()
@@ -325,7 +324,6 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
     ) -> Outline:
         """A book's table of contents: every node (book, parts, chapters, their texts) with level, heading, size in tokens."""
         def go(conn: psycopg.Connection, _state: AppState) -> Outline:
-            check_book(conn, book)
             rows = conn.execute("SELECT * FROM rag.outline(%s)", (book,)).fetchall()
             conn.rollback()
             return Outline(book=book, entries=[OutlineEntry(source_file=r["source_file"], parent_source_file=r["parent_source_file"],
@@ -365,8 +363,12 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
                         rows = cur.fetchmany(max_rows + 1)
             finally:
                 conn.rollback()
-            data = [[v if isinstance(v, (int, float, str, bool)) or v is None else str(v) for v in row.values()] for row in rows[:max_rows]]
-            return SqlResult(columns=cols, rows=data, truncated=len(rows) > max_rows)
+            data = [[_cell(v) for v in row.values()] for row in rows[:max_rows]]
+            truncated = len(rows) > max_rows
+            while data and sum(len(str(v)) for row in data for v in row) > MAX_SQL_CHARS:
+                data.pop()  # keep the answer within what an agent's context can take
+                truncated = True
+            return SqlResult(columns=cols, rows=data, truncated=truncated)
 
         return run(ctx, go)
 

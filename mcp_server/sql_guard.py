@@ -14,6 +14,8 @@ ALLOWED_FUNCTIONS = {
     "split_part", "trim", "btrim", "replace", "position", "strpos", "concat", "bool_or", "bool_and", "array_length",
     "cardinality", "vector_dims", "percentile_cont", "stddev", "variance", "regexp_replace", "starts_with", "row_number",
     "rank", "dense_rank", "date_trunc", "extract", "to_char", "cast", "trycast", "if", "case",
+    # the names sqlglot gives some of the above once parsed
+    "group_concat", "str_position", "time_to_str", "timestamp_trunc", "logical_or", "logical_and", "array_size", "array",
 }
 RAG_FUNCTIONS = {"list_books", "outline", "get_node", "get_parent", "get_children", "search_bm25"}
 FORBIDDEN = (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Alter, exp.Command, exp.Into, exp.Lock,
@@ -28,6 +30,19 @@ def _function_name(node: exp.Expression) -> str:
     if isinstance(node, exp.Anonymous):
         return str(node.name).lower()
     return (node.sql_name() if hasattr(node, "sql_name") else type(node).__name__).lower()
+
+
+def _ctes_in_scope(node: exp.Expression) -> set[str]:
+    """Names of the CTEs visible from node: those of the WITH clauses of its ancestors only (a
+    CTE defined in a subquery must not whitelist a real table of the same name outside it)."""
+    names: set[str] = set()
+    parent = node.parent
+    while parent is not None:
+        with_ = parent.args.get("with_") or parent.args.get("with") if isinstance(parent, exp.Expression) else None
+        if isinstance(with_, exp.With):
+            names |= {c.alias_or_name.lower() for c in with_.expressions}
+        parent = parent.parent
+    return names
 
 
 def check_select(sql: str) -> str:
@@ -53,8 +68,7 @@ def check_select(sql: str) -> str:
                 continue  # a set-returning function in FROM: checked as a function below
             if name in ALLOWED_TABLES and schema in ("rag", ""):
                 continue
-            cte_names = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-            if not schema and name in cte_names:
+            if not schema and name in _ctes_in_scope(node):
                 continue
             raise UnsafeSQL(f"table {schema + '.' if schema else ''}{name} is not readable here; "
                             f"use rag.{', rag.'.join(sorted(ALLOWED_TABLES))}")

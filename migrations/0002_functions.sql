@@ -277,7 +277,7 @@ and the kNN branch filters the same rows. Cost: string concatenation only.
     );
 $$;
 
--- function: build_context sha256:97c31a70c695e5cf8e7ebf2b9570bc890454a79106b53a6c935e2c4a796e4d8d
+-- function: build_context sha256:6f8e1dbecd5efb55906fe2a31220e7f0fc91e5e1b657b4d5320b44eb2169450a
 -- rag.build_context: search + parent expansion + deduplication within a token budget, ordered for reading.
 CREATE OR REPLACE FUNCTION rag.build_context(
     p_query           TEXT,
@@ -307,7 +307,7 @@ Parameters:
   p_query, p_query_embedding  as in rag.search_hybrid (embedding NULL: BM25 only).
   p_budget   tokens, 1..1,000,000 (default 3000).
   p_k        hits considered, 1..100 (default 8).
-  p_book, p_levels, p_node_type  search filters.
+  p_book, p_levels, p_node_type  search filters (levels and node_type: not with two-stage).
   p_expand   add each hit's parent node (default true).
   p_mode     which search ranks the hits (default 'hybrid').
 Cost: one search plus one indexed lookup per hit; p50 2.8 ms on the two books, 9.4 ms at 100k rows.
@@ -331,6 +331,10 @@ BEGIN
     END IF;
     IF p_mode IS NULL OR p_mode NOT IN ('hybrid', 'two-stage', 'bm25', 'vector') THEN
         RAISE EXCEPTION 'mode must be hybrid, two-stage, bm25 or vector, got "%"', p_mode
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_mode = 'two-stage' AND (p_levels IS NOT NULL OR p_node_type IS NOT NULL) THEN
+        RAISE EXCEPTION 'two-stage search ranks paragraphs inside the best sections: it takes no levels or node_type filter'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
@@ -846,7 +850,7 @@ INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_corpus_model', 'bb53ae93ac1e216b9b3882159948aefe47ce70a68f23c434d258dd94e7404f22', '0002_functions'),
     ('_ensure_vector_index', '2fbad8e721a0f3762c2b4867b26e72a20bcf03216188c2586387b4c0e40a18cf', '0002_functions'),
     ('_filter_sql', '2bf64bd28360f1cd264ffbd7fffd03fe21ccab3320d9c5966d6d01db707f5be8', '0002_functions'),
-    ('build_context', '97c31a70c695e5cf8e7ebf2b9570bc890454a79106b53a6c935e2c4a796e4d8d', '0002_functions'),
+    ('build_context', '6f8e1dbecd5efb55906fe2a31220e7f0fc91e5e1b657b4d5320b44eb2169450a', '0002_functions'),
     ('get_children', '46067e8f13b0515bac7022f31650501c998f5a77f545139c715d1af66b35441e', '0002_functions'),
     ('get_node', '8de57d82302495bc7d896c0e314e32f514b7d4493a02a6ae3925e5dd00ccd30f', '0002_functions'),
     ('get_parent', '81cd92c5049fc185f926d6c0f7a6afae79be416d6158f331bd69422c55ffa860', '0002_functions'),

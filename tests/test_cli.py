@@ -70,3 +70,19 @@ def test_search_and_embed_against_the_fixture(corpus_url, corpus_home, monkeypat
     with psycopg.connect(corpus_url) as c:  # the psql recipe: the literal is a valid query vector
         rows = c.execute("SELECT rank FROM rag.search_vector(%s::vector, 3)", (literal,)).fetchall()
     assert [r[0] for r in rows] == [1, 2, 3]
+
+
+def test_database_errors_are_one_line(pg_url, monkeypatch, capsys):
+    import psycopg
+
+    unmigrated = psycopg.conninfo.make_conninfo(pg_url, dbname="postgres")
+    monkeypatch.setenv("DATABASE_URL", unmigrated)
+    assert main(["search", "pain"]) == 1
+    assert capsys.readouterr().err.strip() == 'error: database: schema "rag" does not exist (run `bookrag migrate`)'
+
+
+def test_bad_levels_are_refused_by_the_parser(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["search", "pain", "--levels", "a"])
+    assert exit_.value.code == 2
+    assert "levels are comma-separated numbers 0..3, got 'a'" in capsys.readouterr().err

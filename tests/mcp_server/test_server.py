@@ -120,7 +120,8 @@ async def exercise(session: ClientSession) -> None:
     # Error paths: tool errors an agent can act on, and the server keeps serving.
     errors = {
         ("search", (("query", "   "),)): "the query is empty",
-        ("search", (("query", "pain"), ("book", "nope"))): "unknown book 'nope'; known books: traite-des-echanges",
+        ("search", (("query", "pain"), ("book", "nope"))): 'unknown book "nope"; known books: traite-des-echanges',
+        ("search", (("query", "pain"), ("mode", "two-stage"), ("levels", (0,)))): "two-stage search ranks paragraphs",
         ("get_node", (("source_file", "corpus/x/summary.md"),)): "no node 'corpus/x/summary.md'",
         ("get_parent", (("source_file", f"{C}/summary.md"),)): "is the root of its book: it has no parent",
         ("read_only_sql", (("sql", "DELETE FROM rag.books"),)): "rejected: only SELECT is allowed, got DELETE",
