@@ -257,7 +257,7 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
         if not exists:
             raise ToolError(f"no node {source_file!r}; use a source_file from a search hit or the outline")
 
-    def node_of(conn: psycopg.Connection, rows: list[dict[str, Any]]) -> Node:
+    def node_of(rows: list[dict[str, Any]]) -> Node:
         first = rows[0]
         return Node(source_file=first["source_file"], book=first["book"], level=first["level"], node_type=first["node_type"],
                     heading_path=first["heading_path"], parent_source_file=first["parent_source_file"],
@@ -270,10 +270,11 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
     ) -> Node:
         """A node's full text (all its chunks, in order) and metadata, by source file."""
         def go(conn: psycopg.Connection, _state: AppState) -> Node:
-            require_node(conn, source_file)
             rows = conn.execute("SELECT * FROM rag.get_node(%s)", (source_file,)).fetchall()
             conn.rollback()
-            return node_of(conn, rows)
+            if not rows:
+                raise ToolError(f"no node {source_file!r}; use a source_file from a search hit or the outline")
+            return node_of(rows)
         return run(ctx, go)
 
     @mcp.tool(annotations=READ_ONLY)
@@ -288,7 +289,7 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
             conn.rollback()
             if not rows:
                 raise ToolError(f"{source_file} is the root of its book: it has no parent")
-            return node_of(conn, rows)
+            return node_of(rows)
         return run(ctx, go)
 
     @mcp.tool(annotations=READ_ONLY)
@@ -300,10 +301,7 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
         """A node's children in document order, as many whole ones as fit in the token budget; says which were left out."""
         def go(conn: psycopg.Connection, _state: AppState) -> Children:
             require_node(conn, source_file)
-            rows = conn.execute(
-                "SELECT c.*, n.parent_source_file, n.book FROM rag.get_children(%s, %s) c "
-                "LEFT JOIN rag.hierarchical_content_nodes n ON n.source_file = c.source_file AND n.chunk_index = c.chunk_index",
-                (source_file, token_budget)).fetchall()
+            rows = conn.execute("SELECT * FROM rag.get_children(%s, %s)", (source_file, token_budget)).fetchall()
             conn.rollback()
             included: dict[str, list[dict[str, Any]]] = {}
             left: list[LeftOut] = []
@@ -312,7 +310,7 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
                     included.setdefault(r["source_file"], []).append(r)
                 else:
                     left.append(LeftOut(source_file=r["source_file"], heading_path=r["heading_path"], tokens=r["node_tokens"]))
-            nodes = [node_of(conn, rs) for rs in included.values()]
+            nodes = [node_of(rs) for rs in included.values()]
             return Children(parent_source_file=source_file, token_budget=token_budget,
                             used_tokens=sum(n.tokens for n in nodes), included=nodes, left_out=left)
         return run(ctx, go)

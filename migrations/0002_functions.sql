@@ -385,7 +385,7 @@ BEGIN
 END
 $$;
 
--- function: get_children sha256:46067e8f13b0515bac7022f31650501c998f5a77f545139c715d1af66b35441e
+-- function: get_children sha256:ddc5c43d1db0fb3a42be08956d4db4a200686b288d26960f74126fba7b740d92
 -- rag.get_children: a node's children in document order, as many whole nodes as fit a token budget.
 CREATE OR REPLACE FUNCTION rag.get_children(
     p_source_file TEXT,
@@ -399,7 +399,9 @@ CREATE OR REPLACE FUNCTION rag.get_children(
     content             TEXT,
     content_token_count INT,
     node_tokens         INT,
-    included            BOOLEAN
+    included            BOOLEAN,
+    book                TEXT,
+    parent_source_file  TEXT
 )
 LANGUAGE plpgsql STABLE
 AS $$
@@ -412,7 +414,8 @@ is returned always reads as a contiguous stretch of the book.
 Result: for each included child, its rows (included = true, chunk order); for each child
 left out, one row with included = false, chunk_index and content NULL, its heading_path and
 node_tokens,
-so the caller knows exactly what was omitted and how big it is.
+so the caller knows exactly what was omitted and how big it is. Every row also carries its book
+and its parent (p_source_file), so it can be cited as it is.
 Parameters:
   p_source_file  the parent node's file.
   p_budget       tokens, 0..1,000,000 (default 4000); 0 includes nothing and lists every child.
@@ -427,7 +430,7 @@ BEGIN
     RETURN QUERY
     WITH kids AS (
         SELECT n.source_file AS f, min(n.node_order) AS pos, min(n.level) AS lvl, min(n.node_type) AS nt,
-               min(n.heading_path) AS hp, sum(coalesce(n.content_token_count, 0))::int AS tokens
+               min(n.heading_path) AS hp, min(n.book) AS bk, sum(coalesce(n.content_token_count, 0))::int AS tokens
         FROM rag.hierarchical_content_nodes n
         WHERE n.parent_source_file = p_source_file
         GROUP BY n.source_file
@@ -439,14 +442,14 @@ BEGIN
         FROM cut c
     )
     SELECT u.source_file, u.chunk_index, u.level, u.node_type, u.heading_path, u.content,
-           u.content_token_count, u.node_tokens, u.included
+           u.content_token_count, u.node_tokens, u.included, u.book, p_source_file
     FROM (
         SELECT m.pos, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path, n.content,
-               n.content_token_count, m.tokens AS node_tokens, true AS included
+               n.content_token_count, m.tokens AS node_tokens, true AS included, n.book
         FROM marked m JOIN rag.hierarchical_content_nodes n ON n.source_file = m.f
         WHERE m.fits
         UNION ALL
-        SELECT m.pos, m.f, NULL::int, m.lvl, m.nt, m.hp, NULL::text, NULL::int, m.tokens, false
+        SELECT m.pos, m.f, NULL::int, m.lvl, m.nt, m.hp, NULL::text, NULL::int, m.tokens, false, m.bk
         FROM marked m
         WHERE NOT m.fits
     ) u
@@ -851,7 +854,7 @@ INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_ensure_vector_index', '2fbad8e721a0f3762c2b4867b26e72a20bcf03216188c2586387b4c0e40a18cf', '0002_functions'),
     ('_filter_sql', '2bf64bd28360f1cd264ffbd7fffd03fe21ccab3320d9c5966d6d01db707f5be8', '0002_functions'),
     ('build_context', '6f8e1dbecd5efb55906fe2a31220e7f0fc91e5e1b657b4d5320b44eb2169450a', '0002_functions'),
-    ('get_children', '46067e8f13b0515bac7022f31650501c998f5a77f545139c715d1af66b35441e', '0002_functions'),
+    ('get_children', 'ddc5c43d1db0fb3a42be08956d4db4a200686b288d26960f74126fba7b740d92', '0002_functions'),
     ('get_node', '8de57d82302495bc7d896c0e314e32f514b7d4493a02a6ae3925e5dd00ccd30f', '0002_functions'),
     ('get_parent', '81cd92c5049fc185f926d6c0f7a6afae79be416d6158f331bd69422c55ffa860', '0002_functions'),
     ('list_books', '3c1244b9fae9a93831f2bdf044a94f7c1b0b9052eaf79e329a5533da0c9e5174', '0002_functions'),

@@ -11,7 +11,9 @@ CREATE OR REPLACE FUNCTION rag.get_children(
     content             TEXT,
     content_token_count INT,
     node_tokens         INT,
-    included            BOOLEAN
+    included            BOOLEAN,
+    book                TEXT,
+    parent_source_file  TEXT
 )
 LANGUAGE plpgsql STABLE
 AS $$
@@ -24,7 +26,8 @@ is returned always reads as a contiguous stretch of the book.
 Result: for each included child, its rows (included = true, chunk order); for each child
 left out, one row with included = false, chunk_index and content NULL, its heading_path and
 node_tokens,
-so the caller knows exactly what was omitted and how big it is.
+so the caller knows exactly what was omitted and how big it is. Every row also carries its book
+and its parent (p_source_file), so it can be cited as it is.
 Parameters:
   p_source_file  the parent node's file.
   p_budget       tokens, 0..1,000,000 (default 4000); 0 includes nothing and lists every child.
@@ -39,7 +42,7 @@ BEGIN
     RETURN QUERY
     WITH kids AS (
         SELECT n.source_file AS f, min(n.node_order) AS pos, min(n.level) AS lvl, min(n.node_type) AS nt,
-               min(n.heading_path) AS hp, sum(coalesce(n.content_token_count, 0))::int AS tokens
+               min(n.heading_path) AS hp, min(n.book) AS bk, sum(coalesce(n.content_token_count, 0))::int AS tokens
         FROM rag.hierarchical_content_nodes n
         WHERE n.parent_source_file = p_source_file
         GROUP BY n.source_file
@@ -51,14 +54,14 @@ BEGIN
         FROM cut c
     )
     SELECT u.source_file, u.chunk_index, u.level, u.node_type, u.heading_path, u.content,
-           u.content_token_count, u.node_tokens, u.included
+           u.content_token_count, u.node_tokens, u.included, u.book, p_source_file
     FROM (
         SELECT m.pos, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path, n.content,
-               n.content_token_count, m.tokens AS node_tokens, true AS included
+               n.content_token_count, m.tokens AS node_tokens, true AS included, n.book
         FROM marked m JOIN rag.hierarchical_content_nodes n ON n.source_file = m.f
         WHERE m.fits
         UNION ALL
-        SELECT m.pos, m.f, NULL::int, m.lvl, m.nt, m.hp, NULL::text, NULL::int, m.tokens, false
+        SELECT m.pos, m.f, NULL::int, m.lvl, m.nt, m.hp, NULL::text, NULL::int, m.tokens, false, m.bk
         FROM marked m
         WHERE NOT m.fits
     ) u
