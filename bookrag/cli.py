@@ -251,12 +251,13 @@ def cmd_embed(args: argparse.Namespace, s: Settings) -> None:
     print(vector_literal(vec))
 
 
-@command("mcp", "Serve the MCP tools over stdio (default) or streamable HTTP (--http, /mcp on 127.0.0.1).",
-         "bookrag mcp\n  bookrag mcp --http --port 8765")
+@command("mcp", "Serve the MCP tools over stdio (default) or streamable HTTP (--http, /mcp on 127.0.0.1; "
+         "beyond loopback BOOKRAG_MCP_TOKEN is required).",
+         "bookrag mcp\n  bookrag mcp --http --port 8765\n  BOOKRAG_MCP_TOKEN=… bookrag mcp --http --host 0.0.0.0")
 def cmd_mcp(args: argparse.Namespace, s: Settings) -> None:
-    from mcp_server.server import run
+    from mcp_server.server import serve
 
-    run(s, http=args.http, host=args.host, port=args.port)
+    serve(s, http=args.http, host=args.host, port=args.port)
 
 
 # --- measuring ---------------------------------------------------------------------------

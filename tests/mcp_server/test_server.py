@@ -156,7 +156,9 @@ def test_http(http_server):
 
 
 def test_the_servers_role_cannot_write(corpus_url):
-    reader = db.connect(db.with_user(corpus_url, db.READER_ROLE), autocommit=True)
+    """Even in a read-write session (the role's read-only default lifted), privileges refuse writes."""
+    url = psycopg.conninfo.make_conninfo(db.with_user(corpus_url, db.READER_ROLE), options="-c default_transaction_read_only=off")
+    reader = db.connect(url, autocommit=True)
     for statement in ("INSERT INTO rag.books (book, title) VALUES ('x', 'x')",
                       "DELETE FROM rag.hierarchical_content_nodes",
                       "UPDATE rag.hierarchical_content_nodes SET content = ''",

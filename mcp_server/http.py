@@ -1,0 +1,80 @@
+"""The MCP server over streamable HTTP, as a local service should be.
+
+- Host and Origin headers are checked against the address the server is bound to (the SDK's
+  DNS-rebinding protection): a web page cannot reach a 127.0.0.1 server through a rebound name.
+- Beyond loopback a bearer token (BOOKRAG_MCP_TOKEN) is required; on loopback it is optional.
+- Request bodies are capped (MAX_BODY_BYTES): a search call is a few hundred bytes.
+The token check is a few lines of ASGI written here because the SDK's own auth is OAuth
+(issuer, resource server, token introspection), far more than a shared secret needs.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from typing import Any, Awaitable, Callable
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+
+from bookrag.config import Settings
+from bookrag.errors import BookragError
+
+MAX_BODY_BYTES = 64 * 1024
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+
+Scope = dict[str, Any]
+ASGIApp = Callable[[Scope, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def security_for(host: str) -> TransportSecuritySettings:
+    """Allowed Host and Origin values: loopback names always, plus the bound address."""
+    names = {"127.0.0.1", "localhost", "[::1]"}
+    if not is_loopback(host) and host not in ("0.0.0.0", "::"):
+        names.add(f"[{host}]" if ":" in host else host)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=sorted(f"{n}:*" for n in names),
+        allowed_origins=sorted(f"{scheme}://{n}:*" for n in names for scheme in ("http", "https")),
+    )
+
+
+class BearerToken:
+    """Refuse any HTTP request without `Authorization: Bearer <token>` (401)."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app, self.expected = app, f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[dict]], send: Callable[[dict], Awaitable[None]]) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": b"missing or wrong bearer token (BOOKRAG_MCP_TOKEN)\n"})
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(server: MCPServer, settings: Settings, host: str) -> ASGIApp:
+    if not is_loopback(host) and not settings.mcp_token:
+        raise BookragError(f"binding to {host} serves the corpus beyond this machine: set BOOKRAG_MCP_TOKEN to a "
+                           "secret that clients send as 'Authorization: Bearer <token>'")
+    app: ASGIApp = server.streamable_http_app(streamable_http_path="/mcp", host=host,
+                                              max_request_body_size=MAX_BODY_BYTES, transport_security=security_for(host))
+    return BearerToken(app, settings.mcp_token) if settings.mcp_token else app
+
+
+def serve_http(server: MCPServer, settings: Settings, host: str, port: int) -> None:
+    import uvicorn
+
+    uvicorn.run(http_app(server, settings, host), host=host, port=port, log_level="warning")

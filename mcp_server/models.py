@@ -1,0 +1,111 @@
+"""Result shapes of the MCP tools: pydantic models, so clients get structured content and a
+published output schema."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+# --- result shapes -------------------------------------------------------------------------
+
+class Citation(BaseModel):
+    book: str
+    heading_path: str
+    source_file: str
+    chunk_index: int
+
+
+class Chunk(BaseModel):
+    citation: Citation
+    level: int
+    node_type: str
+    content: str
+    tokens: int
+
+
+class Hit(Chunk):
+    rank: int
+    score: float
+    bm25_rank: int | None = None
+    vector_rank: int | None = None
+    section_score: float | None = None
+    parent: list[Chunk] | None = Field(None, description="the parent node's rows, when expand_parent")
+
+
+class ContextChunk(Chunk):
+    role: Literal["hit", "parent"]
+    hit_rank: int
+    used_tokens: int
+
+
+class SearchResult(BaseModel):
+    query: str
+    mode: str
+    hits: list[Hit]
+    context: list[ContextChunk] | None = Field(None, description="when token_budget is set: hits and parents within the budget, in reading order")
+    context_tokens: int | None = None
+
+
+class Node(BaseModel):
+    source_file: str
+    book: str
+    level: int
+    node_type: str
+    heading_path: str
+    parent_source_file: str | None
+    tokens: int
+    chunks: list[Chunk]
+
+
+class LeftOut(BaseModel):
+    source_file: str
+    heading_path: str | None
+    tokens: int
+
+
+class Children(BaseModel):
+    parent_source_file: str
+    token_budget: int
+    used_tokens: int
+    included: list[Node]
+    left_out: list[LeftOut] = Field(description="children not loaded because the budget was spent, in document order")
+
+
+class OutlineEntry(BaseModel):
+    source_file: str
+    parent_source_file: str | None
+    level: int
+    node_type: str
+    heading_path: str
+    chunks: int
+    tokens: int
+    embedded: bool
+
+
+class Outline(BaseModel):
+    book: str
+    entries: list[OutlineEntry]
+
+
+class Book(BaseModel):
+    book: str
+    title: str
+    author: str | None
+    year: int | None
+    embedding_policy: str
+    nodes: int
+    chunks: int
+    tokens: int
+    embedded_chunks: int
+    levels: list[int]
+
+
+class Books(BaseModel):
+    books: list[Book]
+
+
+class SqlResult(BaseModel):
+    columns: list[str]
+    rows: list[list[Any]]
+    truncated: bool = Field(description="true when more rows existed than max_rows")
