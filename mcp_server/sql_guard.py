@@ -32,6 +32,17 @@ def _function_name(node: exp.Expression) -> str:
     return (node.sql_name() if hasattr(node, "sql_name") else type(node).__name__).lower()
 
 
+def _written_name(node: exp.Expression) -> str:
+    """The function's name as PostgreSQL spells it (sqlglot renames some: version() is its
+    current_version()), for messages."""
+    try:
+        text = node.sql(dialect="postgres")
+    except Exception:  # noqa: BLE001 - a name for a message only
+        return ""
+    head = text.split("(", 1)[0].strip().lower()
+    return head.rsplit(".", 1)[-1] if head.replace("_", "").replace(".", "").isalnum() else ""
+
+
 def _ctes_in_scope(node: exp.Expression) -> set[str]:
     """Names of the CTEs visible from node: those of the WITH clauses of its ancestors only (a
     CTE defined in a subquery must not whitelist a real table of the same name outside it)."""
@@ -51,11 +62,19 @@ def check_select(sql: str) -> str:
         raise UnsafeSQL("the statement contains a NUL character")
     try:
         statements = [s for s in sqlglot.parse(sql, read="postgres") if s is not None]
-    except sqlglot.errors.ParseError as exc:
+    except sqlglot.errors.SqlglotError as exc:
         raise UnsafeSQL(f"cannot parse the statement: {str(exc).splitlines()[0]}") from exc
+    except RecursionError as exc:
+        raise UnsafeSQL("the statement is nested too deeply to check; simplify it") from exc
     if len(statements) != 1:
         raise UnsafeSQL(f"exactly one statement is allowed, got {len(statements)}")
-    tree = statements[0]
+    try:
+        return _check_tree(statements[0], sql)
+    except RecursionError as exc:
+        raise UnsafeSQL("the statement is nested too deeply to check; simplify it") from exc
+
+
+def _check_tree(tree: exp.Expression, sql: str) -> str:
     if not isinstance(tree, (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery)) and not (
             isinstance(tree, exp.With) or tree.find(exp.Select) is tree):
         raise UnsafeSQL(f"only SELECT is allowed, got {tree.key.upper()}")
@@ -70,7 +89,8 @@ def check_select(sql: str) -> str:
                 continue
             if not schema and name in _ctes_in_scope(node):
                 continue
-            raise UnsafeSQL(f"table {schema + '.' if schema else ''}{name} is not readable here; "
+            label = f"{schema + '.' if schema else ''}{name}" or node.sql(dialect="postgres")[:80]
+            raise UnsafeSQL(f"table {label} is not readable here; "
                             f"use rag.{', rag.'.join(sorted(ALLOWED_TABLES))}")
         if isinstance(node, exp.Func) and not isinstance(node, (exp.Cast, exp.Case, exp.If, exp.Paren)):
             name = _function_name(node)
@@ -85,6 +105,7 @@ def check_select(sql: str) -> str:
                 continue
             if name in ALLOWED_FUNCTIONS or type(node).__name__.lower() in ALLOWED_FUNCTIONS:
                 continue
+            name = _written_name(node) or name
             raise UnsafeSQL(f"function {name}() is not allowed (allowed: aggregates, string and math helpers, "
                             f"rag.{', rag.'.join(sorted(RAG_FUNCTIONS))})")
     return sql

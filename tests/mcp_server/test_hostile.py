@@ -1,0 +1,244 @@
+"""A hostile client against the MCP server (in-process, through the SDK's own Client): writes,
+multi-statements, comment and unicode tricks, data-modifying CTEs, SELECT INTO, side-effect
+functions, catalog reads and resource bombs through `read_only_sql`; hostile strings through
+`search`. Each gets its exact refusal or a capped answer; the corpus checksum is unchanged and
+the server still answers afterwards."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from mcp import Client
+
+from bookrag import db
+from mcp_server.server import CONNECTION_OPTIONS, MAX_CONTENT_CHARS, build_server
+from tests.conftest import settings_for
+
+N = "rag.hierarchical_content_nodes"
+CROSS3 = f"{N} a, {N} b, {N} c"
+CROSS8 = ", ".join(f"{N} t{i}" for i in range(8))
+ONLY_SELECT = "rejected: only SELECT is allowed, got "
+NOT_READABLE = "is not readable here; use rag.books, rag.embedding_models, rag.function_versions, rag.hierarchical_content_nodes"
+TIMEOUT = "the statement ran past its"
+
+#: (statement, expected start of the tool error). The guard's refusals, word for word.
+REFUSED: list[tuple[str, str]] = [
+    # writes and other statements
+    ("INSERT INTO rag.books VALUES ('x', 'x')", ONLY_SELECT + "INSERT"),
+    ("UPDATE rag.books SET title = 'x'", ONLY_SELECT + "UPDATE"),
+    (f"DELETE FROM {N}", ONLY_SELECT + "DELETE"),
+    ("TRUNCATE rag.books", ONLY_SELECT + "TRUNCATETABLE"),
+    ("DROP TABLE rag.books", ONLY_SELECT + "DROP"),
+    ("CREATE TABLE t (a int)", ONLY_SELECT + "CREATE"),
+    ("ALTER TABLE rag.books ADD COLUMN x int", ONLY_SELECT + "ALTER"),
+    ("CREATE FUNCTION pdb.score(integer) RETURNS float8 LANGUAGE sql AS 'select 1.0'", ONLY_SELECT + "CREATE"),
+    ("CREATE OR REPLACE FUNCTION rag.search_bm25(text) RETURNS int LANGUAGE sql AS 'select 1'", ONLY_SELECT + "CREATE"),
+    ("GRANT ALL ON rag.books TO PUBLIC", ONLY_SELECT + "GRANT"),
+    ("REVOKE ALL ON rag.books FROM bookrag_reader", ONLY_SELECT),
+    ("COPY rag.books TO '/tmp/books'", ONLY_SELECT + "COPY"),
+    ("COPY (SELECT 1) TO PROGRAM 'id'", ONLY_SELECT + "COPY"),
+    ("VACUUM rag.books", ONLY_SELECT),
+    ("ANALYZE rag.books", ONLY_SELECT),
+    ("REINDEX INDEX rag.hcn_bm25_idx", ONLY_SELECT),
+    ("SET statement_timeout = 0", ONLY_SELECT + "SET"),
+    ("RESET ALL", ONLY_SELECT),
+    ("BEGIN", ONLY_SELECT),
+    ("COMMIT", ONLY_SELECT),
+    ("LOCK TABLE rag.books", ONLY_SELECT),
+    ("DO $$BEGIN DELETE FROM rag.books; END$$", ONLY_SELECT),
+    ("CALL rag.search_bm25('x')", ONLY_SELECT),
+    ("EXPLAIN ANALYZE DELETE FROM rag.books", ONLY_SELECT),
+    ("PREPARE p AS DELETE FROM rag.books", ONLY_SELECT),
+    ("EXECUTE p", ONLY_SELECT),
+    ("LISTEN bookrag", ONLY_SELECT),
+    ("NOTIFY bookrag", ONLY_SELECT),
+    ("ALTER ROLE bookrag_reader SET statement_timeout = 0", ONLY_SELECT),
+    ("CREATE TEMP TABLE t AS SELECT 1", ONLY_SELECT + "CREATE"),
+    ("CREATE EXTENSION dblink", ONLY_SELECT),
+    ("DISCARD ALL", ONLY_SELECT),
+    ("COMMENT ON TABLE rag.books IS 'x'", ONLY_SELECT),
+    ("MERGE INTO rag.books b USING rag.books c ON b.book = c.book WHEN MATCHED THEN DELETE", ONLY_SELECT + "MERGE"),
+    ("REFRESH MATERIALIZED VIEW rag.books", ONLY_SELECT),
+    ("CLUSTER rag.books", "rejected: cannot parse the statement"),
+    ("CHECKPOINT", ONLY_SELECT),
+    ("LOAD 'plpgsql'", ONLY_SELECT),
+    ("SELECT * FROM rag.books FOR UPDATE", "rejected: LOCK is not allowed: read-only SELECT only"),
+    ("SELECT * INTO stolen FROM rag.books", "rejected: INTO is not allowed: read-only SELECT only"),
+    # more than one statement
+    ("SELECT 1; DELETE FROM rag.books", "rejected: exactly one statement is allowed, got 2"),
+    ("SELECT 1; SELECT 2", "rejected: exactly one statement is allowed, got 2"),
+    ("SELECT 1;; DROP TABLE rag.books", "rejected: exactly one statement is allowed, got 2"),
+    ("/* x */ SELECT 1; /* y */ DELETE FROM rag.books", "rejected: exactly one statement is allowed"),
+    ("SELECT 1 -- comment\n; DELETE FROM rag.books", "rejected: exactly one statement is allowed, got 2"),
+    # data-modifying CTEs
+    ("WITH d AS (DELETE FROM rag.books RETURNING *) SELECT * FROM d", "rejected: DELETE is not allowed: read-only SELECT only"),
+    ("WITH u AS (UPDATE rag.books SET title = 'x' RETURNING *) SELECT count(*) FROM u", "rejected: UPDATE is not allowed: read-only SELECT only"),
+    ("WITH i AS (INSERT INTO rag.books (book, title) VALUES ('x', 'x') RETURNING 1) SELECT 1", "rejected: INSERT is not allowed: read-only SELECT only"),
+    ("SELECT * FROM (WITH d AS (DELETE FROM rag.books RETURNING *) SELECT * FROM d) x", "rejected: DELETE is not allowed: read-only SELECT only"),
+    # side-effect and privileged functions, spelled every way
+    ("SELECT pg_sleep(10)", "rejected: function pg_sleep() is not allowed"),
+    ("SELECT pg_sleep/**/(10)", "rejected: function pg_sleep() is not allowed"),
+    ('SELECT "pg_sleep"(10)', "rejected: function pg_sleep() is not allowed"),
+    ("SELECT PG_SLEEP(10)", "rejected: function pg_sleep() is not allowed"),
+    ("SELECT pg_catalog.pg_sleep(10)", "rejected: function pg_sleep() is not allowed"),
+    ("SELECT pg_sleep(1) FROM rag.books", "rejected: function pg_sleep() is not allowed"),
+    ("SELECT set_config('statement_timeout', '0', false)", "rejected: function set_config() is not allowed"),
+    ("SELECT current_setting('data_directory')", "rejected: function current_setting() is not allowed"),
+    ("SELECT pg_advisory_lock(4242001)", "rejected: function pg_advisory_lock() is not allowed"),
+    ("SELECT pg_try_advisory_lock(1)", "rejected: function pg_try_advisory_lock() is not allowed"),
+    ("SELECT pg_advisory_xact_lock(4242001)", "rejected: function pg_advisory_xact_lock() is not allowed"),
+    ("SELECT lo_creat(-1)", "rejected: function lo_creat() is not allowed"),
+    ("SELECT lo_import('/etc/passwd')", "rejected: function lo_import() is not allowed"),
+    ("SELECT pg_read_file('/etc/passwd')", "rejected: function pg_read_file() is not allowed"),
+    ("SELECT pg_ls_dir('.')", "rejected: function pg_ls_dir() is not allowed"),
+    ("SELECT pg_notify('a', 'b')", "rejected: function pg_notify() is not allowed"),
+    ("SELECT query_to_xml('delete from rag.books', true, true, '')", "rejected: function query_to_xml() is not allowed"),
+    ("SELECT dblink('host=x', 'select 1')", "rejected: function dblink() is not allowed"),
+    ("SELECT pg_terminate_backend(pg_backend_pid())", "rejected: function pg_terminate_backend() is not allowed"),
+    ("SELECT pg_cancel_backend(1)", "rejected: function pg_cancel_backend() is not allowed"),
+    ("SELECT nextval('rag.hierarchical_content_nodes_id_seq')", "rejected: function nextval() is not allowed"),
+    ("SELECT setval('rag.hierarchical_content_nodes_id_seq', 1)", "rejected: function setval() is not allowed"),
+    ("SELECT txid_current()", "rejected: function txid_current() is not allowed"),
+    ("SELECT pg_export_snapshot()", "rejected: function pg_export_snapshot() is not allowed"),
+    ("SELECT version()", "rejected: function version() is not allowed"),
+    ("SELECT paradedb.force_merge('rag.hcn_bm25_idx'::regclass, 1)", "rejected: function force_merge() is not allowed"),
+    ("SELECT rag._ensure_vector_index('x', 3)", "rejected: function _ensure_vector_index() is not allowed"),
+    ("SELECT rag._set_hnsw(1000)", "rejected: function _set_hnsw() is not allowed"),
+    ("SELECT * FROM generate_series(1, 1000000000)", "rejected: function generate_series() is not allowed"),
+    ("SELECT repeat('x', 100000000)", "rejected: function repeat() is not allowed"),
+    ("SELECT lpad('x', 1000000000)", "rejected: function lpad() is not allowed"),
+    ("SELECT * FROM ROWS FROM (pg_ls_dir('.'))", "rejected: "),
+    # catalog and server state
+    ("SELECT * FROM pg_shadow", "rejected: table pg_shadow " + NOT_READABLE),
+    ("SELECT * FROM pg_authid", "rejected: table pg_authid " + NOT_READABLE),
+    ("SELECT * FROM pg_stat_activity", "rejected: table pg_stat_activity " + NOT_READABLE),
+    ("SELECT * FROM pg_catalog.pg_proc", "rejected: table pg_catalog.pg_proc " + NOT_READABLE),
+    ("SELECT * FROM information_schema.tables", "rejected: table information_schema.tables " + NOT_READABLE),
+    ("SELECT * FROM pg_settings", "rejected: table pg_settings " + NOT_READABLE),
+    ("SELECT * FROM pg_user", "rejected: table pg_user " + NOT_READABLE),
+    ("SELECT * FROM pg_roles", "rejected: table pg_roles " + NOT_READABLE),
+    ("SELECT * FROM pg_file_settings", "rejected: table pg_file_settings " + NOT_READABLE),
+    ("SELECT * FROM rag.books b JOIN pg_namespace n ON true", "rejected: table pg_namespace " + NOT_READABLE),
+    ("WITH pg_shadow AS (SELECT 1) SELECT * FROM pg_catalog.pg_shadow", "rejected: table pg_catalog.pg_shadow " + NOT_READABLE),
+    ("SELECT (SELECT usename FROM pg_user LIMIT 1)", "rejected: table pg_user " + NOT_READABLE),
+    ('SELECT * FROM "pg_shadow"', "rejected: table pg_shadow " + NOT_READABLE),
+    ("TABLE pg_shadow", "rejected: table pg_shadow " + NOT_READABLE),
+    ("SELECT * FROM public.secrets", "rejected: table public.secrets " + NOT_READABLE),
+    ("SELECT * FROM (SELECT * FROM pg_stat_activity) x", "rejected: table pg_stat_activity " + NOT_READABLE),
+    # parse failures and bytes
+    ("SELECT 1\x00", "rejected: the statement contains a NUL character"),
+    ("SELECT X'\\' , version() --'", "rejected: cannot parse the statement"),
+    ("SELEC 1", "rejected: "),
+    ("SELECT * FROM rag.books WHERE title = 'unterminated", "rejected: cannot parse the statement"),
+    ("SELECT $$ never closed", "rejected: cannot parse the statement"),
+    ("SELECT " + "(" * 2000 + "1" + ")" * 2000, "rejected: the statement is nested too deeply to check; simplify it"),
+]
+
+#: Allowed statements that must come back bounded: (statement, max_rows, check on the result).
+BOUNDED: list[tuple[str, int]] = [
+    (f"SELECT a.content FROM {CROSS3}", 1),  # a cross join: one row fetched, never the whole result
+    (f"SELECT a.content, b.content FROM {CROSS3}", 500),  # bounded by the answer's size
+    (f"SELECT * FROM {N} ORDER BY content", 500),
+    (f"SELECT string_agg(a.content, ' ') FROM {N} a, {N} b", 1),  # one huge cell, cut in SQL
+    ("SELECT 1 /* ; DELETE FROM rag.books */", 1),
+    ("SELECT 'é' AS \"ＳＥＬＥＣＴ\", U&'\\0041' AS a", 1),
+]
+
+#: Resource bombs: refused by the database's limits, with the sentence that says so.
+BOMBS: list[tuple[str, str]] = [
+    (f"SELECT count(*) FROM {CROSS8}", TIMEOUT),
+    ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r", TIMEOUT),
+    (f"SELECT array_agg(t0.content) FROM {CROSS8}", TIMEOUT),
+]
+
+
+def message(result) -> str:
+    """A tool error's sentence, without the SDK's "Error executing tool NAME: " prefix."""
+    text = result.content[0].text if result.content else ""
+    return text.partition(": ")[2] if text.startswith("Error executing tool ") else text
+
+
+def checksum(url: str) -> str:
+    with psycopg.connect(url) as c:
+        return c.execute(f"SELECT md5(string_agg(md5(t::text), '' ORDER BY t::text)) FROM (SELECT * FROM {N}) t").fetchone()[0] + \
+            c.execute("SELECT md5(string_agg(b::text, '' ORDER BY b::text)) FROM rag.books b").fetchone()[0]
+
+
+@pytest.fixture(scope="module")
+def reader(corpus_url: str) -> str:
+    return psycopg.conninfo.make_conninfo(db.with_user(corpus_url, db.READER_ROLE), options=CONNECTION_OPTIONS)
+
+
+def test_hostile_sql_is_refused_or_bounded(corpus_url, corpus_home, reader):
+    assert len(REFUSED) + len(BOUNDED) + len(BOMBS) >= 100
+    before = checksum(corpus_url)
+    server = build_server(settings_for(corpus_home, corpus_url), url=reader)
+
+    async def main() -> list[str]:
+        problems: list[str] = []
+        async with Client(server) as client:
+            for statement, expected in REFUSED:
+                r = await client.call_tool("read_only_sql", {"sql": statement})
+                text = message(r)
+                if not r.is_error or not text.startswith(expected):
+                    problems.append(f"{statement[:60]!r}: {text[:200]!r}")
+            for statement, max_rows in BOUNDED:
+                r = await client.call_tool("read_only_sql", {"sql": statement, "max_rows": max_rows})
+                if r.is_error:
+                    problems.append(f"{statement[:60]!r} failed: {r.content[0].text[:200]}")
+                    continue
+                rows = r.structured_content["rows"]
+                if len(rows) > max_rows or any(len(str(c)) > MAX_CONTENT_CHARS + 1 for row in rows for c in row):
+                    problems.append(f"{statement[:60]!r}: unbounded answer")
+                if sum(len(str(c)) for row in rows for c in row) > 100_000:
+                    problems.append(f"{statement[:60]!r}: answer over 100,000 characters")
+            for statement, expected in BOMBS:
+                r = await client.call_tool("read_only_sql", {"sql": statement})
+                if not r.is_error or not message(r).startswith(expected):
+                    problems.append(f"{statement[:60]!r}: {message(r)[:200]!r}")
+            r = await client.call_tool("list_books", {})
+            if r.is_error:
+                problems.append("the server stopped answering")
+        return problems
+
+    import anyio
+
+    problems = anyio.run(main)
+    assert problems == [], "\n".join(problems)
+    assert checksum(corpus_url) == before
+
+
+HOSTILE_QUERIES = ["'; DROP TABLE rag.books; --", "\" OR 1=1 --", "$$ || pg_sleep(10) || $$", "content:*", "|||", "&&& ###",
+                   "\\x00\\xff", "%s %(q)s {}", "‮ reversed", "e\u0301conomie", "x" * 2000, "🙂" * 500,
+                   "<script>alert(1)</script>", "../../etc/passwd", "NULL", "pdb.score(id)", "SELECT * FROM rag.books"]
+
+
+def test_hostile_search_strings_are_just_words(corpus_url, corpus_home, reader):
+    before = checksum(corpus_url)
+    server = build_server(settings_for(corpus_home, corpus_url), url=reader)
+
+    async def main() -> list[str]:
+        bad = []
+        async with Client(server) as client:
+            for q in HOSTILE_QUERIES:
+                for mode in ("bm25", "hybrid"):
+                    r = await client.call_tool("search", {"query": q, "mode": mode, "k": 3})
+                    if r.is_error:
+                        bad.append(f"{q[:30]!r} {mode}: {message(r)[:120]}")
+            r = await client.call_tool("search", {"query": "pain", "levels": []})
+            if not r.is_error:
+                bad.append("levels: [] was accepted")
+        return bad
+
+    import anyio
+
+    assert anyio.run(main) == []
+    assert checksum(corpus_url) == before
+
+
+def test_nfd_and_nfc_queries_find_the_same_rows(corpus, e5):
+    from bookrag.search import SearchRequest, search
+
+    nfc = search(corpus, SearchRequest("échange économie", "bm25", 5))
+    nfd = search(corpus, SearchRequest("e\u0301change e\u0301conomie", "bm25", 5))
+    assert [h["id"] for h in nfc] == [h["id"] for h in nfd] and nfc
