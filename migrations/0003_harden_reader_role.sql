@@ -50,12 +50,12 @@ BEGIN
                   OR p.proname LIKE 'pg\_advisory%'
                   OR p.proname LIKE 'pg\_try\_advisory%'))
            -- pg_search's maintenance and test helpers (merging, test tables, background workers)
-           OR (n.nspname IN ('paradedb', 'pdb') AND p.provolatile = 'v' AND p.prokind = 'f'
+           OR (n.nspname IN ('paradedb', 'pdb') AND p.provolatile = 'v' AND p.prokind IN ('f', 'p')
                AND p.proname NOT LIKE '%\_agg\_%' AND p.proname NOT IN ('agg_fn', 'window_agg'))
     LOOP
-        EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', v_fn);
-        EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM bookrag_reader', v_fn);
-        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', v_fn, current_user);
+        EXECUTE format('REVOKE EXECUTE ON ROUTINE %s FROM PUBLIC', v_fn);
+        EXECUTE format('REVOKE EXECUTE ON ROUTINE %s FROM bookrag_reader', v_fn);
+        EXECUTE format('GRANT EXECUTE ON ROUTINE %s TO %I', v_fn, current_user);
     END LOOP;
     -- DO blocks: nothing a reader needs (function calls do not need the language).
     REVOKE USAGE ON LANGUAGE plpgsql FROM PUBLIC;
