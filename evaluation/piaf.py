@@ -42,6 +42,13 @@ def _fragment_words(text: str, n: int, last: bool = False) -> str:
     return " ".join(words[-n:] if last else words[:n])
 
 
+def _anchored(sentence: str, paragraph: int) -> str:
+    """The lead sentence with its citation anchor (docs/anchors.md) before its final punctuation."""
+    body = sentence.rstrip()
+    end = len(body.rstrip(".!?…»”) "))
+    return f"{body[:end]} [§{paragraph}]{body[end:]}"
+
+
 def prepare_piaf(settings: Settings, source: Path) -> tuple[Path, Path]:
     try:
         data = json.loads(source.read_text(encoding="utf-8"))["data"]
@@ -68,7 +75,7 @@ def prepare_piaf(settings: Settings, source: Path) -> tuple[Path, Path]:
         frontmatter.write_atomic(settings.home / src, frontmatter.render(
             {"book": BOOK, "title": title, "heading_path": heading, "level": 0, "node_type": "source",
              "parent_source_file": summ, "embed": True}, "\n\n".join(paras)))
-        lead = " ".join((split_sentences(p) or [p])[0] for p in paras)
+        lead = " ".join(_anchored((split_sentences(p) or [p])[0], n) for n, p in enumerate(paras, start=1))
         frontmatter.write_atomic(settings.home / summ, frontmatter.render(
             {"book": BOOK, "title": title, "heading_path": f"{heading} (résumé)", "level": 1, "node_type": "summary",
              "parent_source_file": rootfile, "embed": True, "generator": "extractive", "model": "extractive/lead",

@@ -6,7 +6,10 @@ from pathlib import Path
 
 from bookrag.config import Settings
 from loader import frontmatter
-from loader.manifest import all_books, book_tree, find_book
+from bookrag.errors import BookragError
+from loader.anchors import check_body, cited_units
+from loader.chunking import paragraphs
+from loader.manifest import Node, all_books, book_tree, find_book
 
 
 def check_corpus(settings: Settings, books: list[str] | None = None) -> tuple[list[str], str]:
@@ -16,6 +19,7 @@ def check_corpus(settings: Settings, books: list[str] | None = None) -> tuple[li
     problems: list[str] = []
     counts = {"books": 0, "files": 0, "missing_sources": 0}
     skipped: list[str] = []
+    cited: list[str] = []
     targets = [find_book(settings.corpus, b) for b in books] if books else all_books(settings.corpus)
     for book in targets:
         tree = book_tree(book)
@@ -58,6 +62,11 @@ def check_corpus(settings: Settings, books: list[str] | None = None) -> tuple[li
                 problems.append(f"{node.source_file}: empty body")
             if node.node_type == "summary" and meta.get("generator") not in ("team", "llm", "extractive"):
                 problems.append(f"{node.source_file}:1: summary without provenance (generator team, llm or extractive)")
+            if node.node_type == "summary":
+                problems += check_anchors(settings.home, tree, node, meta, path)
+        share = cited_share(settings.home, tree)
+        if share is not None:
+            cited.append(f"{book.slug} {share[0]}/{share[1]} ({100 * share[0] / max(share[1], 1):.0f} %)")
         if len(roots) != 1:
             problems.append(f"corpus/{book.slug}: {len(roots)} roots (files without parent): {', '.join(roots) or 'none'}")
         folder = settings.corpus / book.slug
@@ -67,5 +76,48 @@ def check_corpus(settings: Settings, books: list[str] | None = None) -> tuple[li
                 problems.append(f"{rel}: not part of {book.slug}'s tree (book.toml does not name it)")
     line = (f"{counts['books']} books, {counts['files']} files checked, {len(problems)} problems"
             + (f" ({counts['missing_sources']} source files not prepared)" if counts["missing_sources"] else "")
-            + (f"; not built (manifest only): {', '.join(skipped)}" if skipped else ""))
+            + (f"; not built (manifest only): {', '.join(skipped)}" if skipped else "")
+            + (f"\nparagraphs cited by a summary anchor: {'; '.join(cited)}" if cited else ""))
     return problems, line
+
+
+def _units(home: Path, tree: list[Node], node: Node) -> int | None:
+    """How many units node's anchors may cite (None: its source is not prepared)."""
+    if node.level == 1:
+        src = home / node.folder / "source.md"
+        return len(paragraphs(frontmatter.read(src)[1])) if src.exists() else None
+    return sum(1 for n in tree if n.parent_source_file == node.source_file and n.node_type == "summary")
+
+
+def check_anchors(home: Path, tree: list[Node], node: Node, meta: dict, path: Path) -> list[str]:
+    """Anchor problems of one summary (docs/anchors.md): malformed, out of range, too wide, or a
+    level-1 sentence without one (extractive summaries excepted: their sentences are the
+    source's own, anchored as picked)."""
+    try:
+        units = _units(home, tree, node)
+    except BookragError as exc:
+        return [str(exc)]
+    if units is None:
+        return []
+    text = path.read_text(encoding="utf-8")
+    body = frontmatter.split(text, path)[1]
+    first_line = text[: len(text) - len(body)].count("\n") + 1
+    every = node.level == 1 and meta.get("generator") in ("team", "llm")
+    return [p.at(node.source_file) for p in check_body(body, first_line, units, every_sentence=every)]
+
+
+def cited_share(home: Path, tree: list[Node]) -> tuple[int, int] | None:
+    """(paragraphs cited by some level-1 anchor, paragraphs) over a book's prepared sections."""
+    cited = total = 0
+    for node in (n for n in tree if n.level == 1):
+        src, summ = home / node.folder / "source.md", home / node.source_file
+        if not (src.exists() and summ.exists()):
+            continue
+        try:
+            n = len(paragraphs(frontmatter.read(src)[1]))
+            units = cited_units(frontmatter.read(summ)[1])
+        except BookragError:
+            continue  # a broken file or anchor: reported on its own line
+        total += n
+        cited += len([u for u in units if u <= n])
+    return (cited, total) if total else None

@@ -19,6 +19,7 @@ class Chunk:
     index: int
     text: str
     tokens: int
+    paragraph: int = 1  # 1-based number of the paragraph it comes from (what anchors cite)
 
 
 def paragraphs(body: str) -> list[str]:
@@ -71,7 +72,7 @@ def chunk_body(body: str, max_tokens: int, extra_fits: Callable[[str], bool] | N
         return count_tokens(t) <= max_tokens and (extra_fits is None or extra_fits(t))
 
     chunks: list[Chunk] = []
-    for para in paragraphs(body):
+    for number, para in enumerate(paragraphs(body), start=1):
         for piece in split_paragraph(para, fits):
-            chunks.append(Chunk(len(chunks), piece, count_tokens(piece)))
+            chunks.append(Chunk(len(chunks), piece, count_tokens(piece), number))
     return chunks

@@ -2,9 +2,11 @@
 
 Checks (before touching the database): each sidecar parses (manifest first, chunk_count =
 lines, indices 0..n-1, vector length = dimension, finite numbers); its .md exists and still
-has the hash the sidecar was written from; its parent's sidecar exists (only a book's root
-summary.md has no parent); its embedding model is a known one, the same for every sidecar,
-and the same as the database's. Then, in one transaction under an advisory lock (two
+has the hash the sidecar was written from, and its chunks are that .md's paragraphs (so a
+chunk edited in the sidecar is refused even when the hash was kept); its parent's sidecar
+exists (only a book's root summary.md has no parent); what its summary chunks cite exists
+(paragraphs of the section's source.md, or child summaries); its embedding model is a known
+one, the same for every sidecar, and the same as the database's. Then, in one transaction under an advisory lock (two
 loaders are serialized): unchanged files are skipped, changed files' rows deleted and
 re-inserted with COPY, and, for books loaded whole, rows of files that no longer exist
 removed. Any error rolls everything back.
@@ -19,6 +21,9 @@ from pathlib import Path
 import psycopg
 
 from bookrag.errors import BookragError
+from loader import frontmatter
+from loader.anchors import strip_anchors
+from loader.chunking import paragraphs
 from loader.embedding import LOCAL_MODEL
 from loader.manifest import Book, book_tree, load_book
 from loader.sidecars import Sidecar, file_hash, read_sidecar
@@ -108,6 +113,7 @@ def check(home: Path, sidecars: list[Path]) -> list[Sidecar]:
             raise BookragError(f"{path}:1: its file {m['source_file']} does not exist")
         if file_hash(md) != m["source_file_hash"]:
             raise BookragError(f"{md}: changed since its sidecar was written; run `bookrag sidecars {md.relative_to(home)}`")
+        _check_text(home, path, sc)
         parent = m["parent_source_file"]
         book = m["source_file"].split("/")[1]
         root = f"corpus/{book}/summary.md"
@@ -126,11 +132,57 @@ def check(home: Path, sidecars: list[Path]) -> list[Sidecar]:
             if m["dimension"] != known[model]:
                 raise BookragError(f"{path}:1: model {model} has dimension {known[model]}, the manifest says {m['dimension']}")
             models.setdefault(model, str(path))
+        _check_cites(home, path, sc)
         out.append(sc)
     if len(models) > 1:
         (a, pa), (b, pb) = list(models.items())[:2]
         raise BookragError(f"sidecars mix embedding models: {a} ({pa}) and {b} ({pb}); regenerate them with one model")
     return out
+
+
+def _check_text(home: Path, path: Path, sc: Sidecar) -> None:
+    """The chunks, joined per paragraph, are the .md's paragraphs (anchors stripped)."""
+    body = frontmatter.read(home / sc.source_file)[1]
+    paras = paragraphs(body)
+    if sc.manifest["node_type"] == "summary":
+        paras = [strip_anchors(p) for p in paras]
+    joined: dict[int, list[str]] = {}
+    first_line: dict[int, int] = {}
+    for n, c in enumerate(sc.chunks, start=2):
+        joined.setdefault(c["paragraph"], []).append(c["text"])
+        first_line.setdefault(c["paragraph"], n)
+    if sorted(joined) != list(range(1, len(paras) + 1)):
+        raise BookragError(f"{path}:1: its chunks cover paragraphs {_ranges(sorted(joined))} but {sc.source_file} has "
+                           f"{len(paras)}; run `bookrag sidecars {sc.source_file}`")
+    for number, texts in joined.items():
+        if " ".join(texts) != paras[number - 1]:
+            raise BookragError(f"{path}:{first_line[number]}: chunk text differs from paragraph {number} of {sc.source_file} "
+                               f"(edited by hand?); run `bookrag sidecars {sc.source_file}`")
+
+
+def _ranges(numbers: list[int]) -> str:
+    return f"{numbers[0]}-{numbers[-1]}" if numbers else "none"
+
+
+def _check_cites(home: Path, path: Path, sc: Sidecar) -> None:
+    """Every cited paragraph or child exists: a dangling anchor refuses the load."""
+    cache: dict[str, int] = {}
+    for n, c in enumerate(sc.chunks, start=2):
+        for cite in c.get("cites") or []:
+            cited = cite["source_file"]
+            md = home / cited
+            if not md.exists():
+                raise BookragError(f"{path}:{n}: cites {cited}, which does not exist (prepare the book, or fix the anchor)")
+            if "paragraphs" in cite:
+                if cited not in cache:
+                    cache[cited] = len(paragraphs(frontmatter.read(md)[1]))
+                beyond = [p for p in cite["paragraphs"] if p > cache[cited]]
+                if beyond:
+                    raise BookragError(f"{path}:{n}: cites paragraph {beyond[0]} of {cited}, which has {cache[cited]}")
+            else:
+                meta = frontmatter.read(md)[0]
+                if meta.get("parent_source_file") != sc.source_file:
+                    raise BookragError(f"{path}:{n}: cites {cited}, which is not a child of {sc.source_file}")
 
 
 def load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport:
@@ -164,7 +216,7 @@ def _load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport
             order = orders[m["source_file"]] if m["source_file"] in orders else fallback[m["source_file"]]
             current = state.pop(m["source_file"], None)
             wanted = (m["source_file_hash"], m.get("embedding_model"), m["chunk_count"], order, m["parent_source_file"],
-                      m["heading_path"], m["level"], m["node_type"])
+                      m["heading_path"], m["level"], m["node_type"], True)
             if current == wanted:
                 report.unchanged += 1
                 continue
@@ -222,7 +274,7 @@ def _upsert_book(conn: psycopg.Connection, slug: str, book: Book | None, sidecar
 def _db_state(conn: psycopg.Connection, books: set[str]) -> dict[str, tuple]:
     rows = conn.execute(
         "SELECT source_file, min(source_file_hash), min(embedding_model), count(*)::int, min(node_order), "
-        "min(parent_source_file), min(heading_path), min(level), min(node_type) "
+        "min(parent_source_file), min(heading_path), min(level), min(node_type), bool_and(paragraph IS NOT NULL) "
         "FROM rag.hierarchical_content_nodes WHERE book = ANY(%s) GROUP BY source_file",
         (sorted(books),),
     ).fetchall()
@@ -241,7 +293,7 @@ def _fallback_orders(sidecars: list[Sidecar], orders: dict[str, int]) -> dict[st
 def _copy_rows(conn: psycopg.Connection, sc: Sidecar, order: int) -> int:
     m = sc.manifest
     cols = ("level, parent_source_file, node_type, source_file, source_file_hash, chunk_index, heading_path, "
-            "content, content_token_count, embedding_model, embedding, node_order")
+            "content, content_token_count, embedding_model, embedding, node_order, paragraph")
     with conn.cursor() as cur, cur.copy(f"COPY rag.hierarchical_content_nodes ({cols}) FROM STDIN") as copy:
         for c in sc.chunks:
             emb = c.get("embedding")
@@ -249,6 +301,13 @@ def _copy_rows(conn: psycopg.Connection, sc: Sidecar, order: int) -> int:
                 m["level"], m["parent_source_file"], m["node_type"], m["source_file"], m["source_file_hash"],
                 c["chunk_index"], m["heading_path"], c["text"], c["content_token_count"],
                 m.get("embedding_model"), None if emb is None else "[" + ",".join(repr(float(v)) for v in emb) + "]",
-                order,
+                order, c["paragraph"],
             ))
+    cites = [(m["source_file"], c["chunk_index"], cite["source_file"], p)
+             for c in sc.chunks for cite in c.get("cites") or [] for p in cite.get("paragraphs") or [None]]
+    if cites:
+        with conn.cursor() as cur, cur.copy("COPY rag.citations (source_file, chunk_index, cited_source_file, "
+                                            "cited_paragraph) FROM STDIN") as copy:
+            for row in cites:
+                copy.write_row(row)
     return len(sc.chunks)

@@ -2,8 +2,12 @@
 
 Line 1 is the manifest (the spec's fields, then `chunking` and, for embedded files,
 `embedding_recipe`: what else decides the content, so a change re-chunks or re-embeds);
-then one line per chunk: chunk_index, content_token_count, text, and embedding when the
-file is embedded. Same .md + same settings -> byte-identical sidecar.
+then one line per chunk: chunk_index, content_token_count, text, paragraph (the 1-based
+paragraph of the .md it comes from), `cites` on summary chunks carrying anchors (the
+paragraphs or child nodes they cite, docs/anchors.md; the anchors themselves are stripped
+from `text`), and embedding when the file is embedded. Same .md + same settings ->
+byte-identical sidecar. Rewriting a sidecar re-embeds only chunks whose embedded input
+changed: vectors of unchanged chunks are taken from the sidecar being replaced.
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ from tqdm import tqdm
 
 from bookrag.errors import BookragError
 from loader import frontmatter
+from loader.anchors import AnchorError, find_anchors, strip_anchors
 from loader.chunking import Chunk, chunk_body
 from loader.embedding import RECIPE, Embedder, embedding_input
-from loader.tokens import ENCODING
+from loader.tokens import ENCODING, count_tokens
 
 MANIFEST_KEYS = ("type", "source_file", "source_file_hash", "parent_source_file", "heading_path",
                  "level", "node_type")
@@ -58,18 +63,26 @@ def file_hash(path: Path) -> str:
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+#: Version of the chunk lines' shape: 2 added `paragraph` and `cites` (issue 11).
+CHUNK_FORMAT = 2
+
+
 def chunking_settings(max_tokens: int) -> dict[str, Any]:
-    return {"max_tokens": max_tokens, "tokenizer": ENCODING}
+    return {"max_tokens": max_tokens, "tokenizer": ENCODING, "format": CHUNK_FORMAT}
 
 
 def _dump(obj: dict[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(", ", ": "), allow_nan=False)
 
 
-def render_sidecar(manifest: dict[str, Any], chunks: list[Chunk], vectors: Any | None) -> str:
+def render_sidecar(manifest: dict[str, Any], chunks: list[Chunk], vectors: Any | None,
+                   cites: list[list[dict[str, Any]]] | None = None) -> str:
     lines = [_dump(manifest)]
     for c in chunks:
-        row: dict[str, Any] = {"chunk_index": c.index, "content_token_count": c.tokens, "text": c.text}
+        row: dict[str, Any] = {"chunk_index": c.index, "content_token_count": c.tokens, "text": c.text,
+                               "paragraph": c.paragraph}
+        if cites and cites[c.index]:
+            row["cites"] = cites[c.index]
         if vectors is not None:
             row["embedding"] = [round(float(v), 7) for v in vectors[c.index]]
         lines.append(_dump(row))
@@ -88,7 +101,7 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
 
 
 def _plan(md: Path, home: Path, max_tokens: int, embedder: Embedder | None,
-          recipe: str = RECIPE) -> tuple[dict, list[Chunk], bool] | None:
+          recipe: str = RECIPE) -> tuple[dict, list[Chunk], bool, list[list[dict[str, Any]]]] | None:
     """What the sidecar of md must contain; None when the existing one is up to date."""
     meta, body = frontmatter.read(md)
     frontmatter.validate(meta, md)
@@ -119,11 +132,50 @@ def _plan(md: Path, home: Path, max_tokens: int, embedder: Embedder | None,
     chunks = chunk_body(body, max_tokens, extra)
     if not chunks:
         raise BookragError(f"{md}: the body is empty; nothing to chunk")
+    cites: list[list[dict[str, Any]]] = []
+    if meta["node_type"] == "summary":
+        first_line = _body_first_line(md)
+        cites = [_cites(md, home, rel, meta["level"], c, first_line, body) for c in chunks]
+        chunks = [Chunk(c.index, stripped, count_tokens(stripped), c.paragraph)
+                  for c in chunks for stripped in [strip_anchors(c.text)]]
     manifest["chunk_count"] = len(chunks)
     manifest["chunking"] = settings
     if embed:
         manifest["embedding_recipe"] = recipe
-    return manifest, chunks, embed
+    return manifest, chunks, embed, cites
+
+
+def _body_first_line(md: Path) -> int:
+    text = md.read_text(encoding="utf-8")
+    _meta, body = frontmatter.split(text, md)
+    return text[: len(text) - len(body)].count("\n") + 1
+
+
+def _cites(md: Path, home: Path, rel: str, level: int, chunk: Chunk, first_line: int, body: str) -> list[dict[str, Any]]:
+    """What a summary chunk's anchors cite: paragraphs of the section's source.md (level 1) or
+    child nodes (levels 2-3, numbered in manifest order). Errors name the .md line."""
+    line = first_line + next((i for i, ln in enumerate(body.split("\n")) if chunk.text[:60] in ln), 0)
+    try:
+        anchors = find_anchors(chunk.text)
+    except AnchorError as exc:
+        raise BookragError(f"{md}:{line}: {exc}") from exc
+    units = sorted({u for a in anchors for u in a.units})
+    if not units:
+        return []
+    if level == 1:
+        return [{"source_file": rel.rsplit("/", 1)[0] + "/source.md", "paragraphs": units}]
+    children = _children(home, rel)
+    beyond = [u for u in units if u > len(children)]
+    if beyond:
+        raise BookragError(f"{md}:{line}: anchor §{beyond[0]} is beyond the last child (§{len(children)})")
+    return [{"source_file": children[u - 1]} for u in units]
+
+
+def _children(home: Path, rel: str) -> list[str]:
+    from loader.manifest import book_tree, find_book
+
+    nodes = book_tree(find_book(home / "corpus", rel.split("/")[1]))
+    return [n.source_file for n in nodes if n.parent_source_file == rel and n.node_type == "summary"]
 
 
 def write_sidecars(mds: Iterable[Path], home: Path, max_tokens: int, embedder: Embedder | None,
@@ -138,19 +190,41 @@ def write_sidecars(mds: Iterable[Path], home: Path, max_tokens: int, embedder: E
             stats.unchanged += 1
         else:
             todo.append((md, *plan))
-    total = sum(len(chunks) for _md, _m, chunks, embed in todo if embed)
+    reuse = {md: _previous_vectors(md, manifest) if embed else {} for md, manifest, _c, embed, _x in todo}
+    total = sum(sum(c.text not in reuse[md] for c in chunks) for md, _m, chunks, embed, _x in todo if embed)
     with tqdm(total=total, unit="chunk", desc="embedding", disable=not progress or total == 0) as bar:
-        for md, manifest, chunks, embed in todo:
+        for md, manifest, chunks, embed, cites in todo:
             vectors = None
             if embed:
                 heading = manifest["heading_path"]
-                vectors = embedder.passages([embedding_input(heading, c.text, recipe) for c in chunks])
-                bar.update(len(chunks))
-                stats.chunks_embedded += len(chunks)
-            frontmatter.write_atomic(sidecar_path(md), render_sidecar(manifest, chunks, vectors))
+                known = reuse[md]
+                fresh = [c for c in chunks if c.text not in known]
+                if fresh:
+                    computed = embedder.passages([embedding_input(heading, c.text, recipe) for c in fresh])
+                    known = {**known, **{c.text: list(v) for c, v in zip(fresh, computed)}}
+                vectors = [known[c.text] for c in chunks]
+                bar.update(len(fresh))
+                stats.chunks_embedded += len(fresh)
+            frontmatter.write_atomic(sidecar_path(md), render_sidecar(manifest, chunks, vectors, cites))
             stats.written += 1
             stats.files.append(md)
     return stats
+
+
+def _previous_vectors(md: Path, manifest: dict[str, Any]) -> dict[str, list[float]]:
+    """text -> vector from the sidecar about to be replaced, when it embedded the same way
+    (model, heading path, recipe): a change of shape or of anchors does not re-embed."""
+    try:  # read leniently: the sidecar may be of an older format, whose vectors are still good
+        lines = [json.loads(line) for line in sidecar_path(md).read_text(encoding="utf-8").splitlines()]
+    except (OSError, ValueError):
+        return {}
+    m = lines[0] if lines and isinstance(lines[0], dict) else {}
+    if (m.get("embedding_model"), m.get("dimension"), m.get("heading_path"), m.get("embedding_recipe")) != (
+            manifest.get("embedding_model"), manifest.get("dimension"), manifest.get("heading_path"),
+            manifest.get("embedding_recipe")):
+        return {}
+    return {c["text"]: c["embedding"] for c in lines[1:] if isinstance(c, dict) and isinstance(c.get("text"), str)
+            and isinstance(c.get("embedding"), list) and len(c["embedding"]) == manifest.get("dimension")}
 
 
 def _reject_constant(name: str) -> float:
@@ -162,9 +236,15 @@ def read_sidecar(path: Path) -> Sidecar:
     manifest: dict[str, Any] | None = None
     chunks: list[dict[str, Any]] = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        data = path.read_bytes()
     except FileNotFoundError as exc:
         raise BookragError(f"{path}: sidecar not found") from exc
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise BookragError(f"{path}:{line}: not valid UTF-8 (byte 0x{data[exc.start]:02x}); "
+                           "regenerate it with `bookrag sidecars`") from None
     for n, line in enumerate(lines, start=1):
         try:
             obj = json.loads(line, parse_constant=_reject_constant)
@@ -214,6 +294,18 @@ def _check_chunk(path: Path, n: int, obj: dict[str, Any], m: dict[str, Any] | No
     tok = obj.get("content_token_count")
     if not isinstance(tok, int) or tok < 0:
         raise BookragError(f"{path}:{n}: content_token_count must be a non-negative integer")
+    para = obj.get("paragraph")
+    if not isinstance(para, int) or para < 1:
+        raise BookragError(f"{path}:{n}: paragraph missing or not a positive integer (a sidecar from before "
+                           "format 2: run `bookrag sidecars` again)")
+    cites = obj.get("cites")
+    if cites is not None:
+        if m.get("node_type") != "summary":
+            raise BookragError(f"{path}:{n}: cites on a source chunk; only summaries cite")
+        if not isinstance(cites, list) or not all(
+                isinstance(c, dict) and isinstance(c.get("source_file"), str)
+                and all(isinstance(p, int) and p >= 1 for p in c.get("paragraphs", [])) for c in cites):
+            raise BookragError(f"{path}:{n}: cites must be a list of {{source_file, paragraphs?}} objects")
     emb = obj.get("embedding")
     if m.get("embedding_model") is None:
         if emb is not None:

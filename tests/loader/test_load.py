@@ -24,7 +24,8 @@ def checksum(conn: psycopg.Connection) -> str:
     row = conn.execute(
         "SELECT md5(coalesce((SELECT string_agg(t::text, '|' ORDER BY t.id) FROM rag.hierarchical_content_nodes t), '') "
         "|| coalesce((SELECT string_agg(b::text, '|' ORDER BY b.book) FROM rag.books b), '') "
-        "|| coalesce((SELECT string_agg(m::text, '|' ORDER BY m.model) FROM rag.embedding_models m), ''))"
+        "|| coalesce((SELECT string_agg(m::text, '|' ORDER BY m.model) FROM rag.embedding_models m), '') "
+        "|| coalesce((SELECT string_agg(c::text, '|' ORDER BY c::text) FROM rag.citations c), ''))"
     ).fetchone()
     conn.rollback()
     return row[0]
@@ -67,8 +68,11 @@ def test_changed_file_is_replaced_and_deleted_file_removed(loaded, home, e5):
     gone = home / f"corpus/{BOOK}/avant-propos/source.md"
     gone.unlink()
     sidecar_path(gone).unlink()
+    citing = home / f"corpus/{BOOK}/avant-propos/summary.md"  # its anchors cite the removed text: drop them
+    citing.write_text(citing.read_text(encoding="utf-8").replace(" [§1]", ""), encoding="utf-8")
+    write_sidecars([citing], home, 400, e5, progress=False)
     report = load(loaded, home, [home / "corpus" / BOOK])
-    assert (report.inserted, report.replaced, report.unchanged, report.removed) == (0, 1, 11, 1)
+    assert (report.inserted, report.replaced, report.unchanged, report.removed) == (0, 2, 10, 1)
     assert loaded.execute("SELECT count(*) FROM rag.hierarchical_content_nodes WHERE source_file = %s", (ROUTES,)).fetchone() == (4,)
     assert loaded.execute("SELECT count(*) FROM rag.hierarchical_content_nodes WHERE source_file LIKE %s",
                           ("%avant-propos/source.md",)).fetchone() == (0,)
@@ -94,7 +98,45 @@ BAD_SIDECARS = [
      f"{ROUTES_SC}:2: malformed JSON line (NaN is not a number)"),
     ("unknown model", lambda p: edit_json(p, 0, embedding_model="acme/unknown-embedder"),
      f"{ROUTES_SC}:1: unknown embedding model 'acme/unknown-embedder'"),
+    ("chunk text edited, hash kept", lambda p: rewrite_line(p, 1, lambda line: line.replace("charrette", "carriole")),
+     f"{ROUTES_SC}:2: chunk text differs from paragraph 1 of {ROUTES} (edited by hand?); run `bookrag sidecars {ROUTES}`"),
+    ("paragraph numbers edited", lambda p: edit_json(p, 3, paragraph=4),
+     f"{ROUTES_SC}:1: its chunks cover paragraphs 1-4 but {ROUTES} has 3; run `bookrag sidecars {ROUTES}`"),
+    ("cites on a source chunk", lambda p: edit_json(p, 1, cites=[{"source_file": ROUTES}]),
+     f"{ROUTES_SC}:2: cites on a source chunk; only summaries cite"),
+    ("invalid UTF-8", lambda p: p.write_bytes(p.read_bytes().replace("charrette".encode(), b"charr\xffette", 1)),
+     f"{ROUTES_SC}:2: not valid UTF-8 (byte 0xff); regenerate it with `bookrag sidecars`"),
 ]
+
+SUMMARY_SC = ROUTES.replace("source.md", "summary.md.jsonl")
+BAD_CITES = [
+    ("paragraph beyond the last", lambda p: edit_json(p, 1, cites=[{"source_file": ROUTES, "paragraphs": [1, 9]}]),
+     f"{SUMMARY_SC}:2: cites paragraph 9 of {ROUTES}, which has 3"),
+    ("a file that does not exist", lambda p: edit_json(p, 1, cites=[{"source_file": f"corpus/{BOOK}/nope/source.md", "paragraphs": [1]}]),
+     f"{SUMMARY_SC}:2: cites corpus/{BOOK}/nope/source.md, which does not exist (prepare the book, or fix the anchor)"),
+    ("a node that is not a child", lambda p: edit_json(p, 1, cites=[{"source_file": f"corpus/{BOOK}/summary.md"}]),
+     f"{SUMMARY_SC}:2: cites corpus/{BOOK}/summary.md, which is not a child of {SUMMARY_SC.removesuffix('.jsonl')}"),
+    ("a node that is not a child, again", lambda p: edit_json(p, 1, cites=[{"source_file": f"corpus/{BOOK}/avant-propos/summary.md"}]),
+     f"{SUMMARY_SC}:2: cites corpus/{BOOK}/avant-propos/summary.md, which is not a child of {SUMMARY_SC.removesuffix('.jsonl')}"),
+]
+
+
+@pytest.mark.parametrize("name,corrupt,message", BAD_CITES, ids=[b[0] for b in BAD_CITES])
+def test_dangling_citation_is_named_and_loads_nothing(loaded, home, name, corrupt, message):
+    before = checksum(loaded)
+    corrupt(home / SUMMARY_SC)
+    with pytest.raises(BookragError) as info:
+        load(loaded, home, [home / "corpus" / BOOK])
+    assert str(info.value).replace(str(home) + "/", "") == message
+    assert checksum(loaded) == before
+
+
+def test_citations_are_loaded(loaded):
+    rows = loaded.execute("SELECT source_file, chunk_index, cited_source_file, cited_paragraph FROM rag.citations "
+                          "WHERE source_file = %s ORDER BY cited_paragraph", (SUMMARY_SC.removesuffix(".jsonl"),)).fetchall()
+    assert rows == [(SUMMARY_SC.removesuffix(".jsonl"), 0, ROUTES, 1), (SUMMARY_SC.removesuffix(".jsonl"), 0, ROUTES, 2)]
+    assert loaded.execute("SELECT array_agg(paragraph ORDER BY chunk_index) FROM rag.hierarchical_content_nodes "
+                          "WHERE source_file = %s", (ROUTES,)).fetchone() == ([1, 2, 3],)
 
 
 @pytest.mark.parametrize("name,corrupt,message", BAD_SIDECARS, ids=[b[0] for b in BAD_SIDECARS])

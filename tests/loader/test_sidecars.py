@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bookrag.errors import BookragError
 from loader import frontmatter
 from loader.chunking import chunk_body, split_paragraph
 from loader.embedding import RECIPE, embedding_input
@@ -37,7 +38,7 @@ def test_embedded_sidecar_has_the_spec_fields(corpus_home):
     assert m["embedding_recipe"] == RECIPE
     body = frontmatter.read(md)[1]
     for i, row in enumerate(rows[1:]):
-        assert list(row) == ["chunk_index", "content_token_count", "text", "embedding"]
+        assert list(row) == ["chunk_index", "content_token_count", "text", "paragraph", "embedding"]
         assert row["chunk_index"] == i
         assert row["content_token_count"] == count_tokens(row["text"])
         assert row["text"] in body
@@ -72,15 +73,20 @@ def test_a_changed_file_is_the_only_one_rewritten(home, e5):
     md = home / ROUTES
     md.write_text(md.read_text(encoding="utf-8") + "\nUn nouveau paragraphe sur le gué de la rivière.\n", encoding="utf-8")
     stats = write_sidecars(sorted((home / "corpus").rglob("*.md")), home, 400, e5, progress=False)
-    assert stats.files == [md] and stats.chunks_embedded == 4
+    # only the new paragraph is embedded: the three unchanged ones keep the vectors of the old sidecar
+    assert stats.files == [md] and stats.chunks_embedded == 1
     assert read_sidecar(sidecar_path(md)).manifest["chunk_count"] == 4
+    reused = sidecar_path(md).read_bytes()
+    sidecar_path(md).unlink()
+    write_sidecars([md], home, 400, e5, progress=False)
+    assert sidecar_path(md).read_bytes() == reused  # the same bytes as a sidecar embedded from scratch
 
 
 def test_chunking_settings_change_rechunks(home, e5):
     stats = write_sidecars([home / ROUTES], home, 30, e5, progress=False)
     assert stats.written == 1
     sc = read_sidecar(sidecar_path(home / ROUTES))
-    assert sc.manifest["chunking"] == {"max_tokens": 30, "tokenizer": "cl100k_base"}
+    assert sc.manifest["chunking"] == {"max_tokens": 30, "tokenizer": "cl100k_base", "format": 2}
     assert sc.manifest["chunk_count"] > 3 and all(c["content_token_count"] <= 30 for c in sc.chunks)
 
 
@@ -126,3 +132,31 @@ def test_writes_are_atomic(home, e5, monkeypatch):
         write_sidecars([md], home, 400, e5, progress=False)
     assert sidecar_path(md).read_bytes() == before
     assert not [p for p in md.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_summary_chunks_cite_without_their_anchors(home, e5):
+    """Anchors leave the text that is embedded and indexed; `cites` names what they point to (issue 11)."""
+    part = home / "corpus/traite-des-echanges/premiere-partie/summary.md"
+    write_sidecars([part, home / ROUTES.replace("source.md", "summary.md")], home, 400, e5, progress=False)
+    rows = read_sidecar(sidecar_path(part)).chunks
+    assert [r["text"] for r in rows] == [
+        "La première partie montre que la production et le transport forment une seule chaîne : le boulanger ne nourrit "
+        "le village que si les routes laissent passer la farine.",
+        "Elle conclut qu'un péage sur le pont renchérit le pain autant qu'une mauvaise récolte."]
+    assert [r["cites"] for r in rows] == [
+        [{"source_file": "corpus/traite-des-echanges/premiere-partie/chapitre-01-le-boulanger/summary.md"},
+         {"source_file": "corpus/traite-des-echanges/premiere-partie/chapitre-02-les-routes/summary.md"}],
+        [{"source_file": "corpus/traite-des-echanges/premiere-partie/chapitre-02-les-routes/summary.md"}]]
+    chapter = read_sidecar(sidecar_path(home / ROUTES.replace("source.md", "summary.md"))).chunks
+    assert chapter[0]["cites"] == [{"source_file": ROUTES, "paragraphs": [1, 2]}] and "§" not in chapter[0]["text"]
+    assert chapter[0]["content_token_count"] == count_tokens(chapter[0]["text"])
+
+
+def test_a_malformed_anchor_stops_the_sidecar_naming_the_line(home, e5):
+    md = home / ROUTES.replace("source.md", "summary.md")
+    md.write_text(md.read_text(encoding="utf-8").replace("[§1–2]", "[§2–1]"), encoding="utf-8")
+    before = sidecar_path(md).read_bytes()
+    with pytest.raises(BookragError) as err:
+        write_sidecars([md], home, 400, e5, progress=False)
+    assert str(err.value) == f"{md}:16: malformed anchor [§2–1]: the range 2–1 runs backwards"
+    assert sidecar_path(md).read_bytes() == before
