@@ -162,6 +162,8 @@ def cmd_load(args: argparse.Namespace, s: Settings) -> None:
         report = load(conn, s.home, [Path(p) for p in args.paths])
     finally:
         conn.close()
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     print(report.line())
 
 

@@ -231,3 +231,32 @@ def test_the_bm25_index_is_one_segment_after_a_load(loaded):
         "ORDER BY pdb.score(n.id) DESC LIMIT 10").fetchall())
     loaded.rollback()
     assert "Segment Count: 1\n" in plan + "\n"
+
+
+def test_a_reader_transaction_left_open_does_not_stall_searches_during_a_load(conn, home, pg_url, e5):
+    """The index merge after a load waits for an open reader transaction, but searches keep
+    running meanwhile (a plain REINDEX queued them all behind it: issue 13's lock convoy)."""
+    load(conn, home, [home / "corpus" / BOOK])
+    conn.rollback()
+    idle = db.connect(pg_url)
+    idle.execute("SELECT count(*) FROM rag.search_bm25('pain', 5)").fetchone()  # holds the index, stays open
+    md = home / ROUTES
+    md.write_text(md.read_text(encoding="utf-8") + "\nLe gué remplace le pont en été.\n", encoding="utf-8")
+    write_sidecars([md], home, 400, e5, progress=False)
+    done: list[object] = []
+    loader = threading.Thread(target=lambda: done.append(load(conn, home, [home / ROUTES_SC])))
+    loader.start()
+    searcher = db.connect(pg_url, autocommit=True)
+    searcher.execute("SET lock_timeout = '3s'")  # blocked behind the merge would raise, not hang
+    deadline = time.monotonic() + 30
+    while not searcher.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'REINDEX%' AND wait_event_type = 'Lock'"
+                               ).fetchone()[0] and time.monotonic() < deadline and loader.is_alive():
+        time.sleep(0.05)
+    assert loader.is_alive() and not done  # the merge is waiting for the idle transaction
+    assert searcher.execute("SELECT count(*) FROM rag.search_bm25('gué', 5)").fetchone()[0] >= 1  # the new row is searchable
+    idle.rollback()
+    loader.join(30)
+    assert done and done[0].replaced == 1 and done[0].warnings == []
+    assert searcher.execute("SELECT count(*) FROM paradedb.index_info('rag.hcn_bm25_idx')").fetchone() == (1,)  # merged
+    idle.close()
+    searcher.close()
