@@ -86,3 +86,39 @@ def test_bad_levels_are_refused_by_the_parser(capsys):
         main(["search", "pain", "--levels", "a"])
     assert exit_.value.code == 2
     assert "levels are comma-separated numbers 0..3, got 'a'" in capsys.readouterr().err
+
+
+@pytest.fixture
+def loaded_cli(corpus_url, corpus_home, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", corpus_url)
+    monkeypatch.setenv("BOOKRAG_HOME", str(corpus_home))
+    return corpus_url
+
+
+SEARCH_ERRORS = [
+    (["search", "\udcff\udcfe soleil", "--mode", "bm25"],
+     "error: the query is not valid UTF-8 (byte 0xff at character 1); type it again or check the terminal's encoding\n"),
+    (["search", "pain", "--k", "100000000000000000000"], "error: k is out of range: 100000000000000000000\n"),
+    (["search", "pain", "--k", "0", "--mode", "bm25"], "error: k must be between 1 and 1000, got 0\n"),
+    (["search", "pain", "--budget", "0", "--mode", "bm25"], "error: budget must be between 1 and 1000000 tokens, got 0\n"),
+    (["search", "x" * 120_000], "error: query is 120000 characters long; the limit is 10000\n"),
+    (["search", "   "], "error: the query is empty: give at least one word to search for\n"),
+]
+
+
+@pytest.mark.parametrize("argv,expected", SEARCH_ERRORS, ids=["bad bytes", "huge k", "k 0", "budget 0", "120 KB query", "empty"])
+def test_search_errors_are_one_sentence(loaded_cli, capsys, argv, expected):
+    """Bad bytes on the command line (what Python makes of $'\\xff\\xfe'), out-of-range numbers, a
+    query refused before it is embedded: one sentence, exit 1, no traceback."""
+    assert main(argv) == 1
+    assert capsys.readouterr().err == expected
+
+
+def test_bad_bytes_from_a_real_shell(loaded_cli, corpus_home):
+    import os
+
+    env = {**os.environ, "DATABASE_URL": loaded_cli, "BOOKRAG_HOME": str(corpus_home)}
+    r = subprocess.run([sys.executable, "-m", "bookrag.cli", "search", b"\xff\xfe soleil", "--mode", "bm25"],
+                       capture_output=True, env=env, timeout=120)
+    assert r.returncode == 1 and b"Traceback" not in r.stderr
+    assert r.stderr.decode() == "error: the query is not valid UTF-8 (byte 0xff at character 1); type it again or check the terminal's encoding\n"
