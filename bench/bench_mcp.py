@@ -14,7 +14,11 @@ A sample is time.perf_counter() around session.call_tool. The clients run in thi
 (one asyncio loop), so on a small machine they compete with the server for the CPU. Traffic
 goes to 127.0.0.1 only; the server is terminated at the end. Timings are informative only.
 
-Run:  .venv/bin/python bench/bench_mcp.py [--clients 8] [--calls 200] [--json out.json]
+With --outage S, the embedded database is stopped S seconds into the concurrent run (after
+--outage-at seconds) and started again: errors are then counted inside the outage window (the
+stop, the outage, and --grace seconds after the restart) and outside it, where there must be none.
+
+Run:  .venv/bin/python bench/bench_mcp.py [--clients 8] [--calls 200] [--outage 5] [--json out.json]
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -68,10 +73,42 @@ class Tally:
         self.samples: list[float] = []
         self.errors = 0
         self.first_error: str | None = None
+        self.error_times: list[float] = []  # perf_counter() when each error came back
 
     def error(self, what: str) -> None:
         self.errors += 1
+        self.error_times.append(time.perf_counter())
         self.first_error = self.first_error or what
+
+
+class Outage:
+    """Stops the embedded database at `at` seconds after start() for `seconds`, then starts it."""
+
+    def __init__(self, at: float, seconds: float, grace: float) -> None:
+        self.at, self.seconds, self.grace = at, seconds, grace
+        self.window: tuple[float, float] | None = None
+
+    def start(self) -> None:
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        from bookrag import db
+        from bookrag.config import load_settings
+
+        settings = load_settings()
+        time.sleep(self.at)
+        down = time.perf_counter()
+        db.stop_embedded(settings)
+        time.sleep(self.seconds)
+        db.start_embedded(settings)
+        self.window = (down, time.perf_counter() + self.grace)
+
+    def split(self, tally: Tally) -> tuple[int, int]:
+        """(errors inside the window, errors outside it)."""
+        if self.window is None:
+            return 0, tally.errors
+        inside = sum(self.window[0] <= t <= self.window[1] for t in tally.error_times)
+        return inside, tally.errors - inside
 
 
 async def call_search(session: ClientSession, query: str, tally: Tally) -> None:
@@ -99,7 +136,7 @@ async def sequential(url: str, warmup: int, calls: int) -> Tally:
     return tally
 
 
-async def concurrent(url: str, clients: int, calls: int) -> tuple[Tally, float]:
+async def concurrent(url: str, clients: int, calls: int, outage: Outage | None = None) -> tuple[Tally, float]:
     tally = Tally()
     ready, go = anyio.Semaphore(0), anyio.Event()
     wall: dict[str, float] = {}
@@ -123,6 +160,8 @@ async def concurrent(url: str, clients: int, calls: int) -> tuple[Tally, float]:
         for _ in range(clients):
             await ready.acquire()
         wall["start"] = time.perf_counter()
+        if outage:
+            outage.start()
         go.set()
     return tally, wall.get("end", time.perf_counter()) - wall["start"]
 
@@ -135,8 +174,12 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=200, help="calls per concurrent client")
     ap.add_argument("--omp-threads", type=int, default=None,
                     help="set OMP_NUM_THREADS for the server (default: inherited environment)")
+    ap.add_argument("--outage", type=float, default=0, help="seconds the database is down during the concurrent run")
+    ap.add_argument("--outage-at", type=float, default=5, help="seconds into the concurrent run when it goes down")
+    ap.add_argument("--grace", type=float, default=2, help="seconds after the restart still counted in the outage")
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args()
+    outage = Outage(args.outage_at, args.outage, args.grace) if args.outage else None
     host = machine()
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
@@ -145,7 +188,7 @@ def main() -> None:
         proc = start_server(port, log, args.omp_threads)
         try:
             seq = anyio.run(sequential, url, args.warmup, args.seq_calls)
-            conc, wall_s = anyio.run(concurrent, url, args.clients, args.calls)
+            conc, wall_s = anyio.run(concurrent, url, args.clients, args.calls, outage)
         finally:
             proc.terminate()
             try:
@@ -171,6 +214,11 @@ def main() -> None:
           f"{args.omp_threads or os.environ.get('OMP_NUM_THREADS', 'unset')}")
     print(f"{load_note(host)}\n")
     print(markdown_table(["run", "calls", "calls/s", "p50 ms", "p95 ms", "max ms", "errors"], rows))
+    if outage:
+        inside, outside = outage.split(conc)
+        out["outage"] = {"seconds": args.outage, "errors_inside": inside, "errors_outside": outside}
+        print(f"\ndatabase down {args.outage:.0f} s during (b): {inside} errors inside the outage window "
+              f"(+{args.grace:.0f} s grace), {outside} outside it")
     for key in ("a", "b"):
         if out[key]["first_error"]:
             print(f"\nfirst error in ({key}): {out[key]['first_error']}")
