@@ -1,4 +1,17 @@
-"""The SQL functions in sql/functions/: their files, order of application and versions."""
+"""The SQL functions in sql/functions/: their files, order of application, versions, and the
+migrations that install them.
+
+A function migration copies the full new text of each changed file (files are the truth,
+migrations the deltas). `CREATE OR REPLACE` cannot change a function's argument types or result
+type, and `_types.sql` creates its row types only when absent; so the generator compares each
+changed file with the version the last migration installed and writes, in order:
+  DROP TYPE … CASCADE and CREATE TYPE for a row type whose attributes changed (the cascade drops
+    every function returning it: they are all re-created below, changed or not);
+  DROP FUNCTION old-signature for a function whose arguments or result changed;
+  the files' CREATE OR REPLACE statements;
+  GRANT EXECUTE to bookrag_reader for every function dropped and re-created (migration 0003's
+    default privileges grant the rest).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +22,10 @@ from pathlib import Path
 
 FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "sql" / "functions"
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+READER_ROLE = "bookrag_reader"
 _MARKER = re.compile(r"^-- function: (?P<name>\w+) sha256:(?P<sha>[0-9a-f]{64})$", re.M)
+_FUNCTION = re.compile(r"CREATE\s+OR\s+REPLACE\s+FUNCTION\s+(?P<name>rag\.\w+)\s*\(", re.I)
+_TYPE = re.compile(r"CREATE\s+TYPE\s+(?P<name>rag\.\w+)\s+AS\s*\(", re.I)
 
 
 @dataclass(frozen=True)
@@ -39,12 +55,112 @@ def recorded_versions(folder: Path = MIGRATIONS_DIR) -> dict[str, str]:
     return versions
 
 
-def render_migration(name: str, files: list[FunctionFile], reason: str) -> str:
-    """A migration that installs the given function files verbatim and records their versions."""
-    parts = [f"-- {name}: {reason}", "-- depends: " + _previous_migration_id(name), ""]
+def recorded_texts(folder: Path = MIGRATIONS_DIR) -> dict[str, str]:
+    """The text each function file had when a migration last installed it."""
+    texts: dict[str, str] = {}
+    for path in sorted(folder.glob("*.sql")):
+        body = path.read_text(encoding="utf-8")
+        marks = list(_MARKER.finditer(body))
+        for i, m in enumerate(marks):
+            end = marks[i + 1].start() if i + 1 < len(marks) else body.find("INSERT INTO rag.function_versions", m.end())
+            texts[m["name"]] = body[m.end():end if end >= 0 else len(body)].strip()
+    return texts
+
+
+# --- what a definition declares --------------------------------------------------------------
+
+def _balanced(text: str, start: int) -> str:
+    """The text between the '(' at start-1 and its matching ')'."""
+    depth, i = 1, start
+    while depth and i < len(text):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        i += 1
+    return text[start:i - 1]
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [p.strip() for p in [*parts, cur] if p.strip()]
+
+
+def _without_comments(text: str) -> str:
+    return re.sub(r"--[^\n]*", "", text)
+
+
+def signatures(text: str) -> dict[str, tuple[str, str]]:
+    """function name -> (argument types, result) as declared in a file, normalised."""
+    text = _without_comments(text)
+    out: dict[str, tuple[str, str]] = {}
+    for m in _FUNCTION.finditer(text):
+        args = _balanced(text, m.end())
+        types = []
+        for param in _split_top(args):
+            param = re.split(r"\s+DEFAULT\s+|\s*:=\s*|\s*=\s*", param, maxsplit=1, flags=re.I)[0].strip()
+            words = param.split(None, 1)
+            types.append((words[1] if len(words) > 1 else words[0]).lower())
+        rest = text[m.end() + len(args) + 1:]
+        result = re.match(r"\s*RETURNS\s+(.*?)\s+(?:LANGUAGE|AS|SET|STABLE|IMMUTABLE|VOLATILE|SECURITY)\b", rest, re.I | re.S)
+        out[m["name"]] = (", ".join(types), " ".join((result[1] if result else "").lower().split()))
+    return out
+
+
+def row_types(text: str) -> dict[str, str]:
+    """row type name -> its attribute list, normalised."""
+    text = _without_comments(text)
+    return {m["name"]: " ".join(_balanced(text, m.end()).lower().split()) for m in _TYPE.finditer(text)}
+
+
+# --- writing a migration ---------------------------------------------------------------------
+
+def render_migration(name: str, files: list[FunctionFile], reason: str, previous: dict[str, str] | None = None,
+                     all_files: list[FunctionFile] | None = None, folder: Path = MIGRATIONS_DIR) -> str:
+    """A migration installing the given files verbatim and recording their versions; `previous`
+    (file name -> text last installed) decides what must be dropped first."""
+    previous = previous or {}
+    all_files = all_files or files
+    drops: list[str] = []
+    grants: list[str] = []
+    install = list(files)
+    changed_types = []
     for f in files:
+        if f.name != "_types" or f.name not in previous:
+            continue
+        old, new = row_types(previous[f.name]), row_types(f.text)
+        changed_types = [t for t in new if t in old and old[t] != new[t]]
+        for t in changed_types:
+            drops.append(f"DROP TYPE IF EXISTS {t} CASCADE;  -- its attributes changed; dependants re-created below")
+            drops.append(f"CREATE TYPE {t} AS ({new[t]});")
+    if changed_types:  # every function mentioning a re-created type was dropped by the cascade
+        names = {f.name for f in install}
+        for f in all_files:
+            if f.name not in names and any(t in f.text for t in changed_types):
+                install.append(f)
+        install.sort(key=lambda f: [g.name for g in all_files].index(f.name))
+    for f in install:
+        new_sigs = signatures(f.text)
+        old_sigs = signatures(previous.get(f.name, ""))
+        for fn, (args, result) in new_sigs.items():
+            recreated = any(t in f.text for t in changed_types)
+            if fn in old_sigs and old_sigs[fn] != (args, result):
+                drops.append(f"DROP FUNCTION IF EXISTS {fn}({old_sigs[fn][0]});  -- arguments or result changed")
+                recreated = True
+            if recreated and not f.name.startswith("_"):
+                grants.append(f"GRANT EXECUTE ON FUNCTION {fn}({args}) TO {READER_ROLE};")
+    parts = [f"-- {name}: {reason}", "-- depends: " + _previous_migration_id(name, folder), ""]
+    if drops:
+        parts += ["-- Signatures or row types changed: drop what CREATE OR REPLACE cannot change.", *drops, ""]
+    for f in install:
         parts += [f"-- function: {f.name} sha256:{f.sha256}", f.text.rstrip(), ""]
-    values = ",\n    ".join(f"('{f.name}', '{f.sha256}', '{name}')" for f in files)
+    if grants:
+        parts += [*grants, ""]
+    values = ",\n    ".join(f"('{f.name}', '{f.sha256}', '{name}')" for f in install)
     parts += [
         "INSERT INTO rag.function_versions (name, sha256, migration) VALUES",
         f"    {values}",
@@ -59,15 +175,17 @@ def _previous_migration_id(name: str, folder: Path = MIGRATIONS_DIR) -> str:
     return ids[-1] if ids else ""
 
 
-def write_function_migration(slug: str, reason: str, folder: Path = MIGRATIONS_DIR) -> Path | None:
+def write_function_migration(slug: str, reason: str, folder: Path = MIGRATIONS_DIR,
+                             functions: Path = FUNCTIONS_DIR) -> Path | None:
     """Write migrations/NNNN_<slug>.sql with every function whose file changed since the last
     migration; None when nothing changed."""
     recorded = recorded_versions(folder)
-    changed = [f for f in function_files() if recorded.get(f.name) != f.sha256]
+    files = function_files(functions)
+    changed = [f for f in files if recorded.get(f.name) != f.sha256]
     if not changed:
         return None
     number = len(list(folder.glob("*.sql"))) + 1
     name = f"{number:04d}_{slug}"
     path = folder / f"{name}.sql"
-    path.write_text(render_migration(name, changed, reason), encoding="utf-8")
+    path.write_text(render_migration(name, changed, reason, recorded_texts(folder), files, folder), encoding="utf-8")
     return path

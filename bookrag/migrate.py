@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import quote, urlencode
 
 from psycopg.conninfo import conninfo_to_dict
@@ -30,10 +31,10 @@ def yoyo_url(url: str) -> str:
     return f"postgresql+psycopg://{netloc}/{dbname}{query}"
 
 
-def apply_migrations(url: str) -> list[str]:
+def apply_migrations(url: str, folder: Path = MIGRATIONS_DIR) -> list[str]:
     """Apply pending migrations under yoyo's lock; return the ids applied (empty when up to date)."""
     backend = get_backend(yoyo_url(url))
-    migrations = read_migrations(str(MIGRATIONS_DIR))
+    migrations = read_migrations(str(folder))
     with backend.lock():
         pending = backend.to_apply(migrations)
         backend.apply_migrations(pending)

@@ -1,0 +1,138 @@
+"""`bookrag new-function-migration`: what it writes for each kind of change, and that the
+migration it writes leaves the database with exactly the files' definitions (issue 12)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from bookrag.functions import FUNCTIONS_DIR, MIGRATIONS_DIR, write_function_migration
+from bookrag.migrate import apply_migrations
+from tests.conftest import _conninfo
+
+PROBE_TYPE = """
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+                   WHERE n.nspname = 'rag' AND t.typname = 'zz_row') THEN
+        CREATE TYPE rag.zz_row AS ({attrs});
+    END IF;
+END
+$$;
+"""
+PROBE_ROWS = """-- rag.zz_rows: a probe returning the probe row type.
+CREATE OR REPLACE FUNCTION rag.zz_rows()
+RETURNS SETOF rag.zz_row
+LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+    r rag.zz_row;
+BEGIN
+    r.a := 1;
+    RETURN NEXT r;
+END
+$$;
+"""
+PROBE = """-- rag.zz_probe: a probe function.
+CREATE OR REPLACE FUNCTION rag.zz_probe(
+    p_a INT{extra}
+) RETURNS {result}
+LANGUAGE sql IMMUTABLE
+AS $$
+    SELECT {body};
+$$;
+"""
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> tuple[Path, Path]:
+    functions, migrations = tmp_path / "functions", tmp_path / "migrations"
+    shutil.copytree(FUNCTIONS_DIR, functions)
+    shutil.copytree(MIGRATIONS_DIR, migrations)
+    return functions, migrations
+
+
+@pytest.fixture
+def fresh_db(postgresql_proc):
+    name = "bookrag_generator_test"
+    admin = _conninfo(postgresql_proc, "postgres")
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield _conninfo(postgresql_proc, name)
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def generate(tree, slug: str) -> str:
+    functions, migrations = tree
+    path = write_function_migration(slug, f"test: {slug}", folder=migrations, functions=functions)
+    assert path is not None
+    return path.read_text(encoding="utf-8")
+
+
+def overloads(url: str, name: str) -> list[str]:
+    with psycopg.connect(url) as c:
+        return [r[0] for r in c.execute("SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n "
+                                        "ON n.oid = p.pronamespace WHERE n.nspname = 'rag' AND p.proname = %s", (name,))]
+
+
+def test_nothing_changed_writes_nothing(tree):
+    functions, migrations = tree
+    write_function_migration("first", "sync", folder=migrations, functions=functions)  # files not yet in a migration
+    assert write_function_migration("again", "nothing", folder=migrations, functions=functions) is None
+
+
+def test_each_kind_of_change(tree, fresh_db):
+    functions, migrations = tree
+    write_function_migration("sync", "files not yet migrated", folder=migrations, functions=functions)
+
+    # a new function (and a new row type): installed, nothing dropped
+    (functions / "_types.sql").write_text((functions / "_types.sql").read_text() + PROBE_TYPE.format(attrs="a INT"))
+    (functions / "zz_probe.sql").write_text(PROBE.format(extra="", result="INT", body="p_a"))
+    (functions / "zz_rows.sql").write_text(PROBE_ROWS)
+    text = generate(tree, "new_function")
+    assert "-- function: zz_probe sha256:" in text and "-- function: zz_rows sha256:" in text and "DROP" not in text
+    apply_migrations(fresh_db, migrations)
+    assert overloads(fresh_db, "zz_probe") == ["rag.zz_probe(integer)"]
+
+    # a changed body: replaced in place
+    (functions / "zz_probe.sql").write_text(PROBE.format(extra="", result="INT", body="p_a + 1"))
+    text = generate(tree, "changed_body")
+    assert "DROP" not in text and "SELECT p_a + 1;" in text
+    apply_migrations(fresh_db, migrations)
+    with psycopg.connect(fresh_db) as c:
+        assert c.execute("SELECT rag.zz_probe(1)").fetchone() == (2,)
+
+    # changed arguments: the old overload is dropped first, the new one granted to the reader
+    (functions / "zz_probe.sql").write_text(PROBE.format(extra=",\n    p_b INT DEFAULT 10", result="INT", body="p_a + p_b"))
+    text = generate(tree, "changed_arguments")
+    assert "DROP FUNCTION IF EXISTS rag.zz_probe(int);" in text
+    assert "GRANT EXECUTE ON FUNCTION rag.zz_probe(int, int) TO bookrag_reader;" in text
+    assert text.index("DROP FUNCTION") < text.index("CREATE OR REPLACE FUNCTION rag.zz_probe")
+    apply_migrations(fresh_db, migrations)
+    assert overloads(fresh_db, "zz_probe") == ["rag.zz_probe(integer,integer)"]
+
+    # a changed result type
+    (functions / "zz_probe.sql").write_text(PROBE.format(extra=",\n    p_b INT DEFAULT 10", result="TEXT", body="(p_a + p_b)::text"))
+    text = generate(tree, "changed_result")
+    assert "DROP FUNCTION IF EXISTS rag.zz_probe(int, int);" in text
+    apply_migrations(fresh_db, migrations)
+    with psycopg.connect(fresh_db) as c:
+        assert c.execute("SELECT pg_typeof(rag.zz_probe(1))::text").fetchone() == ("text",)
+
+    # a changed row type: dropped with its dependants, re-created, dependants re-installed unchanged
+    (functions / "_types.sql").write_text((functions / "_types.sql").read_text().replace("CREATE TYPE rag.zz_row AS (a INT);",
+                                                                                      "CREATE TYPE rag.zz_row AS (a INT, b TEXT);"))
+    text = generate(tree, "changed_row_type")
+    assert "DROP TYPE IF EXISTS rag.zz_row CASCADE;" in text and "CREATE TYPE rag.zz_row AS (a int, b text);" in text
+    assert "-- function: zz_rows sha256:" in text  # unchanged, but the cascade dropped it
+    assert "GRANT EXECUTE ON FUNCTION rag.zz_rows() TO bookrag_reader;" in text
+    apply_migrations(fresh_db, migrations)
+    with psycopg.connect(fresh_db) as c:
+        assert c.execute("SELECT * FROM rag.zz_rows()").fetchall() == [(1, None)]
+        assert c.execute("SELECT has_function_privilege('bookrag_reader', 'rag.zz_rows()', 'EXECUTE')").fetchone() == (True,)
