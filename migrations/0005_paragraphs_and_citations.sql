@@ -8,6 +8,7 @@ COMMENT ON COLUMN rag.hierarchical_content_nodes.paragraph IS
 CREATE INDEX IF NOT EXISTS hcn_paragraph_idx ON rag.hierarchical_content_nodes (source_file, paragraph);
 
 CREATE TABLE IF NOT EXISTS rag.citations (
+    id                 BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     source_file        TEXT NOT NULL,
     chunk_index        INT NOT NULL,
     cited_source_file  TEXT NOT NULL CHECK (cited_source_file ~ '^corpus/[^/]+/.+\.md$'),
@@ -21,6 +22,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS citations_unique_idx
 CREATE INDEX IF NOT EXISTS citations_cited_idx ON rag.citations (cited_source_file, cited_paragraph);
 COMMENT ON TABLE rag.citations IS
     'What each summary chunk cites (its anchors): paragraphs of the section''s source.md for a chapter summary, child summaries for a part or book summary. Loaded with the chunk''s rows by `bookrag load`; deleted with them.';
+COMMENT ON COLUMN rag.citations.id IS 'Surrogate key (a replica identity for logical replication, docs/scaling.md).';
 COMMENT ON COLUMN rag.citations.source_file IS 'The citing summary (a row of hierarchical_content_nodes with chunk_index).';
 COMMENT ON COLUMN rag.citations.chunk_index IS 'The citing chunk of that summary.';
 COMMENT ON COLUMN rag.citations.cited_source_file IS 'The cited file: a source.md (with cited_paragraph) or a child summary.md (whole node).';
