@@ -3,9 +3,9 @@ an LLM answer from it (when BOOKRAG_LLM_MODEL is set) or, offline, quote the pas
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
+from bookrag.config import load_settings
 from bookrag.errors import BookragError
 
 
@@ -27,9 +27,10 @@ def answer_with_llm(question: str, rows: list[dict[str, Any]]) -> str:
         "Si les extraits ne suffisent pas, dis-le.\n\n"
         f"Question : {question}\n\nExtraits :\n\n{sources}"
     )
-    client = OpenAI(base_url=os.environ.get("OPENAI_BASE_URL") or None, api_key=os.environ.get("OPENAI_API_KEY") or "not-needed")
+    s = load_settings()
+    client = OpenAI(base_url=s.openai_base_url, api_key=s.api_key, timeout=s.llm_timeout, max_retries=s.llm_retries)
     try:
-        resp = client.chat.completions.create(model=os.environ["BOOKRAG_LLM_MODEL"], temperature=0,
+        resp = client.chat.completions.create(model=s.llm_model, temperature=0,
                                               messages=[{"role": "user", "content": prompt}])
     except Exception as exc:
         raise BookragError(f"the LLM call failed ({client.base_url}): {exc}") from exc
@@ -42,7 +43,8 @@ def render_answer(question: str, rows: list[dict[str, Any]]) -> str:
     if not rows:
         return f"Question : {question}\nNo passage of the loaded books matches this question."
     lines = [f"Question : {question}", ""]
-    if os.environ.get("BOOKRAG_LLM_MODEL"):
+    llm = load_settings().llm_model
+    if llm:
         lines += [answer_with_llm(question, rows), ""]
     else:
         lines += ["(No LLM configured: the answer is the cited passages, in reading order; "
@@ -50,6 +52,6 @@ def render_answer(question: str, rows: list[dict[str, Any]]) -> str:
     for n, row in numbered_sources(rows):
         role = "hit" if row["role"] == "hit" else "context"
         lines.append(f"[{n}] {cite(row)}  ({role}, level {row['level']})")
-        if not os.environ.get("BOOKRAG_LLM_MODEL"):
+        if not llm:
             lines.append("    " + row["content"])
     return "\n".join(lines)

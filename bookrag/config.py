@@ -1,4 +1,6 @@
-"""Settings from the environment: where the checkout, the corpus, the raw books and the database are."""
+"""Settings from the environment, read here and nowhere else: where the checkout, the corpus,
+the raw books and the database are, which embedder and LLM to use, how the MCP server logs in.
+Every variable README documents is a field below."""
 
 from __future__ import annotations
 
@@ -22,6 +24,19 @@ class Settings:
     max_chunk_tokens: int
     mcp_database_url: str | None = None  # BOOKRAG_MCP_DATABASE_URL: what the MCP server logs in as
     mcp_token: str | None = None  # BOOKRAG_MCP_TOKEN: bearer token the HTTP server requires (needed beyond loopback)
+    embedding_dimension: int | None = None  # BOOKRAG_EMBEDDING_DIMENSION: for a model bookrag does not know
+    openai_base_url: str | None = None  # OPENAI_BASE_URL: any OpenAI-compatible server (embeddings, chat)
+    openai_api_key: str | None = None  # OPENAI_API_KEY
+    llm_model: str | None = None  # BOOKRAG_LLM_MODEL: chat model for summaries and written answers
+    llm_context: int = 32768  # BOOKRAG_LLM_CONTEXT: the model's window, in tokens
+    llm_max_output: int = 1500  # BOOKRAG_LLM_MAX_OUTPUT
+    llm_timeout: float = 300.0  # BOOKRAG_LLM_TIMEOUT, seconds per request
+    llm_retries: int = 5  # BOOKRAG_LLM_RETRIES
+
+    @property
+    def api_key(self) -> str:
+        """The key sent to OpenAI-compatible servers (local ones ignore it, the SDK wants one)."""
+        return self.openai_api_key or "not-needed"
 
     @property
     def corpus(self) -> Path:
@@ -42,6 +57,17 @@ class Settings:
         return self.sources
 
 
+def _number(name: str, default: str, kind: type, minimum: float) -> int | float:
+    raw = os.environ.get(name) or default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise BookragError(f"{name} must be a number >= {minimum:g}, got {raw!r}")
+    return value
+
+
 def load_settings() -> Settings:
     home = Path(os.environ.get("BOOKRAG_HOME") or DEFAULT_HOME).resolve()
     sources = os.environ.get("BOOKRAG_SOURCES")
@@ -60,4 +86,12 @@ def load_settings() -> Settings:
         max_chunk_tokens=int(max_tokens),
         mcp_database_url=os.environ.get("BOOKRAG_MCP_DATABASE_URL") or None,
         mcp_token=os.environ.get("BOOKRAG_MCP_TOKEN") or None,
+        embedding_dimension=int(_number("BOOKRAG_EMBEDDING_DIMENSION", "0", int, 0)) or None,
+        openai_base_url=os.environ.get("OPENAI_BASE_URL") or None,
+        openai_api_key=os.environ.get("OPENAI_API_KEY") or None,
+        llm_model=os.environ.get("BOOKRAG_LLM_MODEL") or None,
+        llm_context=int(_number("BOOKRAG_LLM_CONTEXT", "32768", int, 1)),
+        llm_max_output=int(_number("BOOKRAG_LLM_MAX_OUTPUT", "1500", int, 1)),
+        llm_timeout=float(_number("BOOKRAG_LLM_TIMEOUT", "300", float, 0.001)),
+        llm_retries=int(_number("BOOKRAG_LLM_RETRIES", "5", int, 0)),
     )

@@ -5,7 +5,6 @@ alone; e5 models get their `passage: ` / `query: ` roles."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Protocol
@@ -77,7 +76,10 @@ class OpenAIEmbedder:
     def _client(self):
         from openai import OpenAI
 
-        return OpenAI(api_key=os.environ.get("OPENAI_API_KEY") or "not-needed", max_retries=5)
+        from bookrag.config import load_settings
+
+        s = load_settings()
+        return OpenAI(api_key=s.api_key, base_url=s.openai_base_url, max_retries=5)
 
     def fits(self, text: str) -> bool:
         return count_tokens(text) <= self.max_input_tokens
@@ -100,15 +102,29 @@ class OpenAIEmbedder:
         return self.passages([text])[0]
 
 
+#: The models bookrag knows, with their vector length (BOOKRAG_EMBEDDING_MODEL and
+#: BOOKRAG_EMBEDDING_DIMENSION add one).
+MODEL_DIMENSIONS = {LOCAL_MODEL: 384, "text-embedding-3-small": 1536, "text-embedding-ada-002": 1536}
+
+
+def known_models() -> dict[str, int]:
+    from bookrag.config import load_settings
+
+    s = load_settings()
+    models = dict(MODEL_DIMENSIONS)
+    if s.embedding_model and s.embedding_dimension:
+        models[s.embedding_model] = s.embedding_dimension
+    return models
+
+
 def get_embedder(provider: str = "local", model: str | None = None, dimension: int | None = None) -> Embedder:
     if provider == "local":
         if model not in (None, LOCAL_MODEL):
             raise BookragError(f"the local embedder only provides {LOCAL_MODEL}, not {model!r}")
         return _local()
     if provider == "openai":
-        dims = {"text-embedding-3-small": 1536, "text-embedding-ada-002": 1536}
         name = model or OPENAI_MODEL
-        dim = dimension or dims.get(name) or int(os.environ.get("BOOKRAG_EMBEDDING_DIMENSION", "0"))
+        dim = dimension or known_models().get(name)
         if not dim:
             raise BookragError(f"unknown dimension for model {name!r}: set BOOKRAG_EMBEDDING_DIMENSION")
         return OpenAIEmbedder(model=name, dimension=dim)

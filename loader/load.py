@@ -14,7 +14,6 @@ removed. Any error rolls everything back.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,17 +23,12 @@ from bookrag.errors import BookragError
 from loader import frontmatter
 from loader.anchors import strip_anchors
 from loader.chunking import paragraphs
-from loader.embedding import LOCAL_MODEL
+from loader.embedding import known_models
 from loader.manifest import Book, book_tree, load_book
 from loader.sidecars import Sidecar, file_hash, read_sidecar
 
 LOCK_KEY = 4_242_001  # pg_advisory_xact_lock key shared by every `bookrag load`
 
-KNOWN_MODELS = {
-    LOCAL_MODEL: 384,
-    "text-embedding-3-small": 1536,
-    "text-embedding-ada-002": 1536,
-}
 
 
 @dataclass
@@ -50,14 +44,6 @@ class LoadReport:
     def line(self) -> str:
         return (f"{self.inserted} inserted, {self.replaced} replaced, {self.unchanged} unchanged, "
                 f"{self.removed} removed ({self.rows_written} rows written; books: {', '.join(self.books) or '-'})")
-
-
-def known_models() -> dict[str, int]:
-    models = dict(KNOWN_MODELS)
-    extra, dim = os.environ.get("BOOKRAG_EMBEDDING_MODEL"), os.environ.get("BOOKRAG_EMBEDDING_DIMENSION")
-    if extra and dim and dim.isdigit():
-        models[extra] = int(dim)
-    return models
 
 
 def collect(home: Path, paths: list[Path]) -> tuple[list[Path], set[str]]:
