@@ -99,7 +99,7 @@ def cmd_prepare(args: argparse.Namespace, s: Settings) -> None:
          "bookrag add ../shared/books/bastiat-oeuvres-tome-6/pg46627-8.txt --dry-run\n"
          "  bookrag add tome3.txt tome4.txt --slug tocqueville-democratie --year 1840")
 def cmd_add(args: argparse.Namespace, s: Settings) -> None:
-    from loader.propose import propose, render_tree, write_manifest
+    from loader.propose import next_step, propose, render_tree, write_manifest
 
     p = propose([Path(f) for f in args.files], slug=args.slug, title=args.title, author=args.author, year=args.year,
                 gutenberg=args.gutenberg, sources=s.sources)
@@ -112,7 +112,7 @@ def cmd_add(args: argparse.Namespace, s: Settings) -> None:
         print(f"dry run: corpus/{p.slug}/book.toml not written{taken}")
         return
     write_manifest(s.corpus, p, force=args.force)
-    print(f"wrote corpus/{p.slug}/book.toml; fill [theme], then: bookrag prepare {p.slug}")
+    print(f"wrote corpus/{p.slug}/book.toml; fill [theme], then: {next_step(p, s.sources)}")
 
 
 @command("check", "Validate the corpus tree: one root per book, parents exist, levels, frontmatter.",

@@ -509,12 +509,9 @@ def detect(texts: dict[str, list[str]], language: str = "fr") -> Structure:
         f, end, _ = stop_after(c, nxt)
         lines = texts[f]
         end = trim_half_title(lines, c.line, end, repeated[f])
-        label = clean_title(c.title)
-        front.append(_section("front-matter" if not c.style else NAMES[c.style], label, clean_title(c.title),
-                              None, c, lines, end))
-        if title is None:
-            t = _half_title(lines, end, nxt, order[f], repeated[f])
-            title = t or title
+        name = clean_title(c.title)
+        front.append(_section(NAMES.get(c.style, "front-matter"), name, name, None, c, lines, end))
+        title = title or _half_title(lines, end, nxt, order[f], repeated[f])
     if title is None:
         f = files[first_body[0]]
         a = max([x.end for x in front if x.file == f], default=0)
@@ -525,8 +522,8 @@ def detect(texts: dict[str, list[str]], language: str = "fr") -> Structure:
     if part_cands:
         for k, p in enumerate(part_cands):
             nxt = pos(part_cands[k + 1]) if k + 1 < len(part_cands) else None
-            members = [c for c in chapters + named if pos(p) < pos(c) and (nxt is None or pos(c) < nxt)
-                       and c.file == p.file]
+            members = sorted((c for c in chapters + named if pos(p) < pos(c) and (nxt is None or pos(c) < nxt)
+                              and c.file == p.file), key=pos)
             last = max([pos(c) for c in members], default=pos(p))
             f, end, marker = stop_after(Candidate(p.file, last[1], "x"), nxt)
             lines = texts[f]
@@ -550,7 +547,7 @@ def detect(texts: dict[str, list[str]], language: str = "fr") -> Structure:
                 if all(not (p.file == c.file and p.line < c.line < p.end) for p in parts) and c.kind == "chapter":
                     warnings.append(f"{c.file} line {c.line + 1}: chapter heading {c.title!r} lies outside every part; left out")
     else:
-        members = [c for c in chapters + named if pos(c) >= first_body]
+        members = sorted((c for c in chapters + named if pos(c) >= first_body), key=pos)
         for f in files:
             cs = [c for c in members if c.file == f]
             if not cs:

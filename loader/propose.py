@@ -331,11 +331,6 @@ def render_tree(p: Proposal) -> list[str]:
     return out
 
 
-def existing_manifest(corpus: Path, slug: str) -> Path | None:
-    path = corpus / slug / "book.toml"
-    return path if path.exists() else None
-
-
 def write_manifest(corpus: Path, p: Proposal, force: bool = False) -> Path:
     path = corpus / p.slug / "book.toml"
     if path.exists() and not force:
@@ -345,4 +340,14 @@ def write_manifest(corpus: Path, p: Proposal, force: bool = False) -> Path:
     tmp.write_text(p.manifest, encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+def next_step(p: Proposal, sources: Path | None) -> str:
+    """What to run after `add`: prepare, with BOOKRAG_SOURCES when the file is not under it."""
+    raw = p.books[0].path.resolve()
+    folder = _folder(p.books[0], sources)
+    root = raw.parent if folder == "." else raw.parents[len(Path(folder).parts)]
+    if sources is not None and sources.resolve() == root:
+        return f"bookrag prepare {p.slug}"
+    return f"BOOKRAG_SOURCES={root} bookrag prepare {p.slug}"
 

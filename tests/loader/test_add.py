@@ -202,11 +202,13 @@ def test_small_book_goes_through_prepare(home, capsys):
     assert main(["add", str(raw), "--slug", "essai", "--force"]) == 0
 
 
-def test_plain_text_without_gutenberg_markers(home, capsys):
+def test_plain_text_without_gutenberg_markers(home, capsys, monkeypatch):
     text = small_book(gap=False).split("***\n", 2)[1].rsplit("*** END", 1)[0]
     raw = write(home, "essai-libre.txt", text.encode("utf-8"))
+    monkeypatch.delenv("BOOKRAG_SOURCES")
     assert main(["add", str(raw), "--slug", "libre", "--title", "Essai libre", "--author", "Jean Essai"]) == 0
-    capsys.readouterr()
+    assert capsys.readouterr().out.endswith(
+        f"then: BOOKRAG_SOURCES={raw.parent.parent} bookrag prepare libre\n")  # where prepare will look for it
     book = find_book(home / "corpus", "libre")
     assert (book.title, book.source_kind) == ("Essai libre", "text")
     assert len(prepare_book(settings(home, raw.parent.parent), book)) == 5
