@@ -99,10 +99,12 @@ def cmd_prepare(args: argparse.Namespace, s: Settings) -> None:
          "bookrag add ../shared/books/bastiat-oeuvres-tome-6/pg46627-8.txt --dry-run\n"
          "  bookrag add tome3.txt tome4.txt --slug tocqueville-democratie --year 1840")
 def cmd_add(args: argparse.Namespace, s: Settings) -> None:
-    from loader.propose import next_step, propose, render_tree, write_manifest
+    from loader.propose import check_free, next_step, propose, render_tree, write_manifest
 
     p = propose([Path(f) for f in args.files], slug=args.slug, title=args.title, author=args.author, year=args.year,
                 gutenberg=args.gutenberg, sources=s.sources)
+    if not args.dry_run:
+        check_free(s.corpus, p.slug, args.force)
     print("\n".join(render_tree(p)))
     for w in p.warnings:
         print(f"warning: {w}")

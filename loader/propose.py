@@ -331,10 +331,15 @@ def render_tree(p: Proposal) -> list[str]:
     return out
 
 
+def check_free(corpus: Path, slug: str, force: bool = False) -> None:
+    """An existing manifest is never overwritten without --force."""
+    if (corpus / slug / "book.toml").exists() and not force:
+        raise BookragError(f"corpus/{slug}/book.toml already exists: choose another --slug, or pass --force to overwrite it")
+
+
 def write_manifest(corpus: Path, p: Proposal, force: bool = False) -> Path:
+    check_free(corpus, p.slug, force)
     path = corpus / p.slug / "book.toml"
-    if path.exists() and not force:
-        raise BookragError(f"corpus/{p.slug}/book.toml already exists: choose another --slug, or pass --force to overwrite it")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".toml.tmp")
     tmp.write_text(p.manifest, encoding="utf-8")

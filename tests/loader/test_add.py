@@ -196,9 +196,11 @@ def test_small_book_goes_through_prepare(home, capsys):
     body = (home / "corpus/essai/deuxieme-partie/chapitre-02-des-octrois/source.md").read_text(encoding="utf-8")
     assert "V—MAIS NON, DIT-IL." in body.replace(".—", "—") and "CHAPITRE" not in body
     # a second run refuses to overwrite, --force does
-    assert main(["add", str(raw), "--slug", "essai"]) == 1
-    assert capsys.readouterr().err == ("error: corpus/essai/book.toml already exists: choose another --slug, "
+    before = (home / "corpus/essai/book.toml").read_bytes()
+    assert main(["add", str(raw), "--slug", "essai", "--year", "1901"]) == 1
+    assert capsys.readouterr() == ("", "error: corpus/essai/book.toml already exists: choose another --slug, "
                                        "or pass --force to overwrite it\n")
+    assert (home / "corpus/essai/book.toml").read_bytes() == before
     assert main(["add", str(raw), "--slug", "essai", "--force"]) == 0
 
 
