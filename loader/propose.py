@@ -246,7 +246,7 @@ def render_manifest(s: Structure, books: list[RawBook], *, slug: str, title: str
         out += ["[[front_matter]]"] + _section_lines(sec, taken, default_blocks, file=True)
         lines = next(b.lines for b in books if b.path.name == sec.file)
         out += [f"end = {_q(lines[sec.end].strip())}"] if sec.end < len(lines) else []
-        out.append("")
+        out += [f"# {sec.words:,} words", ""]
     part_slugs: set[str] = set()
     for p in s.parts:
         lines = next(b.lines for b in books if b.path.name == p.file)
@@ -262,7 +262,8 @@ def render_manifest(s: Structure, books: list[RawBook], *, slug: str, title: str
         out.append("")
         taken = set()
         for sec in p.sections:
-            out += ["[[parts.sections]]"] + _section_lines(sec, taken, default_blocks, file=False) + [""]
+            out += ["[[parts.sections]]"] + _section_lines(sec, taken, default_blocks, file=False)
+            out += [f"# {sec.words:,} words", ""]
     return "\n".join(out)
 
 
@@ -272,7 +273,6 @@ def _section_lines(sec: Section, taken: set[str], default_blocks: int, file: boo
     out += [f"file = {_q(sec.file)}"] if file else []
     out.append(f"start = {_q(sec.start)}")
     out += [f"heading_blocks = {sec.heading_blocks}"] if sec.heading_blocks != default_blocks else []
-    out.append(f"# {sec.words:,} words")
     return out
 
 
