@@ -95,6 +95,28 @@ def cmd_prepare(args: argparse.Namespace, s: Settings) -> None:
         print(f"{book.slug}: {len(paths)} source files")
 
 
+@command("add", "Propose a book's manifest (corpus/<slug>/book.toml) from the headings in its raw text; print the tree first.",
+         "bookrag add ../shared/books/bastiat-oeuvres-tome-6/pg46627-8.txt --dry-run\n"
+         "  bookrag add tome3.txt tome4.txt --slug tocqueville-democratie --year 1840")
+def cmd_add(args: argparse.Namespace, s: Settings) -> None:
+    from loader.propose import check_free, next_step, propose, render_tree, write_manifest
+
+    p = propose([Path(f) for f in args.files], slug=args.slug, title=args.title, author=args.author, year=args.year,
+                gutenberg=args.gutenberg, sources=s.sources)
+    if not args.dry_run:
+        check_free(s.corpus, p.slug, args.force)
+    print("\n".join(render_tree(p)))
+    for w in p.warnings:
+        print(f"warning: {w}")
+    target = s.corpus / p.slug / "book.toml"
+    if args.dry_run:
+        taken = " (it exists: --force would overwrite it)" if target.exists() else ""
+        print(f"dry run: corpus/{p.slug}/book.toml not written{taken}")
+        return
+    write_manifest(s.corpus, p, force=args.force)
+    print(f"wrote corpus/{p.slug}/book.toml; fill [theme], then: {next_step(p, s.sources)}")
+
+
 @command("check", "Validate the corpus tree: one root per book, parents exist, levels, frontmatter.",
          "bookrag check\n  bookrag check bastiat-sophismes-economiques")
 def cmd_check(args: argparse.Namespace, s: Settings) -> None:
@@ -319,6 +341,14 @@ def build_parser() -> argparse.ArgumentParser:
     p["prepare"].add_argument("book", nargs="?", help="book folder under corpus/ (all books when omitted), or 'piaf'")
     p["prepare"].add_argument("--download", action="store_true", help="fetch the raw file from the manifest's URL (needs internet)")
     p["prepare"].add_argument("--from", dest="source", help="a local export to build from (PIAF JSON, Wikisource export)")
+    p["add"].add_argument("files", nargs="+", metavar="FILE", help="the raw book (several files: in reading order)")
+    p["add"].add_argument("--slug", help="folder name under corpus/ (default: author and title)")
+    p["add"].add_argument("--title")
+    p["add"].add_argument("--author")
+    p["add"].add_argument("--year", type=int)
+    p["add"].add_argument("--gutenberg", type=int, metavar="N", help="Project Gutenberg ebook number (default: from the header)")
+    p["add"].add_argument("--dry-run", action="store_true", help="print the tree and warnings, write nothing")
+    p["add"].add_argument("--force", action="store_true", help="overwrite an existing corpus/<slug>/book.toml")
     p["check"].add_argument("books", nargs="*")
     p["summarize"].add_argument("book", nargs="?")
     p["summarize"].add_argument("--level", type=level_list, help="levels to (re)build, e.g. 1 or 2,3 (default: all)")

@@ -34,8 +34,11 @@ def yoyo_url(url: str) -> str:
 def apply_migrations(url: str, folder: Path = MIGRATIONS_DIR) -> list[str]:
     """Apply pending migrations under yoyo's lock; return the ids applied (empty when up to date)."""
     backend = get_backend(yoyo_url(url))
-    migrations = read_migrations(str(folder))
-    with backend.lock():
-        pending = backend.to_apply(migrations)
-        backend.apply_migrations(pending)
+    try:
+        migrations = read_migrations(str(folder))
+        with backend.lock():
+            pending = backend.to_apply(migrations)
+            backend.apply_migrations(pending)
+    finally:  # closed now, not whenever it is garbage-collected: an open session blocks CREATE DATABASE … TEMPLATE
+        backend.connection.close()
     return [m.id for m in pending]

@@ -76,9 +76,12 @@ def _download(raw: RawFile, path: Path) -> None:
     tmp.replace(path)
 
 
-def read_text(path: Path, encoding: str) -> list[str]:
-    """Decoded lines between Gutenberg's START and END markers (boilerplate removed)."""
+def read_text(path: Path, encoding: str, markers: bool = True) -> list[str]:
+    """Decoded lines between Gutenberg's START and END markers (boilerplate removed); the whole
+    file when `markers` is false (source.kind "text": a plain-text book from anywhere)."""
     text = path.read_bytes().decode(encoding).replace("\r\n", "\n").replace("\r", "\n")
+    if not markers:
+        return text.split("\n")
     start, end = START_RE.search(text), END_RE.search(text)
     if start is None or end is None:
         raise BookragError(f"{path}: no Gutenberg START/END lines; is this a Gutenberg text file?")
@@ -193,7 +196,8 @@ def _clean(text: str) -> str:
 
 
 def prepare_sections(settings: Settings, book: Book, download: bool = False) -> list[PreparedSection]:
-    texts = {raw.name: read_text(raw_path(settings, book, raw, download), book.encoding) for raw in book.files}
+    texts = {raw.name: read_text(raw_path(settings, book, raw, download), book.encoding, book.source_kind != "text")
+             for raw in book.files}
     ranges = section_ranges(book, texts)
     out = []
     for node in book_tree(book):

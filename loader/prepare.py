@@ -10,7 +10,7 @@ from loader.manifest import Book
 
 
 def prepare(settings: Settings, book: Book, download: bool = False, source: Path | None = None) -> list[Path]:
-    if book.source_kind == "gutenberg":
+    if book.source_kind in ("gutenberg", "text"):
         from loader.gutenberg import prepare_book
 
         return prepare_book(settings, book, download)
@@ -18,4 +18,4 @@ def prepare(settings: Settings, book: Book, download: bool = False, source: Path
         from loader.wikisource import prepare_book as prepare_wikisource
 
         return prepare_wikisource(settings, book, download=download, export=source)
-    raise BookragError(f"{book.path}: source.kind {book.source_kind!r} has no importer (gutenberg, wikisource)")
+    raise BookragError(f"{book.path}: source.kind {book.source_kind!r} has no importer (gutenberg, text, wikisource)")
