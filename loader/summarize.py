@@ -149,9 +149,14 @@ def render_prompt(name: str, book: Book, node: Node, inputs: list[Item], algorit
     )
 
 
+RETRY_PROBLEMS = 10  # problems listed when a reply is sent back (the rest are counted)
+
+
 def render_retry(problems: list[str], level: int, first: int, last: int) -> str:
     """The message that sends a reply back: what is wrong with its anchors, what to do."""
-    return _env().get_template(RETRY_TEMPLATE).render(problems=problems, level=level, first=first, last=last)
+    return _env().get_template(RETRY_TEMPLATE).render(problems=problems[:RETRY_PROBLEMS],
+                                                      more=max(len(problems) - RETRY_PROBLEMS, 0),
+                                                      level=level, first=first, last=last)
 
 
 # --- inputs ----------------------------------------------------------------------------
@@ -415,7 +420,7 @@ def complete_anchored(llm: LLM, prompt: str, level: int, units: int, report: Sum
             messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": reply},
                         {"role": "user", "content": correction}]
             if sum(count_tokens(m["content"]) for m in messages) > limit:  # no room for the refused reply
-                messages = [{"role": "user", "content": f"{prompt}\n\n{correction}"}]
+                messages = [{"role": "user", "content": f"{prompt.rstrip()}\n\n{correction}"}]
         report.requests += 1
         report.tokens_sent += sum(count_tokens(m["content"]) for m in messages)
         reply = llm.complete(messages)

@@ -644,3 +644,132 @@ def test_fake_server_answers_deterministically() -> None:
     prompt = "Résume la section suivante : A > B.\n\nTexte de la section :\nun\n\ndeux\n"
     assert summary_for(prompt) == summary_for(prompt)
     assert summary_for(prompt).startswith("Résumé de A > B : 2 entrées")
+
+
+# --- 11. anchors: checked, sent back, failed --------------------------------------------
+
+def section_prompt(rel: str) -> str:
+    """A string only the level-1 prompt of `rel` contains (a fake-server rule's match)."""
+    return f"Résume la section suivante : {heading(rel)}.\n"
+
+
+def all_tokens(server: FakeOpenAI) -> int:
+    return sum(count_tokens(m["content"]) for r in server.requests for m in r.messages)
+
+
+RETRY_TAIL_1_TO_3 = ("Réécris le résumé entier, avec les mêmes règles, en corrigeant ses ancres : chaque phrase, sans "
+                     "exception, se termine par une ancre [§N], [§N–M] (au plus 5 numéros) ou [§N, §M], placée avant le "
+                     "point final, avec les seuls numéros §1 à §3. Réponds par le résumé seul.\n")
+
+
+@pytest.mark.parametrize("reply,problem", [
+    ("Le boulanger se lève tôt. Il nourrit trois maisons [§3].", "line 1: sentence without an anchor: 'Le boulanger se lève tôt.'"),
+    ("Le boulanger nourrit trois maisons [§4].", "line 1: anchor [§4] cites §4, beyond the last (§3)"),
+    ("Le boulanger nourrit trois maisons [§0].", "line 1: malformed anchor [§0]: units are numbered from 1"),
+    ("Le boulanger pétrit la pâte [§1].\n\nIl nourrit trois maisons [§x].",
+     "line 3: malformed anchor [§x]: expected [§N], [§N–M] or [§N, §M]"),
+    ("Le boulanger nourrit trois maisons [§].", "line 1: malformed anchor [§]: expected [§N], [§N–M] or [§N, §M]"),
+    ("Le boulanger nourrit trois maisons [§3–1].", "line 1: malformed anchor [§3–1]: the range 3–1 runs backwards"),
+    ("Le boulanger nourrit trois maisons [§1–6].", "line 1: anchor [§1–6] spans 6 units; at most 5 (cite the precise ones)"),
+])
+def test_invalid_anchors_are_sent_back_with_the_problem(book_home: Path, server: FakeOpenAI, reply: str, problem: str) -> None:
+    server.reply(reply, times=1, match=section_prompt(P1C1))
+    report = run(book_home, server, force=True, levels={1})
+    assert report.generated == LEVEL1 and not report.failed and report.refused == 1
+    first, retry = requests_for(server, P1C1)
+    assert first.messages == [{"role": "user", "content": first.prompt}] and first.answer == reply
+    # the retry: the same prompt, the refused reply, then what is wrong with it
+    assert [m["role"] for m in retry.messages] == ["user", "assistant", "user"]
+    assert retry.prompt == first.prompt and retry.messages[1]["content"] == reply
+    assert retry.messages[2]["content"] == ("Ce résumé ne peut pas être enregistré : ses ancres ne respectent pas les règles.\n\n"
+                                            f"Problèmes :\n- {problem}\n\n" + RETRY_TAIL_1_TO_3)
+    assert body(book_home, P1C1) == retry.answer  # the valid reply is the one written
+    assert report.requests == len(server.requests) == 6 and report.tokens_sent == all_tokens(server)
+    assert "; 6 requests (1 sent back for invalid anchors), " in report.line()
+
+
+def test_a_reply_that_never_becomes_valid_is_not_written(book_home: Path, server: FakeOpenAI) -> None:
+    before = snapshot(book_home)
+    server.reply("Le boulanger nourrit le village [§9].", times=None, match=section_prompt(P1C1))
+    messages: list[str] = []
+    report = run(book_home, server, messages, force=True)
+    assert report.failed == [P1C1, P1, ROOT]  # the chapter, then what is made from it
+    assert report.generated == [FRONT, P1C2, P2C1, P2C2, P2]
+    tries = requests_for(server, P1C1)
+    assert len(tries) == 3 and all(r.answer == "Le boulanger nourrit le village [§9]." for r in tries)  # 1 + anchor_retries
+    assert all("- line 1: anchor [§9] cites §9, beyond the last (§3)\n" in r.messages[2]["content"] for r in tries[1:])
+    assert not requests_for(server, P1) and not requests_for(server, ROOT)
+    after = snapshot(book_home)
+    assert all(after[f] == before[f] for f in (P1C1, P1, ROOT)) and after[P2] != before[P2]
+    assert f"failed: {P1C1}: the reply's anchors were still invalid after 3 attempts: line 1: anchor [§9] cites §9, beyond the last (§3)" in messages
+    assert report.line() == (f"5 generated, 0 up to date, 0 team-written kept, 3 failed; 8 requests (3 sent back for invalid anchors), "
+                             f"{all_tokens(server)} prompt tokens sent")
+    assert not leftovers(book_home)
+
+    # without anchor retries, the first invalid reply fails the node
+    server.reset()
+    server.reply("Le boulanger nourrit le village.", times=None, match=section_prompt(P1C1))
+    report = run(book_home, server, force=True, levels={1}, llm_config=config(server, anchor_retries=0))
+    assert report.failed == [P1C1] and len(requests_for(server, P1C1)) == 1 and report.refused == 1
+    assert snapshot(book_home)[P1C1] == before[P1C1]
+
+
+def test_levels_2_and_3_need_anchors_on_their_children(book_home: Path, server: FakeOpenAI) -> None:
+    part_prompt = f"Partie à résumer : {heading(P1)}.\n"
+    server.reply("La première partie relie le four et la route.", times=1, match=part_prompt)
+    # a thesis without an anchor is fine when other sentences cite the sections
+    server.reply("La première partie relie le four et la route. Le pain suit la farine [§1–2].", times=1, match=part_prompt)
+    server.reply("Le livre suit le pain [§4].", times=1, match="l'ouvrage entier")
+    report = run(book_home, server, force=True)
+    assert report.generated == ALL and report.refused == 2
+    no_anchor, anchored = requests_for(server, P1)
+    correction = anchored.messages[2]["content"]
+    assert "- no anchor at all: end the sentences with the numbers of the units they draw on ([§1] to [§2])\n" in correction
+    assert "chaque phrase qui s'appuie sur des éléments particuliers se termine" in correction
+    assert "avec les seuls numéros §1 à §2." in correction
+    assert body(book_home, P1) == "La première partie relie le four et la route. Le pain suit la farine [§1–2]."
+    assert not check_file(book_home, book_home / P1)
+    wrong, right = requests_for(server, ROOT)
+    assert "- line 1: anchor [§4] cites §4, beyond the last (§3)\n" in right.messages[2]["content"]
+    assert body(book_home, ROOT) == right.answer and not check_file(book_home, book_home / ROOT)
+
+
+def test_a_slice_cites_only_its_own_paragraphs(book_home: Path, server: FakeOpenAI) -> None:
+    paras = extend_bakery(book_home)
+    settings = settings_for(book_home, None)
+    book = find_book(settings.corpus, BOOK)
+    nodes = {n.source_file: n for n in book_tree(book)}
+    limit = max(count_tokens(render_prompt("section.md.j2", book, nodes[rel], [Item("", p) for p in source_paragraphs(book_home, rel)],
+                                           "bottom-up")) for rel in LEVEL1 if rel != P1C1)
+    server.reply("Le boulanger ouvre plus tôt [§9].", times=1, match="Tu ne reçois que la partie 1 sur")
+    report = run(book_home, server, force=True, levels={1}, llm_config=config(server, context_window=limit + 200, max_output_tokens=200))
+    assert report.generated == LEVEL1 and report.refused == 1
+    mine = [r for r in server.requests if subject_of(r.prompt) == heading(P1C1)]
+    refused, retried = mine[0], mine[1]
+    assert "Tu ne reçois que la partie 1 sur" in refused.prompt
+    assert retried.prompt.startswith(refused.prompt.rstrip())  # the window is tight: the correction follows the prompt
+    last = int(re.search(r"\(paragraphes §1 à §(\d+) sur 9\)", refused.prompt).group(1))
+    assert last < len(paras)
+    correction = retried.messages[-1]["content"]
+    assert f"- §9 is not in the text given (§1–§{last})\n" in correction and f"avec les seuls numéros §1 à §{last}." in correction
+    assert {u for a in find_anchors(retried.answer) for u in a.units} <= set(range(1, last + 1))
+    assert not check_file(book_home, book_home / P1C1)
+
+
+def test_a_retry_without_room_for_the_refused_reply(book_home: Path, server: FakeOpenAI) -> None:
+    settings = settings_for(book_home, None)
+    book = find_book(settings.corpus, BOOK)
+    nodes = {n.source_file: n for n in book_tree(book)}
+    biggest = max(count_tokens(render_prompt("section.md.j2", book, nodes[rel], [Item("", p) for p in source_paragraphs(book_home, rel)],
+                                             "bottom-up")) for rel in LEVEL1)
+    long_reply = " ".join(f"Le boulanger cuit sa fournée numéro {k} avant le lever du jour." for k in range(60))
+    assert count_tokens(long_reply) > 300
+    server.reply(long_reply, times=1, match=section_prompt(FRONT))
+    report = run(book_home, server, force=True, levels={1},
+                 llm_config=config(server, context_window=biggest + 300 + 200, max_output_tokens=200))
+    assert report.generated == LEVEL1 and report.refused == 1
+    refused, retried = requests_for(server, FRONT)
+    [message] = retried.messages  # the reply does not fit: the correction follows the prompt in one message
+    assert message["role"] == "user" and message["content"].startswith(refused.prompt.rstrip() + "\n\nCe résumé ne peut pas être enregistré")
+    assert "- … et 50 autres\n" in message["content"]  # ten problems listed, the rest counted
+    assert "- line 1: sentence without an anchor: 'Le boulanger cuit sa fournée numéro 0 avant le lever du jour.'\n" in message["content"]
