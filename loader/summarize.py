@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import signal
 from contextlib import contextmanager
@@ -105,19 +104,14 @@ class SummarizeReport:
 
 
 def llm_config_from_env() -> LLMConfig:
-    model = os.environ.get("BOOKRAG_LLM_MODEL")
-    if not model:
+    from bookrag.config import load_settings
+
+    s = load_settings()
+    if not s.llm_model:
         raise BookragError("BOOKRAG_LLM_MODEL is not set: name the chat model to summarise with "
                            "(and OPENAI_BASE_URL / OPENAI_API_KEY for its endpoint), or use --provider extractive")
-    return LLMConfig(
-        model=model,
-        base_url=os.environ.get("OPENAI_BASE_URL") or None,
-        api_key=os.environ.get("OPENAI_API_KEY") or "not-needed",
-        context_window=int(os.environ.get("BOOKRAG_LLM_CONTEXT", "32768")),
-        max_output_tokens=int(os.environ.get("BOOKRAG_LLM_MAX_OUTPUT", "1500")),
-        timeout=float(os.environ.get("BOOKRAG_LLM_TIMEOUT", "300")),
-        max_retries=int(os.environ.get("BOOKRAG_LLM_RETRIES", "5")),
-    )
+    return LLMConfig(model=s.llm_model, base_url=s.openai_base_url, api_key=s.api_key, context_window=s.llm_context,
+                     max_output_tokens=s.llm_max_output, timeout=s.llm_timeout, max_retries=s.llm_retries)
 
 
 # --- templates -------------------------------------------------------------------------
