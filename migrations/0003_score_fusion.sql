@@ -94,7 +94,7 @@ and the kNN branch filters the same rows. Cost: string concatenation only.
     );
 $$;
 
--- function: _fusion_settings sha256:037810391346faa45c7edf8ba19505f86b9a44896bc96ecdcab2f227dd672556
+-- function: _fusion_settings sha256:ba96c3afa11ce9737e9ab765c27910a0a43746d9fa9e9c50e208a53ddaadab01
 -- The fusion settings of a hybrid search: the defaults and the bounds, defined here only.
 CREATE OR REPLACE FUNCTION rag._fusion_settings(
     p_fusion         TEXT,
@@ -119,21 +119,23 @@ shows them. Chosen by measurement (evaluation/tune_fusion.py: tuned on one half 
 evalset, checked on the other; docs/decisions/0011-score-fusion.md):
   fusion         'convex' (default): a weighted sum of each branch's per-query normalised
                  scores; 'rrf': Reciprocal Rank Fusion (the default before issue 10).
-  normalisation  'minmax' (default) or 'zscore': how 'convex' normalises a branch's scores.
-  bm25_weight, vector_weight   relative weights of the branches (default 0.4 and 0.6); each
+  normalisation  'zscore' (default) or 'minmax': how 'convex' normalises a branch's scores
+                 (a branch's lone candidate gets 1 under both: the top of the min-max scale,
+                 but below the 2-3 a pool's best z-score reaches; see the decision record).
+  bm25_weight, vector_weight   relative weights of the branches (default 0.5 and 0.5); each
                  finite and >= 0, not both 0.
   chapter_weight share of a paragraph's score taken from its chapter summary's fused score,
-                 within 0..1 (default 0.2).
+                 within 0..1 (default 0.4).
 Bad values raise invalid_parameter_value (22023) naming the value; Python, the CLI and the MCP
 server pass values through and show this message.
 Cost: a few comparisons.
 */
 BEGIN
     fusion         := coalesce(p_fusion, 'convex');
-    normalisation  := coalesce(p_normalisation, 'minmax');
-    bm25_weight    := coalesce(p_bm25_weight, 0.4);
-    vector_weight  := coalesce(p_vector_weight, 0.6);
-    chapter_weight := coalesce(p_chapter_weight, 0.2);
+    normalisation  := coalesce(p_normalisation, 'zscore');
+    bm25_weight    := coalesce(p_bm25_weight, 0.5);
+    vector_weight  := coalesce(p_vector_weight, 0.5);
+    chapter_weight := coalesce(p_chapter_weight, 0.4);
     IF fusion NOT IN ('rrf', 'convex') THEN
         RAISE EXCEPTION 'fusion must be ''rrf'' or ''convex'', got "%"', fusion
             USING ERRCODE = 'invalid_parameter_value';
@@ -405,7 +407,7 @@ BEGIN
 END
 $$;
 
--- function: search_hybrid sha256:1ed77f62b2719ef46b98e5ab8c4965859fe9df96ca31f390f26884be003d8a80
+-- function: search_hybrid sha256:7f46d127b1b883326dd12cafeeb04ac4b5258611ed5d665004e4a74331809932
 -- rag.search_hybrid: BM25 + kNN fused in one statement (normalised score combination or RRF), optionally chapter-aware.
 CREATE OR REPLACE FUNCTION rag.search_hybrid(
     p_query           TEXT,
@@ -434,8 +436,8 @@ AS $$
 Returns the p_k best chunks of both branches fused, best first. Each branch (BM25 top p_pool,
 kNN top p_pool) gives every candidate a value x:
   fusion 'convex' (default): the branch score normalised over that branch's candidates,
-      'minmax' (default): (s - min) / (max - min);
-      'zscore': (s - mean) / standard deviation;
+      'zscore' (default): (s - mean) / standard deviation;
+      'minmax': (s - min) / (max - min);
       (1 when all the branch's candidates score the same, a lone candidate included);
     a candidate missing from a branch gets that branch's floor: its lowest x, or 0 if that is
     higher (minmax: 0; a branch of one candidate: 0, so its lone hit keeps its lead), and
@@ -463,7 +465,7 @@ Parameters:
   p_rrf_k            the RRF constant (default 60), >= 1; used by 'rrf' only.
   p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight:
                      NULL = the default; defaults and bounds are rag._fusion_settings's (convex,
-                     minmax, 0.4, 0.6, 0.2; names 'rrf'|'convex' and 'minmax'|'zscore', weights
+                     zscore, 0.5, 0.5, 0.4; names 'rrf'|'convex' and 'minmax'|'zscore', weights
                      finite, >= 0 and not both 0, chapter_weight 0..1).
 Rows without an embedding compete on BM25 alone.
 Cost: a pg_search top-N scan and an HNSW scan of p_pool rows each (two small dynamic
@@ -749,12 +751,12 @@ $$;
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_branch_sql', '04dcb2aa417ca85519c2688f006ba6787c9eb949ec6194f5fea647649ca96041', '0003_score_fusion'),
     ('_filter_sql', '2116f6ed2781cc2eed848f6fa4888c54ec77bb07337161439c115c15c1c1a123', '0003_score_fusion'),
-    ('_fusion_settings', '037810391346faa45c7edf8ba19505f86b9a44896bc96ecdcab2f227dd672556', '0003_score_fusion'),
+    ('_fusion_settings', 'ba96c3afa11ce9737e9ab765c27910a0a43746d9fa9e9c50e208a53ddaadab01', '0003_score_fusion'),
     ('_subtree_ids', 'da90aa34b095ca8f41ab1e7b3fcdfa27cf24461d62aebbfefd78dea18588624d', '0003_score_fusion'),
     ('build_context', '7b7e78d56a1fd6d364582d13bbbba4de8465dbba1a9c6d883240651c43e825f6', '0003_score_fusion'),
     ('search', '89bb5d42434ddd2634d76f7dfa8c0a34762af408fd88413312ffb88fd459284d', '0003_score_fusion'),
     ('search_bm25', 'ff96f343ebc3fa0c01c1fcac44af3ccfb18165e5b00b462d4158ccbaf731912b', '0003_score_fusion'),
-    ('search_hybrid', '1ed77f62b2719ef46b98e5ab8c4965859fe9df96ca31f390f26884be003d8a80', '0003_score_fusion'),
+    ('search_hybrid', '7f46d127b1b883326dd12cafeeb04ac4b5258611ed5d665004e4a74331809932', '0003_score_fusion'),
     ('search_two_stage', '424e2d77e27fbb59803cb5e23880a5f16402aa75ba9d17faead6c813f6349009', '0003_score_fusion'),
     ('search_vector', '2a31a386522360069014bc9ad2aca9c0163984fb533978cfa71427030acca79d', '0003_score_fusion')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

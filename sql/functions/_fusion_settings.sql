@@ -22,21 +22,23 @@ shows them. Chosen by measurement (evaluation/tune_fusion.py: tuned on one half 
 evalset, checked on the other; docs/decisions/0011-score-fusion.md):
   fusion         'convex' (default): a weighted sum of each branch's per-query normalised
                  scores; 'rrf': Reciprocal Rank Fusion (the default before issue 10).
-  normalisation  'minmax' (default) or 'zscore': how 'convex' normalises a branch's scores.
-  bm25_weight, vector_weight   relative weights of the branches (default 0.4 and 0.6); each
+  normalisation  'zscore' (default) or 'minmax': how 'convex' normalises a branch's scores
+                 (a branch's lone candidate gets 1 under both: the top of the min-max scale,
+                 but below the 2-3 a pool's best z-score reaches; see the decision record).
+  bm25_weight, vector_weight   relative weights of the branches (default 0.5 and 0.5); each
                  finite and >= 0, not both 0.
   chapter_weight share of a paragraph's score taken from its chapter summary's fused score,
-                 within 0..1 (default 0.2).
+                 within 0..1 (default 0.4).
 Bad values raise invalid_parameter_value (22023) naming the value; Python, the CLI and the MCP
 server pass values through and show this message.
 Cost: a few comparisons.
 */
 BEGIN
     fusion         := coalesce(p_fusion, 'convex');
-    normalisation  := coalesce(p_normalisation, 'minmax');
-    bm25_weight    := coalesce(p_bm25_weight, 0.4);
-    vector_weight  := coalesce(p_vector_weight, 0.6);
-    chapter_weight := coalesce(p_chapter_weight, 0.2);
+    normalisation  := coalesce(p_normalisation, 'zscore');
+    bm25_weight    := coalesce(p_bm25_weight, 0.5);
+    vector_weight  := coalesce(p_vector_weight, 0.5);
+    chapter_weight := coalesce(p_chapter_weight, 0.4);
     IF fusion NOT IN ('rrf', 'convex') THEN
         RAISE EXCEPTION 'fusion must be ''rrf'' or ''convex'', got "%"', fusion
             USING ERRCODE = 'invalid_parameter_value';

@@ -26,8 +26,8 @@ AS $$
 Returns the p_k best chunks of both branches fused, best first. Each branch (BM25 top p_pool,
 kNN top p_pool) gives every candidate a value x:
   fusion 'convex' (default): the branch score normalised over that branch's candidates,
-      'minmax' (default): (s - min) / (max - min);
-      'zscore': (s - mean) / standard deviation;
+      'zscore' (default): (s - mean) / standard deviation;
+      'minmax': (s - min) / (max - min);
       (1 when all the branch's candidates score the same, a lone candidate included);
     a candidate missing from a branch gets that branch's floor: its lowest x, or 0 if that is
     higher (minmax: 0; a branch of one candidate: 0, so its lone hit keeps its lead), and
@@ -55,7 +55,7 @@ Parameters:
   p_rrf_k            the RRF constant (default 60), >= 1; used by 'rrf' only.
   p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight:
                      NULL = the default; defaults and bounds are rag._fusion_settings's (convex,
-                     minmax, 0.4, 0.6, 0.2; names 'rrf'|'convex' and 'minmax'|'zscore', weights
+                     zscore, 0.5, 0.5, 0.4; names 'rrf'|'convex' and 'minmax'|'zscore', weights
                      finite, >= 0 and not both 0, chapter_weight 0..1).
 Rows without an embedding compete on BM25 alone.
 Cost: a pg_search top-N scan and an HNSW scan of p_pool rows each (two small dynamic

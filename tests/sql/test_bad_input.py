@@ -75,15 +75,15 @@ def test_hybrid_parameters(corpus):
     assert error_of(corpus, "SELECT * FROM rag.search_hybrid('pain', NULL, p_rrf_k => 0)") == "rrf_k must be >= 1, got 0"
     assert error_of(corpus, "SELECT * FROM rag.search_hybrid('pain', NULL, p_pool => 5000)") == "pool must be between 1 and 1000, got 5000"
     assert error_of(corpus, "SELECT * FROM rag.search_hybrid('pain', NULL, p_bm25_weight => -1)") == \
-        "branch weights must be finite and >= 0, got bm25 -1 and vector 0.6"
+        "branch weights must be finite and >= 0, got bm25 -1 and vector 0.5"
 
 
 CHAPTER = "corpus/traite-des-echanges/premiere-partie/chapitre-02-les-routes/summary.md"
 FUSION_ERRORS = [
     ("p_fusion => 'borda'", "fusion must be 'rrf' or 'convex', got \"borda\""),
     ("p_normalisation => 'l2'", "normalisation must be 'minmax' or 'zscore', got \"l2\""),
-    ("p_vector_weight => -0.5", "branch weights must be finite and >= 0, got bm25 0.4 and vector -0.5"),
-    ("p_bm25_weight => 'Infinity'", "branch weights must be finite and >= 0, got bm25 Infinity and vector 0.6"),
+    ("p_vector_weight => -0.5", "branch weights must be finite and >= 0, got bm25 0.5 and vector -0.5"),
+    ("p_bm25_weight => 'Infinity'", "branch weights must be finite and >= 0, got bm25 Infinity and vector 0.5"),
     ("p_bm25_weight => 0, p_vector_weight => 0", "branch weights are both 0: give at least one branch a positive weight"),
     ("p_chapter_weight => 1.5", "chapter_weight must be within 0..1, got 1.5"),
     ("p_chapter_weight => -0.1", "chapter_weight must be within 0..1, got -0.1"),
