@@ -207,39 +207,36 @@ def build_corpus(url: str, n_rows: int, words: list[str], freq: np.ndarray, rng:
 
 # --- EXPLAIN of the hybrid statement --------------------------------------------------------
 
-def explain_hybrid(conn: psycopg.Connection, query: str, embedding: np.ndarray, pool: int = 100) -> str:
-    """EXPLAIN (ANALYZE, BUFFERS) of the statement rag.search_hybrid executes with its default
-    settings: its format() template taken from the function's body, the branches from
-    rag._branch_sql, the same USING parameter types and the same transaction-local settings."""
+def explain_hybrid(conn: psycopg.Connection, query: str, embedding: np.ndarray, pool: int = 40) -> str:
+    """EXPLAIN (ANALYZE, BUFFERS) of the two branch statements rag.search_hybrid executes with its
+    default settings (its c_collect template from the function's body around rag._branch_sql,
+    values inlined, the same transaction-local settings); the fusion after them is a static
+    statement over the two candidate arrays."""
     src = conn.execute("SELECT prosrc FROM pg_proc WHERE oid = 'rag.search_hybrid'::regproc").fetchone()[0]
-    m = re.search(r"RETURN QUERY EXECUTE format\(\s*(.*?),\s*rag\._branch_sql\(", src, re.S)
+    m = re.search(r"c_collect CONSTANT TEXT := (.*?);\n", src, re.S)
     if not m:
-        raise RuntimeError("cannot find the format() template in rag.search_hybrid's body")
+        raise RuntimeError("cannot find the c_collect template in rag.search_hybrid's body")
+    template = conn.execute("SELECT " + m.group(1)).fetchone()[0]
     model, dim = conn.execute("SELECT model, dimension FROM rag.embedding_models LIMIT 1").fetchone()
-    d = conn.execute("SELECT * FROM rag._fusion_defaults()").fetchone()
-    # no bound parameters: the template's own %s must reach format() untouched
-    stmt = conn.execute(
-        sql.SQL("SELECT format({}, rag._branch_sql('bm25', NULL, NULL, NULL, NULL, NULL, NULL, NULL), "
-                "rag._branch_sql('vector', {}, {}, NULL, NULL, NULL, NULL, NULL), '')").format(
-            sql.SQL(m.group(1)), sql.Literal(model), sql.Literal(dim))).fetchone()[0]
-    conn.execute("DEALLOCATE ALL")
-    conn.execute("PREPARE bench_hybrid(text, vector, text, int[], text, text[], int, int[], text, text, float8, float8, "
-                 "float8, float8, int, int[], text) AS " + stmt)
-    execute = sql.SQL("EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_hybrid({}, {}, NULL, NULL, NULL, NULL, {}, NULL, "
-                      "{}, {}, {}, {}, 60, {}, {}, NULL, NULL)").format(
-        sql.Literal(query), sql.Literal(vector_literal(embedding)), sql.Literal(pool),
-        *(sql.Literal(v) for v in d), sql.Literal(K))
-    plan = ""
-    for _ in range(2):  # the first run warms the caches; keep the second
-        with conn.transaction():
-            conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
-            conn.execute("SET LOCAL enable_seqscan = off")
-            conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(40, pool))))
-            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            plan = "\n".join(r[0] for r in conn.execute(execute).fetchall())
-    conn.execute("DEALLOCATE bench_hybrid")
-    plan = re.sub(r"'\[[^\]]{80,}\]'", f"'[…{DIM} values…]'", plan)  # the query vector literal, shortened
-    return f"-- statement (parameters $1..$17 as bound by rag.search_hybrid, default fusion settings)\n{stmt}\n\n{plan}"
+    fusion, norm = conn.execute("SELECT fusion, normalisation FROM rag._fusion_settings(NULL, NULL, NULL, NULL, NULL)").fetchone()
+    out = []
+    for branch in ("bm25", "vector"):
+        text = conn.execute("SELECT rag._branch_sql(%s, %s, %s, NULL, NULL, NULL, NULL, NULL)", (branch, model, dim)).fetchone()[0]
+        stmt = template.replace("%s", text, 1)
+        values = {"$11": sql.Literal(norm), "$10": sql.Literal(60), "$9": sql.Literal(fusion), "$7": sql.Literal(pool),
+                  "$2": sql.SQL("{}::vector").format(sql.Literal(vector_literal(embedding))), "$1": sql.Literal(query)}
+        for placeholder, literal in values.items():
+            stmt = stmt.replace(placeholder, literal.as_string(conn))
+        plan = ""
+        for _ in range(2):  # the first run warms the caches; keep the second
+            with conn.transaction():
+                conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
+                conn.execute("SET LOCAL enable_seqscan = off")
+                conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(40, pool))))
+                conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                plan = "\n".join(r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + stmt).fetchall())
+        out.append(f"-- {branch} branch\n" + re.sub(r"'\[[^\]]{80,}\]'", f"'[…{DIM} values…]'", plan))
+    return "\n\n".join(out)
 
 
 # --- main ------------------------------------------------------------------------------------
