@@ -10,7 +10,7 @@ Measures p50/p95 latency (ms) of six statements:
 and, per scale, the ratio p50(hybrid+parent) / (p50(bm25) + p50(vector)): what fusion and
 expansion cost on top of the two index scans (issue 10's target: <= 1.3).
 each over --runs executions (default 200) after --warmup executions (default 20), cycling
-through the queries. A sample is time.perf_counter() around cursor.execute + fetchall from
+through the queries, the statements interleaved (run i executes each of them once). A sample is time.perf_counter() around cursor.execute + fetchall from
 Python, so it includes the client round trip over the unix socket and row decoding.
 
 Scales:
@@ -86,23 +86,21 @@ def ratio(scale: Scale) -> float:
 # --- timing --------------------------------------------------------------------------------
 
 def time_statements(conn: psycopg.Connection, params: list[dict[str, Any]], warmup: int, runs: int) -> dict[str, dict[str, float]]:
-    out: dict[str, dict[str, float]] = {}
+    """Statements interleaved: run i executes every statement once with query i, so a change in
+    the machine's load during the run weighs on all of them alike (the ratio compares them)."""
+    samples: dict[str, list[float]] = {name: [] for name in STATEMENTS}
+    hits: dict[str, int] = {name: 0 for name in STATEMENTS}
     with conn.cursor() as cur:
-        for name, stmt in STATEMENTS.items():
-            for i in range(warmup):
-                cur.execute(stmt, params[i % len(params)])
-                cur.fetchall()
-            samples: list[float] = []
-            hits = 0
-            for i in range(runs):
-                p = params[i % len(params)]
+        for i in range(warmup + runs):
+            p = params[i % len(params)]
+            for name, stmt in STATEMENTS.items():
                 t0 = time.perf_counter()
                 cur.execute(stmt, p)
                 rows = cur.fetchall()
-                samples.append(time.perf_counter() - t0)
-                hits += len(rows)
-            out[name] = {**percentiles(samples), "rows_per_call": hits / max(runs, 1)}
-    return out
+                if i >= warmup:
+                    samples[name].append(time.perf_counter() - t0)
+                    hits[name] += len(rows)
+    return {name: {**percentiles(samples[name]), "rows_per_call": hits[name] / max(runs, 1)} for name in STATEMENTS}
 
 
 # --- vocabulary and synthetic corpus -------------------------------------------------------
