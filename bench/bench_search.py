@@ -1,13 +1,16 @@
 """Latency of the SQL retrieval functions at three scales.
 
-Measures p50/p95 latency (ms) of five statements:
+Measures p50/p95 latency (ms) of six statements:
   bm25           SELECT * FROM rag.search_bm25(q, k)
   vector         SELECT * FROM rag.search_vector(e, k)
-  hybrid         SELECT * FROM rag.search_hybrid(q, e, k)
-  hybrid+parent  SELECT h.*, (SELECT json_agg(p) FROM rag.get_parent(h.source_file) p) FROM rag.search_hybrid(q, e, k) h
+  hybrid-rrf     SELECT * FROM rag.search_hybrid(q, e, k, p_pool => 100, p_fusion => 'rrf', ...)  (the former default)
+  hybrid         SELECT * FROM rag.search(q, e, 'hybrid', k)  (the default search)
+  hybrid+parent  the default search with each hit's parent node, as `bookrag search --expand parent` runs it
   build_context  SELECT * FROM rag.build_context(q, e, 3000, 8)
+and, per scale, the ratio p50(hybrid+parent) / (p50(bm25) + p50(vector)): what fusion and
+expansion cost on top of the two index scans (issue 10's target: <= 1.3).
 each over --runs executions (default 200) after --warmup executions (default 20), cycling
-through the queries. A sample is time.perf_counter() around cursor.execute + fetchall from
+through the queries, the statements interleaved (run i executes each of them once). A sample is time.perf_counter() around cursor.execute + fetchall from
 Python, so it includes the client round trip over the unix socket and row decoding.
 
 Scales:
@@ -44,7 +47,7 @@ from psycopg import sql
 
 from bookrag import db
 from bookrag.config import load_settings
-from bookrag.search import vector_literal
+from bookrag.search import PARENT_EXPANSION, vector_literal
 from common import FRENCH_QUERIES, load_note, machine, markdown_table, percentiles, write_json
 from evaluation.scratch import scratch_database
 from loader.embedding import embedder_for_model
@@ -55,9 +58,10 @@ DIM = 384
 STATEMENTS: dict[str, str] = {
     "bm25": "SELECT * FROM rag.search_bm25(%(q)s, %(k)s)",
     "vector": "SELECT * FROM rag.search_vector(%(e)s, %(k)s)",
-    "hybrid": "SELECT * FROM rag.search_hybrid(%(q)s, %(e)s, %(k)s)",
-    "hybrid+parent": ("SELECT h.*, (SELECT json_agg(p) FROM rag.get_parent(h.source_file) p) AS parent "
-                      "FROM rag.search_hybrid(%(q)s, %(e)s, %(k)s) h"),
+    "hybrid-rrf": ("SELECT * FROM rag.search_hybrid(%(q)s, %(e)s, %(k)s, p_pool => 100, p_fusion => 'rrf', "
+                   "p_bm25_weight => 1, p_vector_weight => 1, p_chapter_weight => 0)"),
+    "hybrid": "SELECT * FROM rag.search(%(q)s, %(e)s, 'hybrid', %(k)s)",
+    "hybrid+parent": f"SELECT h.*{PARENT_EXPANSION} FROM rag.search(%(q)s, %(e)s, 'hybrid', %(k)s) h",
     "build_context": "SELECT * FROM rag.build_context(%(q)s, %(e)s, 3000, 8)",
 }
 COPY_COLUMNS = ("level", "parent_source_file", "node_type", "source_file", "source_file_hash", "chunk_index",
@@ -73,26 +77,30 @@ class Scale:
     latency: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
+def ratio(scale: Scale) -> float:
+    """p50 of the default search with parent expansion over the sum of the two branches' p50."""
+    lat = scale.latency
+    return lat["hybrid+parent"]["p50_ms"] / (lat["bm25"]["p50_ms"] + lat["vector"]["p50_ms"])
+
+
 # --- timing --------------------------------------------------------------------------------
 
 def time_statements(conn: psycopg.Connection, params: list[dict[str, Any]], warmup: int, runs: int) -> dict[str, dict[str, float]]:
-    out: dict[str, dict[str, float]] = {}
+    """Statements interleaved: run i executes every statement once with query i, so a change in
+    the machine's load during the run weighs on all of them alike (the ratio compares them)."""
+    samples: dict[str, list[float]] = {name: [] for name in STATEMENTS}
+    hits: dict[str, int] = {name: 0 for name in STATEMENTS}
     with conn.cursor() as cur:
-        for name, stmt in STATEMENTS.items():
-            for i in range(warmup):
-                cur.execute(stmt, params[i % len(params)])
-                cur.fetchall()
-            samples: list[float] = []
-            hits = 0
-            for i in range(runs):
-                p = params[i % len(params)]
+        for i in range(warmup + runs):
+            p = params[i % len(params)]
+            for name, stmt in STATEMENTS.items():
                 t0 = time.perf_counter()
                 cur.execute(stmt, p)
                 rows = cur.fetchall()
-                samples.append(time.perf_counter() - t0)
-                hits += len(rows)
-            out[name] = {**percentiles(samples), "rows_per_call": hits / max(runs, 1)}
-    return out
+                if i >= warmup:
+                    samples[name].append(time.perf_counter() - t0)
+                    hits[name] += len(rows)
+    return {name: {**percentiles(samples[name]), "rows_per_call": hits[name] / max(runs, 1)} for name in STATEMENTS}
 
 
 # --- vocabulary and synthetic corpus -------------------------------------------------------
@@ -197,34 +205,36 @@ def build_corpus(url: str, n_rows: int, words: list[str], freq: np.ndarray, rng:
 
 # --- EXPLAIN of the hybrid statement --------------------------------------------------------
 
-def explain_hybrid(conn: psycopg.Connection, query: str, embedding: np.ndarray, pool: int = 100) -> str:
-    """EXPLAIN (ANALYZE, BUFFERS) of the statement rag.search_hybrid executes: its format()
-    template taken from the function's body, the branches from rag._branch_sql, the same
-    USING parameter types and the same transaction-local settings."""
+def explain_hybrid(conn: psycopg.Connection, query: str, embedding: np.ndarray, pool: int = 40) -> str:
+    """EXPLAIN (ANALYZE, BUFFERS) of the two branch statements rag.search_hybrid executes with its
+    default settings (its c_collect template from the function's body around rag._branch_sql,
+    values inlined, the same transaction-local settings); the fusion after them is a static
+    statement over the two candidate arrays."""
     src = conn.execute("SELECT prosrc FROM pg_proc WHERE oid = 'rag.search_hybrid'::regproc").fetchone()[0]
-    m = re.search(r"RETURN QUERY EXECUTE format\(\s*(.*?),\s*rag\._branch_sql\(", src, re.S)
+    m = re.search(r"c_collect CONSTANT TEXT := (.*?);\n", src, re.S)
     if not m:
-        raise RuntimeError("cannot find the format() template in rag.search_hybrid's body")
+        raise RuntimeError("cannot find the c_collect template in rag.search_hybrid's body")
+    template = conn.execute("SELECT " + m.group(1)).fetchone()[0]
     model, dim = conn.execute("SELECT model, dimension FROM rag.embedding_models LIMIT 1").fetchone()
-    # no bound parameters: the template's own %s must reach format() untouched
-    stmt = conn.execute(
-        sql.SQL("SELECT format({}, rag._branch_sql('bm25', NULL, NULL, NULL, NULL, NULL, NULL), "
-                "rag._branch_sql('vector', {}, {}, NULL, NULL, NULL, NULL))").format(
-            sql.SQL(m.group(1)), sql.Literal(model), sql.Literal(dim))).fetchone()[0]
-    conn.execute("DEALLOCATE ALL")
-    conn.execute("PREPARE bench_hybrid(text, vector, text, int[], text, text[], int, float8, float8, float8, int) AS " + stmt)
-    execute = sql.SQL("EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_hybrid({}, {}, NULL, NULL, NULL, NULL, {}, 1.0, 1.0, 60, {})").format(
-        sql.Literal(query), sql.Literal(vector_literal(embedding)), sql.Literal(pool), sql.Literal(K))
-    plan = ""
-    for _ in range(2):  # the first run warms the caches; keep the second
-        with conn.transaction():
-            conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
-            conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(40, pool))))
-            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            plan = "\n".join(r[0] for r in conn.execute(execute).fetchall())
-    conn.execute("DEALLOCATE bench_hybrid")
-    plan = re.sub(r"'\[[^\]]{80,}\]'", f"'[…{DIM} values…]'", plan)  # the query vector literal, shortened
-    return f"-- statement (parameters $1..$11 as bound by rag.search_hybrid)\n{stmt}\n\n{plan}"
+    fusion, norm = conn.execute("SELECT fusion, normalisation FROM rag._fusion_settings(NULL, NULL, NULL, NULL, NULL)").fetchone()
+    out = []
+    for branch in ("bm25", "vector"):
+        text = conn.execute("SELECT rag._branch_sql(%s, %s, %s, NULL, NULL, NULL, NULL, NULL)", (branch, model, dim)).fetchone()[0]
+        stmt = template.replace("%s", text, 1)
+        values = {"$11": sql.Literal(norm), "$10": sql.Literal(60), "$9": sql.Literal(fusion), "$7": sql.Literal(pool),
+                  "$2": sql.SQL("{}::vector").format(sql.Literal(vector_literal(embedding))), "$1": sql.Literal(query)}
+        for placeholder, literal in values.items():
+            stmt = stmt.replace(placeholder, literal.as_string(conn))
+        plan = ""
+        for _ in range(2):  # the first run warms the caches; keep the second
+            with conn.transaction():
+                conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
+                conn.execute("SET LOCAL enable_seqscan = off")
+                conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(40, pool))))
+                conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                plan = "\n".join(r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + stmt).fetchall())
+        out.append(f"-- {branch} branch\n" + re.sub(r"'\[[^\]]{80,}\]'", f"'[…{DIM} values…]'", plan))
+    return "\n\n".join(out)
 
 
 # --- main ------------------------------------------------------------------------------------
@@ -284,6 +294,10 @@ def main() -> None:
     print(markdown_table(["scale", "rows", "statement", "p50 ms", "p95 ms", "mean ms", "max ms", "rows/call"],
                          [[s.name, s.rows, name, st["p50_ms"], st["p95_ms"], st["mean_ms"], st["max_ms"], st["rows_per_call"]]
                           for s in scales for name, st in s.latency.items()]))
+    print("\n## default search + parent expansion against the two index scans (p50)\n")
+    print(markdown_table(["scale", "rows", "bm25 p50", "vector p50", "hybrid+parent p50", "ratio", "hybrid-rrf p50"],
+                         [[s.name, s.rows, s.latency["bm25"]["p50_ms"], s.latency["vector"]["p50_ms"],
+                           s.latency["hybrid+parent"]["p50_ms"], ratio(s), s.latency["hybrid-rrf"]["p50_ms"]] for s in scales]))
     built = [s for s in scales if s.build]
     if built:
         print("\n## build (synthetic corpora)\n")
@@ -298,7 +312,8 @@ def main() -> None:
     if explain:
         print(f"\n## EXPLAIN (ANALYZE, BUFFERS) of the hybrid statement at {max(sizes):,} rows\n\n```\n{explain}\n```")
     write_json(args.json, {"machine": host, "args": vars(args),
-                           "scales": [{"scale": s.name, "rows": s.rows, "build": s.build, "latency": s.latency} for s in scales],
+                           "scales": [{"scale": s.name, "rows": s.rows, "build": s.build, "latency": s.latency,
+                                       "ratio_hybrid_parent_to_branches": ratio(s)} for s in scales],
                            "explain_hybrid": explain})
 
 

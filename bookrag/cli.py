@@ -191,13 +191,17 @@ def cmd_load(args: argparse.Namespace, s: Settings) -> None:
 
 # --- retrieval ---------------------------------------------------------------------------
 
-@command("search", "Search the loaded books (bm25, vector, hybrid RRF, two-stage) and print cited hits.",
+@command("search", "Search the loaded books (hybrid fusion, bm25, vector, two-stage) and print cited hits.",
          "bookrag search \"pétition des fabricants de chandelles\" --k 5\n"
-         "  bookrag search \"individualisme\" --book tocqueville-democratie-en-amerique --expand parent --json")
+         "  bookrag search \"individualisme\" --book tocqueville-democratie-en-amerique --expand parent --json\n"
+         "  bookrag search \"le soleil\" --within corpus/bastiat-sophismes-economiques/premiere-serie/"
+         "chapitre-07-petition-des-fabricants-de-chandelles/summary.md --fusion rrf")
 def cmd_search(args: argparse.Namespace, s: Settings) -> None:
     from bookrag.search import SearchRequest, build_context, search
 
-    req = SearchRequest(args.query, args.mode, args.k, args.book, args.levels, args.expand == "parent", args.budget)
+    req = SearchRequest(args.query, args.mode, args.k, args.book, args.levels, args.expand == "parent", args.budget,
+                        args.within, args.fusion, args.normalisation, args.bm25_weight, args.vector_weight,
+                        args.chapter_weight)
     conn = _conn(s, migrate=False)
     try:
         if args.budget is not None:
@@ -220,7 +224,7 @@ def _print_hits(rows: list[dict], as_json: bool) -> None:
         if r["vector_rank"] is not None:
             branches.append(f"vector #{r['vector_rank']} ({r['vector_score']:.3f})")
         if r.get("section_score") is not None:
-            branches.append(f"section {r['section_score']:.2f}")
+            branches.append(f"chapter {r['section_score']:.2f}")
         print(f"{r['rank']:>2}. [{r['score']:.4f}] {r['heading_path']}  ({', '.join(branches)})")
         print(f"    {r['source_file']} §{r['chunk_index']}  level {r['level']}, {r['content_token_count']} tokens")
         print("    " + _clip(r["content"], 400))
@@ -362,9 +366,19 @@ def build_parser() -> argparse.ArgumentParser:
     p["sidecars"].add_argument("--max-tokens", type=int, help="chunk threshold in tiktoken tokens (default 400)")
     p["sidecars"].add_argument("--quiet", action="store_true")
     p["load"].add_argument("paths", nargs="*", help="sidecars, .md files or folders (default: the whole corpus)")
+    from bookrag.search import FUSIONS, MODES, NORMALISATIONS
+
     for name in ("search", "ask"):
-        p[name].add_argument("--mode", choices=("bm25", "vector", "hybrid", "two-stage"), default="hybrid")
+        p[name].add_argument("--mode", choices=MODES, default="hybrid")
         p[name].add_argument("--book")
+    p["search"].add_argument("--within", metavar="SOURCE_FILE",
+                             help="search only this node's subtree (e.g. a chapter's summary.md from a hit or the outline)")
+    p["search"].add_argument("--fusion", choices=FUSIONS, help="how hybrid fuses the branches (default: rag._fusion_settings())")
+    p["search"].add_argument("--normalisation", choices=NORMALISATIONS, help="per-query score normalisation of --fusion convex")
+    p["search"].add_argument("--bm25-weight", type=float, help="weight of the BM25 branch")
+    p["search"].add_argument("--vector-weight", type=float, help="weight of the vector branch")
+    p["search"].add_argument("--chapter-weight", type=float,
+                             help="share of a paragraph's score taken from its chapter summary's match")
     p["search"].add_argument("query")
     p["search"].add_argument("--k", type=int, default=10)
     p["search"].add_argument("--levels", type=level_list, help="comma-separated levels, e.g. 0 or 1,2")

@@ -15,8 +15,14 @@ from psycopg.rows import dict_row, tuple_row
 
 from bookrag.errors import BookragError
 
-Mode = Literal["bm25", "vector", "hybrid", "two-stage"]
-MODES: tuple[str, ...] = ("bm25", "vector", "hybrid", "two-stage")
+#: The names rag.search accepts (the SQL checks them; this tuple feeds the CLI's choices and the
+#: MCP schema). Fusion names and bounds are rag._fusion_settings's; defaults rag._fusion_settings's.
+MODES = ("hybrid", "bm25", "vector", "two-stage")
+FUSIONS = ("convex", "rrf")
+NORMALISATIONS = ("minmax", "zscore")
+Mode = Literal[MODES]  # type: ignore[valid-type]
+Fusion = Literal[FUSIONS]  # type: ignore[valid-type]
+Normalisation = Literal[NORMALISATIONS]  # type: ignore[valid-type]
 HIT_COLUMNS = ("rank", "score", "bm25_rank", "bm25_score", "vector_rank", "vector_score", "section_score",
                "source_file", "chunk_index", "level", "node_type", "heading_path", "parent_source_file",
                "content", "content_token_count", "book")
@@ -31,6 +37,19 @@ class SearchRequest:
     levels: list[int] | None = None
     expand_parent: bool = False
     budget: int | None = None  # tokens: build a context (search + expansion) within this budget
+    within: str | None = None  # a source_file: search only that node's subtree
+    # Fusion settings; None = the SQL default (rag._fusion_settings()).
+    fusion: str | None = None
+    normalisation: str | None = None
+    bm25_weight: float | None = None
+    vector_weight: float | None = None
+    chapter_weight: float | None = None
+
+    def params(self) -> dict[str, Any]:
+        """The values every rag.search / rag.build_context call binds (the query vector apart)."""
+        return {"q": self.query, "mode": self.mode, "k": self.k, "book": self.book, "levels": self.levels,
+                "within": self.within, "fusion": self.fusion, "norm": self.normalisation,
+                "bw": self.bm25_weight, "vw": self.vector_weight, "cw": self.chapter_weight}
 
 
 #: rag._check_search_args refuses longer queries too; checked here first because embedding a
@@ -86,39 +105,42 @@ def _sql_error(exc: psycopg.Error) -> BookragError:
     return BookragError(diag)
 
 
-def search(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None = None) -> list[dict[str, Any]]:
-    """Ranked hits (dicts with HIT_COLUMNS), each with `parent` rows when expand_parent."""
-    query = check_query(req.query)
-    check_int("k", req.k)
-    if req.mode not in MODES:
-        raise BookragError(f"mode must be one of {', '.join(MODES)}, got {req.mode!r}")
-    if req.mode == "two-stage" and req.levels:
-        raise BookragError("two-stage search ranks paragraphs inside the best sections: it takes no levels filter")
-    if embedding is None and req.mode != "bm25":
-        embedding = embed_query(conn, query)
-    calls = {
-        "bm25": "rag.search_bm25(%(q)s, %(k)s, %(book)s, %(levels)s::int[])",
-        "vector": "rag.search_vector(%(e)s, %(k)s, %(book)s, %(levels)s::int[])",
-        "hybrid": "rag.search_hybrid(%(q)s, %(e)s, %(k)s, %(book)s, %(levels)s::int[])",
-        "two-stage": "rag.search_two_stage(%(q)s, %(e)s, %(k)s, %(book)s)",
-    }
-    if req.mode == "vector" and embedding is None:
-        raise BookragError("no vectors are loaded: vector search needs an embedded corpus (try --mode bm25)")
-    call = calls[req.mode]
-    parent = (", (SELECT coalesce(json_agg(row_to_json(p) ORDER BY p.chunk_index), '[]'::json) "
-              "FROM rag.get_parent(h.source_file) p) AS parent") if req.expand_parent else ""
-    params = {"q": query, "e": embedding, "k": req.k, "book": req.book, "levels": req.levels}
+SEARCH_CALL = ("rag.search(%(q)s, %(e)s, %(mode)s, %(k)s, %(book)s, %(levels)s::int[], NULL, %(within)s, "
+               "%(fusion)s, %(norm)s, %(bw)s::float8, %(vw)s::float8, %(cw)s::float8)")
+CONTEXT_CALL = ("rag.build_context(%(q)s, %(e)s, %(budget)s, %(k)s, %(book)s, %(levels)s::int[], NULL, %(expand)s, "
+                "%(mode)s, %(within)s, %(fusion)s, %(norm)s, %(bw)s::float8, %(vw)s::float8, %(cw)s::float8)")
+
+
+#: A hit's parent node, as a JSON array in chunk order (rag.get_node of its parent_source_file:
+#: what rag.get_parent returns, without looking the hit's row up again).
+PARENT_EXPANSION = (", (SELECT coalesce(json_agg(row_to_json(p) ORDER BY p.chunk_index), '[]'::json) "
+                    "FROM rag.get_node(h.parent_source_file) p) AS parent")
+
+
+def _fetch(conn: psycopg.Connection, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     try:
         with conn.cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(f"SELECT h.*{parent} FROM {call} h ORDER BY h.rank", params).fetchall()
-    except psycopg.errors.RaiseException as exc:
-        conn.rollback()
-        raise _sql_error(exc) from exc
-    except psycopg.errors.InvalidParameterValue as exc:
+            rows = cur.execute(sql, params).fetchall()
+    except (psycopg.errors.InvalidParameterValue, psycopg.errors.RaiseException) as exc:
         conn.rollback()
         raise _sql_error(exc) from exc
     conn.rollback()  # read-only: end the transaction so the connection stays clean
     return rows
+
+
+def search(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None = None) -> list[dict[str, Any]]:
+    """Ranked hits of rag.search (dicts with HIT_COLUMNS), each with `parent` rows when
+    expand_parent. Modes, fusion names and bounds are checked by the SQL, whose message a
+    BookragError carries."""
+    query = check_query(req.query)
+    check_int("k", req.k)
+    if embedding is None and req.mode != "bm25":
+        embedding = embed_query(conn, query)
+    if req.mode == "vector" and embedding is None:
+        raise BookragError("no vectors are loaded: vector search needs an embedded corpus (try --mode bm25)")
+    parent = PARENT_EXPANSION if req.expand_parent else ""
+    return _fetch(conn, f"SELECT h.*{parent} FROM {SEARCH_CALL} h ORDER BY h.rank",
+                  {**req.params(), "q": query, "e": embedding})
 
 
 def build_context(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None = None) -> list[dict[str, Any]]:
@@ -129,18 +151,9 @@ def build_context(conn: psycopg.Connection, req: SearchRequest, embedding: np.nd
     check_int("budget", req.budget)
     if embedding is None and req.mode != "bm25":
         embedding = embed_query(conn, query)
-    try:
-        with conn.cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(
-                "SELECT * FROM rag.build_context(%(q)s, %(e)s, %(budget)s, %(k)s, %(book)s, %(levels)s::int[], NULL, %(expand)s, %(mode)s)",
-                {"q": query, "e": embedding, "budget": 3000 if req.budget is None else req.budget, "k": req.k, "book": req.book,
-                 "levels": req.levels, "expand": req.expand_parent, "mode": req.mode},
-            ).fetchall()
-    except (psycopg.errors.InvalidParameterValue, psycopg.errors.RaiseException) as exc:
-        conn.rollback()
-        raise _sql_error(exc) from exc
-    conn.rollback()
-    return rows
+    return _fetch(conn, f"SELECT * FROM {CONTEXT_CALL}",
+                  {**req.params(), "q": query, "e": embedding, "budget": 3000 if req.budget is None else req.budget,
+                   "expand": req.expand_parent})
 
 
 def vector_literal(vec: np.ndarray) -> str:

@@ -1,13 +1,16 @@
 """`bookrag eval`: run an evalset through the real search path and report recall@k (answer
 fragment found, and expected node found), MRR@10, nDCG@10, context precision and tokens
-returned, by mode and by question kind. Writes a Markdown table, a JSON file and a PNG plot."""
+returned, by mode and by question kind; the agent-path measures (chapter recall@k, two-step
+recall@k: search, take the top chapter, search `within` it) and the paragraph measures
+(level-0 hits only: paragraph recall@k, paragraph MRR@10). Writes a Markdown table, a JSON
+file and a PNG plot."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,27 +23,57 @@ from bookrag.search import SearchRequest, build_context, embed_query, search
 from evaluation.evalset import KINDS, EvalItem, load_evalset
 from evaluation.metrics import QuestionResult, aggregate, score_question
 
-#: Strategies: a search mode, optionally with parent expansion or a built context.
-STRATEGIES = ("bm25", "vector", "hybrid", "two-stage", "hybrid+parent", "context")
+#: Strategies: a search mode, optionally with parent expansion or a built context; hybrid-rrf
+#: is hybrid with the former default fusion (RRF, equal weights, no chapter term), for comparison.
+STRATEGIES = ("bm25", "vector", "hybrid", "hybrid-rrf", "two-stage", "hybrid+parent", "context")
+RRF_SETTINGS = {"fusion": "rrf", "bm25_weight": 1.0, "vector_weight": 1.0, "chapter_weight": 0.0}
+
+
+def request_for(strategy: str, question: str, k: int, book: str | None, levels: list[int] | None,
+                base: SearchRequest | None = None) -> SearchRequest:
+    """The SearchRequest a strategy sends (fusion settings from `base`, default: the SQL's)."""
+    req = replace(base or SearchRequest(""), query=question, k=k, book=book, levels=levels)
+    if strategy == "hybrid-rrf":
+        return replace(req, mode="hybrid", **RRF_SETTINGS)
+    if strategy == "context":
+        return replace(req, mode="hybrid", expand_parent=True)
+    return replace(req, mode=strategy.removesuffix("+parent"), expand_parent=strategy.endswith("+parent"))
+
+
+def top_chapter(hits: list[dict[str, Any]]) -> str | None:
+    """The chapter an agent would open: the node of the best hit at level 1, or the parent of the
+    best paragraph, whichever comes first (parts and book summaries are passed over)."""
+    for h in hits:
+        if h["level"] == 1:
+            return h["source_file"]
+        if h["level"] == 0 and h["parent_source_file"]:
+            return h["parent_source_file"]
+    return None
 
 
 def run_strategy(conn: psycopg.Connection, item: EvalItem, strategy: str, k: int, book: str | None,
-                 embedding: Any, budget: int) -> QuestionResult:
+                 embedding: Any, budget: int, levels: list[int] | None = None, base: SearchRequest | None = None,
+                 two_step: bool = True) -> QuestionResult:
+    req = request_for(strategy, item.question, k, book, levels, base)
     if strategy == "context":
-        rows = build_context(conn, SearchRequest(item.question, "hybrid", k, book, None, True, budget), embedding)
+        rows = build_context(conn, replace(req, budget=budget), embedding)
         hits = sorted((r for r in rows if r["role"] == "hit"), key=lambda r: r["hit_rank"])
         return score_question(item, strategy, hits, rows)
-    mode = strategy.removesuffix("+parent")
-    expand = strategy.endswith("+parent")
-    hits = search(conn, SearchRequest(item.question, mode, k, book, None, expand), embedding)
+    hits = search(conn, req, embedding)
     context = None
-    if expand:
+    if req.expand_parent:
         context = list(hits) + [p for h in hits for p in (h.get("parent") or [])]
-    return score_question(item, strategy, hits, context)
+    result = score_question(item, strategy, hits, context)
+    chapter = top_chapter(hits) if two_step and not req.expand_parent else None
+    if chapter:
+        inner = search(conn, replace(req, within=chapter), embedding)
+        result.two_step_rank = score_question(item, strategy, inner).answer_rank
+    return result
 
 
 def evaluate(conn: psycopg.Connection, items: list[EvalItem], strategies: list[str], k: int = 10,
-             book: str | None = None, budget: int = 3000, progress: bool = True) -> dict[str, list[QuestionResult]]:
+             book: str | None = None, budget: int = 3000, progress: bool = True, levels: list[int] | None = None,
+             base: SearchRequest | None = None, two_step: bool = True) -> dict[str, list[QuestionResult]]:
     from tqdm import tqdm
 
     unknown = [s for s in strategies if s not in STRATEGIES]
@@ -50,14 +83,15 @@ def evaluate(conn: psycopg.Connection, items: list[EvalItem], strategies: list[s
     for item in tqdm(items, unit="question", disable=not progress):
         emb = embed_query(conn, item.question) if any(s != "bm25" for s in strategies) else None
         for s in strategies:
-            results[s].append(run_strategy(conn, item, s, k, book or item.book, emb, budget))
+            results[s].append(run_strategy(conn, item, s, k, book or item.book, emb, budget, levels, base, two_step))
     return results
 
 
 def table(results: dict[str, list[QuestionResult]], ks: list[int]) -> tuple[str, dict[str, Any]]:
     """Markdown table by mode (all kinds, then each kind) and the same numbers as a dict."""
-    cols = [f"recall@{k}" for k in ks] + ["node_recall@5", "mrr@10", "answer_mrr@10", "ndcg@10", "context_precision",
-                                          "tokens_per_question"]
+    cols = ([f"recall@{k}" for k in ks] + ["node_recall@5", "mrr@10", "answer_mrr@10", "ndcg@10"]
+            + [f"paragraph_recall@{k}" for k in ks] + ["paragraph_mrr@10", "chapter_recall@5", "two_step_recall@5",
+                                                        "context_precision", "tokens_per_question"])
     head = "| mode | kind | n | " + " | ".join(cols) + " |"
     lines = [head, "|" + "---|" * (len(cols) + 3)]
     data: dict[str, Any] = {}
@@ -107,8 +141,11 @@ def write_outputs(name: str, out: Path, md: str, data: dict[str, Any], ks: list[
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--evalset", required=True, help="JSONL evalset (docs/evalsets.md)")
-    p.add_argument("--mode", default="bm25,vector,hybrid,two-stage,hybrid+parent",
+    p.add_argument("--mode", default="bm25,vector,hybrid,hybrid-rrf,two-stage,hybrid+parent",
                    help=f"comma-separated, from {', '.join(STRATEGIES)}")
+    p.add_argument("--levels", help="search only these levels, e.g. 0 for paragraphs only (PIAF beside its peers)")
+    p.add_argument("--limit", type=int, help="evaluate only the first N questions of a deterministic spread")
+    p.add_argument("--no-two-step", action="store_true", help="skip the second, `within` search of two-step recall")
     p.add_argument("--k", default="1,5,10", help="cut-offs for recall, e.g. 1,5,10")
     p.add_argument("--budget", type=int, default=3000, help="token budget of the 'context' mode")
     p.add_argument("--book", help="restrict the search to one book (default: each question's book)")
@@ -123,6 +160,10 @@ def run_eval_cli(settings: Settings, args: argparse.Namespace) -> None:
     from loader.load import load
 
     items = load_evalset(Path(args.evalset))
+    if args.limit and args.limit < len(items):
+        step = len(items) / args.limit
+        items = [items[int(i * step)] for i in range(args.limit)]
+    levels = [int(x) for x in args.levels.split(",")] if args.levels else None
     ks = sorted({int(x) for x in args.k.split(",")})
     strategies = [s.strip() for s in args.mode.split(",") if s.strip()]
     books = sorted({i.book for i in items})
@@ -140,18 +181,20 @@ def run_eval_cli(settings: Settings, args: argparse.Namespace) -> None:
             try:
                 report = load(conn, settings.home, [settings.corpus / b for b in books])
                 print(f"scratch database: {report.line()}")
-                results = evaluate(conn, items, strategies, max(ks + [10]), args.book, args.budget, not args.quiet)
+                results = evaluate(conn, items, strategies, max(ks + [10]), args.book, args.budget, not args.quiet,
+                                   levels, two_step=not args.no_two_step)
             finally:
                 conn.close()
     else:
         conn = db.connect(url)
         try:
-            results = evaluate(conn, items, strategies, max(ks + [10]), args.book, args.budget, not args.quiet)
+            results = evaluate(conn, items, strategies, max(ks + [10]), args.book, args.budget, not args.quiet,
+                                   levels, two_step=not args.no_two_step)
         finally:
             conn.close()
     md, data = table(results, ks)
     name = Path(args.evalset).stem
-    meta = {"evalset": args.evalset, "questions": len(items), "modes": strategies, "seconds": round(time.perf_counter() - start, 1),
+    meta = {"evalset": args.evalset, "questions": len(items), "modes": strategies, "levels": levels, "seconds": round(time.perf_counter() - start, 1),
             "per_question": {m: [asdict(r) for r in res] for m, res in results.items()}}
     paths = write_outputs(f"eval-{name}", Path(args.out), md, data, ks, meta)
     print(md)

@@ -3,7 +3,17 @@
 A hit "contains the answer" when one of the item's verbatim fragments occurs in its text after
 normalisation (case, Unicode form, whitespace, apostrophes, dashes, footnote markers). A hit is
 "on an expected node" when its source_file is one of the item's expected files. A hit is
-relevant when either holds. Context precision is the share of returned tokens (hits and any
+relevant when either holds.
+
+Agent-path and paragraph measures:
+  paragraph rank  the first answer-bearing hit at level 0 (a source paragraph): summaries that
+                  quote the answer do not count. PIAF's peers searched paragraphs, so this is
+                  the figure set beside theirs.
+  chapter rank    the first hit from an expected file's chapter, any level: a hit whose node
+                  sits in the same section folder as an expected file (a chapter's source.md
+                  and summary.md share one), i.e. the agent has found the right place.
+  two-step rank   the answer's rank in a second search `within` the chapter of the first
+                  search's best level-0/1 hit (rank filled in by the harness). Context precision is the share of returned tokens (hits and any
 expanded context) that belong to relevant nodes: the expected files and the nodes of
 answer-bearing hits.
 """
@@ -44,9 +54,13 @@ class QuestionResult:
     relevant: list[bool]  # per rank
     tokens_returned: int
     tokens_relevant: int
+    paragraph_rank: int | None = None  # 1-based rank of the first level-0 hit containing an answer
+    chapter_rank: int | None = None  # 1-based rank of the first hit from an expected file's chapter
+    two_step_rank: int | None = None  # answer rank in the search within the top chapter (harness)
 
     def recall(self, k: int, by: str = "answer") -> float:
-        r = self.answer_rank if by == "answer" else self.node_rank if by == "node" else self.first_relevant
+        r = {"answer": self.answer_rank, "node": self.node_rank, "paragraph": self.paragraph_rank,
+             "chapter": self.chapter_rank, "two_step": self.two_step_rank}.get(by, self.first_relevant)
         return 1.0 if r is not None and r <= k else 0.0
 
     @property
@@ -54,7 +68,7 @@ class QuestionResult:
         return next((i + 1 for i, rel in enumerate(self.relevant) if rel), None)
 
     def mrr(self, k: int = 10, by: str = "relevant") -> float:
-        r = self.answer_rank if by == "answer" else self.first_relevant
+        r = {"answer": self.answer_rank, "paragraph": self.paragraph_rank}.get(by, self.first_relevant)
         return 1.0 / r if r is not None and r <= k else 0.0
 
     def ndcg(self, k: int = 10) -> float:
@@ -72,7 +86,8 @@ def score_question(item: Any, mode: str, hits: list[dict[str, Any]], context: li
     """Score one question's ranked hits; `context` are the rows returned beside them (expanded
     parents or a built context) for the token measures (default: the hits themselves)."""
     expected = set(item.expected_files)
-    answer_rank = node_rank = None
+    chapters = {chapter_of(f) for f in expected}
+    answer_rank = node_rank = paragraph_rank = chapter_rank = None
     relevant = []
     answer_nodes = set()
     for i, h in enumerate(hits, start=1):
@@ -81,8 +96,12 @@ def score_question(item: Any, mode: str, hits: list[dict[str, Any]], context: li
         if has_answer:
             answer_nodes.add(h["source_file"])
             answer_rank = answer_rank or i
+            if h.get("level", 0) == 0:
+                paragraph_rank = paragraph_rank or i
         if on_node:
             node_rank = node_rank or i
+        if chapter_of(h["source_file"]) in chapters:
+            chapter_rank = chapter_rank or i
         relevant.append(has_answer or on_node)
     rows = context if context is not None else hits
     good = expected | answer_nodes
@@ -97,13 +116,22 @@ def score_question(item: Any, mode: str, hits: list[dict[str, Any]], context: li
         returned += t
         if r["source_file"] in good or contains_answer(r["content"], item.answers):
             useful += t
-    return QuestionResult(item.id, item.kind, mode, answer_rank, node_rank, relevant, returned, useful)
+    return QuestionResult(item.id, item.kind, mode, answer_rank, node_rank, relevant, returned, useful,
+                          paragraph_rank, chapter_rank)
+
+
+def chapter_of(source_file: str) -> str:
+    """The section folder a node belongs to (a section's source.md and summary.md share it)."""
+    return source_file.rsplit("/", 1)[0]
 
 
 def aggregate(results: list[QuestionResult], ks: list[int]) -> dict[str, float]:
     n = len(results) or 1
     out = {f"recall@{k}": sum(r.recall(k) for r in results) / n for k in ks}
     out.update({f"node_recall@{k}": sum(r.recall(k, "node") for r in results) / n for k in ks})
+    for by in ("paragraph", "chapter", "two_step"):
+        out.update({f"{by}_recall@{k}": sum(r.recall(k, by) for r in results) / n for k in ks})
+    out["paragraph_mrr@10"] = sum(r.mrr(10, "paragraph") for r in results) / n
     out["mrr@10"] = sum(r.mrr(10) for r in results) / n
     out["answer_mrr@10"] = sum(r.mrr(10, "answer") for r in results) / n
     out["ndcg@10"] = sum(r.ndcg(10) for r in results) / n

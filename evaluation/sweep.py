@@ -125,7 +125,7 @@ def sweep(settings: Settings, book: str, evalset: Path, thresholds: list[int], s
                     try:
                         load(conn, home, [home / "corpus" / book])
                         chunks = conn.execute("SELECT count(*) FROM rag.hierarchical_content_nodes WHERE level = 0").fetchone()[0]
-                        results = evaluate(conn, items, strats, 10, book, 3000, progress)
+                        results = evaluate(conn, items, strats, 10, book, 3000, progress, two_step=False)
                     finally:
                         conn.close()
                 for s, res in results.items():

@@ -20,8 +20,8 @@ import threading
 import unicodedata
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeVar
+from dataclasses import dataclass, replace
+from typing import Annotated, Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -37,7 +37,7 @@ from pydantic import Field
 from bookrag import db
 from bookrag.config import Settings
 from bookrag.errors import BookragError
-from bookrag.search import SearchRequest, build_context, check_query, embed_query, search
+from bookrag.search import Fusion, Mode, Normalisation, SearchRequest, build_context, check_query, embed_query, search
 from mcp_server.models import (Book, Books, Children, Chunk, ContextChunk, Hit, LeftOut, Node, Outline, OutlineEntry,
                                SearchResult, SqlResult)
 from mcp_server.sql_guard import UnsafeSQL, check_select
@@ -137,14 +137,23 @@ def _no_node(source_file: str) -> ToolError:
 def search_tool(
     ctx: Context,
     query: Annotated[str, Field(min_length=1, max_length=2000, description="the question or keywords, in French for French books")],
-    mode: Annotated[Literal["hybrid", "bm25", "vector", "two-stage"], Field(description="hybrid = BM25 + vectors fused by RRF (default); two-stage = best chapters first, then their paragraphs")] = "hybrid",
+    mode: Annotated[Mode, Field(description="hybrid = BM25 + vectors fused, chapter-aware (default); two-stage = best chapters first, then their paragraphs")] = "hybrid",
     k: Annotated[int, Field(ge=1, le=50, description="number of hits")] = 8,
     book: Annotated[str | None, Field(description="restrict to one book (see list_books)")] = None,
     levels: Annotated[list[Annotated[int, Field(ge=0, le=3)]] | None, Field(min_length=1, description="0 paragraphs, 1 chapter summaries, 2 part summaries, 3 book summary; omit for all levels")] = None,
     expand_parent: Annotated[bool, Field(description="attach each hit's parent node (its chapter or part summary)")] = False,
     token_budget: Annotated[int | None, Field(ge=50, le=20000, description="also build a reading-order context (hits + parents) within this many tokens")] = None,
+    within: Annotated[str | None, Field(max_length=500, description=(
+        "a source_file: search only inside that node and below it. After a first search has found the right "
+        "chapter (a hit's summary.md, or a paragraph hit's parent summary.md, or one from outline), search again "
+        "with within set to it to pin the passage inside that chapter"))] = None,
+    fusion: Annotated[Fusion | None, Field(description="how hybrid fuses BM25 and vectors: convex (normalised score combination) or rrf; default: the server's")] = None,
+    normalisation: Annotated[Normalisation | None, Field(description="score normalisation of convex fusion; default: the server's")] = None,
+    bm25_weight: Annotated[float | None, Field(description="weight of the BM25 branch; default: the server's")] = None,
+    vector_weight: Annotated[float | None, Field(description="weight of the vector branch; default: the server's")] = None,
+    chapter_weight: Annotated[float | None, Field(description="share of a paragraph's score taken from how well its chapter summary matches; default: the server's")] = None,
 ) -> SearchResult:
-    """Search the loaded books and return ranked passages, each with its citation and its rank in the BM25 and vector branches."""
+    """Search the loaded books and return ranked passages, each with its citation and its rank in the BM25 and vector branches. To read around a hit, search again with `within` = its chapter's summary.md."""
     state = _state(ctx)
     try:
         query = check_query(query)
@@ -155,14 +164,16 @@ def search_tool(
         with state.embed_lock:
             emb = embed_query(conn, query) if mode != "bm25" else None
         conn.rollback()
-        hits = search(conn, SearchRequest(query, mode, k, book, levels, expand_parent, token_budget), emb)
+        req = SearchRequest(query, mode, k, book, levels, expand_parent, token_budget, within,
+                            fusion, normalisation, bm25_weight, vector_weight, chapter_weight)
+        hits = search(conn, req, emb)
         out = SearchResult(query=query, mode=mode, hits=[
             Hit(**_chunk(h), rank=h["rank"], score=h["score"], bm25_rank=h["bm25_rank"], vector_rank=h["vector_rank"],
                 section_score=h["section_score"],
                 parent=[Chunk(**_chunk(p)) for p in h["parent"]] if expand_parent else None)
             for h in hits])
         if token_budget:
-            rows = build_context(conn, SearchRequest(query, mode, min(k, 20), book, levels, True, token_budget), emb)
+            rows = build_context(conn, replace(req, k=min(k, 20), expand_parent=True), emb)
             out.context = [ContextChunk(**_chunk(r), role=r["role"], hit_rank=r["hit_rank"], used_tokens=r["used_tokens"]) for r in rows]
             out.context_tokens = rows[-1]["used_tokens"] if rows else 0
         return out

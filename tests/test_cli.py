@@ -73,6 +73,23 @@ def test_search_and_embed_against_the_fixture(corpus_url, corpus_home, monkeypat
     assert [r[0] for r in rows] == [1, 2, 3]
 
 
+def test_search_within_a_chapter_and_fusion_errors(corpus_url, corpus_home, monkeypatch, capsys):
+    import json
+
+    monkeypatch.setenv("DATABASE_URL", corpus_url)
+    monkeypatch.setenv("BOOKRAG_HOME", str(corpus_home))
+    chapter = "corpus/traite-des-echanges/premiere-partie/chapitre-02-les-routes/summary.md"
+    assert main(["search", "le prix du pain", "--within", chapter, "--json", "--fusion", "rrf"]) == 0
+    files = {json.loads(line)["source_file"] for line in capsys.readouterr().out.splitlines()}
+    assert files and files <= {chapter, chapter.replace("summary.md", "source.md")}
+    # the bounds are the SQL's: its message, word for word, as the CLI's one line
+    assert main(["search", "pain", "--bm25-weight", "0", "--vector-weight", "0"]) == 1
+    assert capsys.readouterr().err.strip() == "error: branch weights are both 0: give at least one branch a positive weight"
+    assert main(["search", "pain", "--within", "corpus/nope/summary.md"]) == 1
+    assert capsys.readouterr().err.strip() == ('error: within "corpus/nope/summary.md" names no loaded node; '
+                                               'use a source_file from a search hit or rag.outline')
+
+
 def test_database_errors_are_one_line(pg_url, monkeypatch, capsys):
     import psycopg
 

@@ -5,7 +5,8 @@ CREATE OR REPLACE FUNCTION rag.search_bm25(
     p_book         TEXT DEFAULT NULL,
     p_levels       INT[] DEFAULT NULL,
     p_node_type    TEXT DEFAULT NULL,
-    p_parent_files TEXT[] DEFAULT NULL
+    p_parent_files TEXT[] DEFAULT NULL,
+    p_within       TEXT DEFAULT NULL
 ) RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
@@ -21,18 +22,24 @@ Parameters:
   p_levels       NULL = all, else e.g. '{0}' paragraphs only, '{1,2}' summaries of sections and parts.
   p_node_type    NULL, 'source' or 'summary'.
   p_parent_files NULL, or only chunks whose parent node is one of these files.
+  p_within       NULL, or a source_file: only rows of that node and of the nodes below it
+                 (a chapter's summary.md: the summary and its paragraphs). A file that is not
+                 loaded, or that is in another book than p_book, is an error.
 Edge cases: a query of only stopwords or punctuation matches nothing (no rows, no error).
 Cost: one pg_search top-N index scan with the filters pushed down; p50 1.2 ms on the two books
 (parallel query is off: worker start-up costs more than the scan at this size).
 */
+DECLARE
+    v_within INT[];
 BEGIN
     PERFORM rag._check_search_args(p_query, p_k, p_book, p_levels, p_node_type);
+    v_within := rag._subtree_ids(p_within, p_book);
     RETURN QUERY EXECUTE format(
         'SELECT n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path, '
         'n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, '
         'b.s, b.r, b.r, b.s, NULL::int, NULL::float8, NULL::float8 '
         'FROM (%s) b JOIN rag.hierarchical_content_nodes n ON n.id = b.id ORDER BY b.r',
-        rag._branch_sql('bm25', NULL, NULL, p_book, p_levels, p_node_type, p_parent_files))
-    USING p_query, NULL::vector, p_book, p_levels, p_node_type, p_parent_files, p_k;
+        rag._branch_sql('bm25', NULL, NULL, p_book, p_levels, p_node_type, p_parent_files, v_within))
+    USING p_query, NULL::vector, p_book, p_levels, p_node_type, p_parent_files, p_k, v_within;
 END
 $$;

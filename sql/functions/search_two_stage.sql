@@ -6,7 +6,12 @@ CREATE OR REPLACE FUNCTION rag.search_two_stage(
     p_book            TEXT DEFAULT NULL,
     p_sections        INT DEFAULT 5,
     p_section_weight  FLOAT8 DEFAULT 0.3,
-    p_pool            INT DEFAULT 100
+    p_pool            INT DEFAULT 100,
+    p_within          TEXT DEFAULT NULL,
+    p_fusion          TEXT DEFAULT NULL,
+    p_normalisation   TEXT DEFAULT NULL,
+    p_bm25_weight     FLOAT8 DEFAULT NULL,
+    p_vector_weight   FLOAT8 DEFAULT NULL
 ) RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
@@ -14,10 +19,10 @@ AS $$
 /*
 Two-stage retrieval (seeds/two-stage-search, section 4.2):
   1. rag.search_hybrid over level-1 summaries (chapters and front matter); each section gets
-     the best RRF score of its summary chunks; the p_sections best are kept, their scores
-     divided by the best one (section_score in 0..1].
+     the best fused score of its summary chunks; the p_sections best are kept, their scores
+     min-max normalised over them (section_score in 0..1, 1 for the best).
   2. rag.search_hybrid over the level-0 paragraphs whose parent is one of those sections;
-     paragraph scores divided by the best one.
+     paragraph scores min-max normalised over the candidates.
   score = (1 - p_section_weight) * paragraph score + p_section_weight * section_score,
   so a paragraph is boosted by its section's score. Returns the p_k best, with the stage-2
   branch ranks and section_score.
@@ -28,6 +33,10 @@ Parameters:
   p_sections       sections kept after stage 1, 1..100 (default 5).
   p_section_weight 0..1 (default 0.3, the seed's value).
   p_pool           candidates per branch in each stage (default 100).
+  p_within         NULL or a source_file: both stages stay inside its subtree.
+  p_fusion, p_normalisation, p_bm25_weight, p_vector_weight: passed to rag.search_hybrid
+                   (NULL = rag._fusion_settings()); its chapter term is not used here (stage 1
+                   already ranks the chapters).
 Edge case: when no level-1 summary matches (a corpus without summaries), stage 1 is empty and
 the function falls back to a flat hybrid search over paragraphs (NOTICE).
 Cost: two hybrid statements; about twice rag.search_hybrid.
@@ -50,11 +59,15 @@ BEGIN
            array_agg(s.norm ORDER BY s.best DESC, s.source_file)
     INTO v_files, v_scores
     FROM (
-        SELECT t.source_file, t.best, t.best / max(t.best) OVER () AS norm
+        SELECT t.source_file, t.best,
+               coalesce((t.best - min(t.best) OVER ()) / nullif(max(t.best) OVER () - min(t.best) OVER (), 0), 1) AS norm
         FROM (
             SELECT h.source_file, max(h.score) AS best
             FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, p_sections * 10),
-                                   p_book => p_book, p_levels => ARRAY[1], p_pool => p_pool) h
+                                   p_book => p_book, p_levels => ARRAY[1], p_pool => p_pool,
+                                   p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight,
+                                   p_fusion => p_fusion, p_normalisation => p_normalisation,
+                                   p_chapter_weight => 0, p_within => p_within) h
             GROUP BY h.source_file
             ORDER BY best DESC, h.source_file
             LIMIT p_sections
@@ -64,7 +77,10 @@ BEGIN
     IF v_files IS NULL THEN
         RAISE NOTICE 'no section summary matches; falling back to a flat hybrid search over paragraphs';
         RETURN QUERY SELECT * FROM rag.search_hybrid(p_query, p_query_embedding, p_k => p_k,
-                                                      p_book => p_book, p_levels => ARRAY[0], p_pool => p_pool);
+                                                      p_book => p_book, p_levels => ARRAY[0], p_pool => p_pool,
+                                                      p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight,
+                                                      p_fusion => p_fusion, p_normalisation => p_normalisation,
+                                                      p_chapter_weight => 0, p_within => p_within);
         RETURN;
     END IF;
 
@@ -72,10 +88,12 @@ BEGIN
     WITH sec AS (
         SELECT f, sc FROM unnest(v_files, v_scores) AS u(f, sc)
     ), para AS (
-        SELECT h.*, h.score / max(h.score) OVER () AS norm
+        SELECT h.*, coalesce((h.score - min(h.score) OVER ()) / nullif(max(h.score) OVER () - min(h.score) OVER (), 0), 1) AS norm
         FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, greatest(p_k, p_pool)),
                                p_book => p_book, p_levels => ARRAY[0], p_parent_files => v_files,
-                               p_pool => p_pool) h
+                               p_pool => p_pool, p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight,
+                               p_fusion => p_fusion, p_normalisation => p_normalisation,
+                               p_chapter_weight => 0, p_within => p_within) h
     ), scored AS (
         SELECT p.*, (1 - p_section_weight) * p.norm + p_section_weight * s.sc AS final, s.sc AS ssc
         FROM para p JOIN sec s ON s.f = p.parent_source_file

@@ -5,7 +5,8 @@ CREATE OR REPLACE FUNCTION rag.search_vector(
     p_book         TEXT DEFAULT NULL,
     p_levels       INT[] DEFAULT NULL,
     p_node_type    TEXT DEFAULT NULL,
-    p_parent_files TEXT[] DEFAULT NULL
+    p_parent_files TEXT[] DEFAULT NULL,
+    p_within       TEXT DEFAULT NULL
 ) RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
@@ -19,7 +20,7 @@ Returns the p_k chunks nearest to p_query_embedding, best first: score = cosine 
 Parameters:
   p_query_embedding  the query vector from the corpus model (query role for e5 models);
                      its length must equal the model's dimension (error otherwise). Required.
-  p_k, p_book, p_levels, p_node_type, p_parent_files: as in rag.search_bm25.
+  p_k, p_book, p_levels, p_node_type, p_parent_files, p_within: as in rag.search_bm25.
 Rows without an embedding (files not embedded) never appear. Only vectors of the corpus
 model are compared. Edge case: no vectors loaded -> no rows (NOTICE).
 Cost: one HNSW index scan on the model's partial index (ef_search raised to the pool, iterative
@@ -32,12 +33,14 @@ settings raised below are restored when the function returns.
 DECLARE
     v_model TEXT;
     v_dim   INT;
+    v_within INT[];
 BEGIN
     IF p_query_embedding IS NULL THEN
         RAISE EXCEPTION 'query embedding is NULL; search_vector needs a vector (see `bookrag embed`)'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     PERFORM rag._check_search_args(NULL, p_k, p_book, p_levels, p_node_type, false);
+    v_within := rag._subtree_ids(p_within, p_book);
     SELECT m.model, m.dimension INTO v_model, v_dim FROM rag._corpus_model(p_query_embedding) m;
     IF v_model IS NULL THEN
         RAISE NOTICE 'no embedded rows are loaded; the vector search returns nothing';
@@ -49,7 +52,7 @@ BEGIN
         'n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, '
         'v.s, v.r, NULL::int, NULL::float8, v.r, v.s, NULL::float8 '
         'FROM (%s) v JOIN rag.hierarchical_content_nodes n ON n.id = v.id ORDER BY v.r',
-        rag._branch_sql('vector', v_model, v_dim, p_book, p_levels, p_node_type, p_parent_files))
-    USING NULL::text, p_query_embedding, p_book, p_levels, p_node_type, p_parent_files, p_k;
+        rag._branch_sql('vector', v_model, v_dim, p_book, p_levels, p_node_type, p_parent_files, v_within))
+    USING NULL::text, p_query_embedding, p_book, p_levels, p_node_type, p_parent_files, p_k, v_within;
 END
 $$;

@@ -22,9 +22,23 @@ def test_evaluate_every_strategy(corpus):
     assert by["hybrid"]["traite-3"].node_rank is not None
     assert by["hybrid+parent"]["traite-1"].tokens_returned > by["hybrid"]["traite-1"].tokens_returned
     assert by["context"]["traite-1"].tokens_returned <= 400
+    assert by["hybrid"]["traite-1"].chapter_rank is not None
+    assert by["hybrid"]["traite-1"].two_step_rank is not None    # found again inside its chapter
     md, data = table(results, [1, 5])
     assert md.startswith("| mode | kind | n | recall@1 | recall@5 |")
     assert data["bm25"]["lexical"]["recall@1"] == 1.0
+    assert {"chapter_recall@5", "two_step_recall@5", "paragraph_recall@5", "paragraph_mrr@10"} <= set(data["hybrid"]["all"])
+
+
+def test_two_step_searches_within_the_top_chapter(corpus, e5):
+    from evaluation.harness import run_strategy, top_chapter
+
+    hits = [{"level": 2, "source_file": "p/summary.md", "parent_source_file": "b/summary.md"},
+            {"level": 0, "source_file": "p/c/source.md", "parent_source_file": "p/c/summary.md"}]
+    assert top_chapter(hits) == "p/c/summary.md"
+    item = load_evalset(EVALSET)[0]
+    r = run_strategy(corpus, item, "hybrid-rrf", 10, None, e5.query(item.question), 3000)
+    assert r.answer_rank == 1 and r.paragraph_rank == 1 and r.chapter_rank == 1 and r.two_step_rank == 1
 
 
 def test_eval_cli_uses_a_scratch_database_and_writes_outputs(pg_url, corpus_home, tmp_path, monkeypatch, capsys):

@@ -44,3 +44,15 @@ def test_aggregate_means():
     b = score_question(ITEM, "m", [hit("corpus/b/q/source.md", "non")])
     agg = aggregate([a, b], [1])
     assert agg["recall@1"] == 0.5 and agg["mrr@10"] == 0.5 and agg["answer_mrr@10"] == 0.5 and agg["questions"] == 2
+
+
+def test_paragraph_and_chapter_ranks():
+    """A summary quoting the answer is not a paragraph hit; a hit anywhere in the expected
+    chapter's folder is a chapter hit."""
+    summary = {**hit("corpus/b/a/summary.md", "l'économie -- politique"), "level": 1}
+    para = {**hit("corpus/b/a/source.md", "l'économie -- politique"), "level": 0}
+    r = score_question(ITEM, "hybrid", [hit("corpus/b/x/source.md", "rien"), summary, para])
+    assert (r.answer_rank, r.paragraph_rank, r.chapter_rank) == (2, 3, 2)
+    assert r.recall(2, "paragraph") == 0.0 and r.recall(3, "paragraph") == 1.0 and r.mrr(10, "paragraph") == 1 / 3
+    agg = aggregate([r], [1, 5])
+    assert agg["paragraph_recall@5"] == 1.0 and agg["chapter_recall@1"] == 0.0 and agg["two_step_recall@5"] == 0.0

