@@ -201,7 +201,7 @@ def cmd_search(args: argparse.Namespace, s: Settings) -> None:
 
     req = SearchRequest(args.query, args.mode, args.k, args.book, args.levels, args.expand == "parent", args.budget,
                         args.within, args.fusion, args.normalisation, args.bm25_weight, args.vector_weight,
-                        args.chapter_weight)
+                        args.chapter_weight, args.cite_weight)
     conn = _conn(s, migrate=False)
     try:
         if args.budget is not None:
@@ -379,6 +379,8 @@ def build_parser() -> argparse.ArgumentParser:
     p["search"].add_argument("--vector-weight", type=float, help="weight of the vector branch")
     p["search"].add_argument("--chapter-weight", type=float,
                              help="share of a paragraph's score taken from its chapter summary's match")
+    p["search"].add_argument("--cite-weight", type=float,
+                             help="share of a paragraph's score taken from the summary sentences that cite it")
     p["search"].add_argument("query")
     p["search"].add_argument("--k", type=int, default=10)
     p["search"].add_argument("--levels", type=level_list, help="comma-separated levels, e.g. 0 or 1,2")

@@ -44,12 +44,14 @@ class SearchRequest:
     bm25_weight: float | None = None
     vector_weight: float | None = None
     chapter_weight: float | None = None
+    cite_weight: float | None = None
 
     def params(self) -> dict[str, Any]:
         """The values every rag.search / rag.build_context call binds (the query vector apart)."""
         return {"q": self.query, "mode": self.mode, "k": self.k, "book": self.book, "levels": self.levels,
                 "within": self.within, "fusion": self.fusion, "norm": self.normalisation,
-                "bw": self.bm25_weight, "vw": self.vector_weight, "cw": self.chapter_weight}
+                "bw": self.bm25_weight, "vw": self.vector_weight, "cw": self.chapter_weight,
+                "tw": self.cite_weight}
 
 
 #: rag._check_search_args refuses longer queries too; checked here first because embedding a
@@ -106,9 +108,10 @@ def _sql_error(exc: psycopg.Error) -> BookragError:
 
 
 SEARCH_CALL = ("rag.search(%(q)s, %(e)s, %(mode)s, %(k)s, %(book)s, %(levels)s::int[], NULL, %(within)s, "
-               "%(fusion)s, %(norm)s, %(bw)s::float8, %(vw)s::float8, %(cw)s::float8)")
+               "%(fusion)s, %(norm)s, %(bw)s::float8, %(vw)s::float8, %(cw)s::float8, %(tw)s::float8)")
 CONTEXT_CALL = ("rag.build_context(%(q)s, %(e)s, %(budget)s, %(k)s, %(book)s, %(levels)s::int[], NULL, %(expand)s, "
-                "%(mode)s, %(within)s, %(fusion)s, %(norm)s, %(bw)s::float8, %(vw)s::float8, %(cw)s::float8)")
+                "%(mode)s, %(within)s, %(fusion)s, %(norm)s, %(bw)s::float8, %(vw)s::float8, %(cw)s::float8, "
+                "%(tw)s::float8)")
 
 
 #: A hit's parent node, as a JSON array in chunk order (rag.get_node of its parent_source_file:

@@ -11,8 +11,8 @@ is even, to the held-out half otherwise (`half_of`); deterministic, independent 
 about half of each evalset.
 
 Phases:
-  tune     every setting of the grid (fusion x normalisation x vector weight x chapter weight,
-           and RRF) on the tuning half of each evalset; the chosen setting is the best mean, over
+  tune     every setting of the grid (--grid fusion: fusion x normalisation x vector weight x chapter
+           weight, and RRF; --grid cite: chapter x cite weight on the fusion defaults) on the tuning half of each evalset; the chosen setting is the best mean, over
            the three sets, of (recall@5 + MRR@10) / 2 among the settings at least as good as the
            best single branch (bm25 or vector) on every set at both measures, measured on the same
            half. Without such a setting, the best mean wins and the table says so.
@@ -51,6 +51,7 @@ SETS = {"bastiat": "evals/bastiat-sophismes-economiques.jsonl",
         "piaf": "evals/piaf.jsonl"}
 VECTOR_WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 CHAPTER_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4)
+CITE_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4)
 FULL_MODES = ("bm25", "vector", "hybrid-rrf", "hybrid", "hybrid (no chapter term)", "two-stage")
 
 
@@ -68,6 +69,7 @@ class Setting:
     normalisation: str | None = None
     vector_weight: float | None = None
     chapter_weight: float | None = None
+    cite_weight: float | None = None
 
     def request(self) -> SearchRequest:
         bw = None if self.vector_weight is None else round(1 - self.vector_weight, 3)
@@ -75,7 +77,8 @@ class Setting:
         if self.fusion == "rrf":
             bw, vw = 1.0, 1.0
         return SearchRequest("", self.mode, fusion=self.fusion, normalisation=self.normalisation,
-                             bm25_weight=bw, vector_weight=vw, chapter_weight=self.chapter_weight)
+                             bm25_weight=bw, vector_weight=vw, chapter_weight=self.chapter_weight,
+                             cite_weight=self.cite_weight)
 
 
 def grid() -> list[Setting]:
@@ -84,6 +87,12 @@ def grid() -> list[Setting]:
         out.append(Setting(f"convex {norm} v={w} chapter={c}", fusion="convex", normalisation=norm,
                            vector_weight=w, chapter_weight=c))
     return out
+
+
+def cite_grid() -> list[Setting]:
+    """The citation term (issue 11) on top of the fusion defaults: chapter and cite weights."""
+    return [Setting(f"default chapter={c} cite={t}", chapter_weight=c, cite_weight=t)
+            for c in (0.2, 0.3, 0.4) for t in CITE_WEIGHTS if c + t <= 1]
 
 
 BRANCHES = [Setting("bm25", "bm25"), Setting("vector", "vector")]
@@ -184,6 +193,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--piaf-limit", type=int, help="tune on an evenly spread sample of PIAF's tuning half")
     ap.add_argument("--limit", type=int, help="an evenly spread sample of every set and half (exploration)")
     ap.add_argument("--setting", help="skip the grid: use this grid setting's name as the chosen one")
+    ap.add_argument("--grid", choices=("fusion", "cite"), default="fusion",
+                    help="fusion: fusion x normalisation x weights (issue 10); cite: chapter x cite weights on the "
+                         "fusion defaults (issue 11)")
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
@@ -205,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
                               "sizes": {h: {n: len(v) for n, v in s.items()} for h, s in halves.items()}}
     print(f"# tune_fusion: sets {', '.join(f'{n} ({len(all_sets[n])})' for n in all_sets)}; "
           f"tuning half {report['sizes']['tune']}, held-out half {report['sizes']['heldout']}\n")
-    candidates = grid()
+    candidates = grid() if args.grid == "fusion" else cite_grid()
     chosen = next((s for s in candidates if s.name == args.setting), None)
     if "tune" in phases and chosen is None:
         t0 = time.perf_counter()
@@ -228,6 +240,8 @@ def main(argv: list[str] | None = None) -> None:
     if "full" in phases:
         modes = [*BRANCHES, FORMER, Setting("hybrid (default)"), Setting("hybrid, no chapter term", chapter_weight=0.0),
                  Setting("two-stage", "two-stage")]
+        if chosen.cite_weight:
+            modes.insert(4, replace(chosen, name=f"chosen: {chosen.name}"))
         res = evaluate_settings(runner, all_sets, modes, two_step=True)
         print("\n## full sets, every mode (default = rag._fusion_settings() as installed)\n")
         heads = ["mode", "set", "n", "recall@1", "recall@5", "recall@10", "MRR@10", "paragraph recall@1",

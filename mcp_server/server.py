@@ -152,6 +152,7 @@ def search_tool(
     bm25_weight: Annotated[float | None, Field(description="weight of the BM25 branch; default: the server's")] = None,
     vector_weight: Annotated[float | None, Field(description="weight of the vector branch; default: the server's")] = None,
     chapter_weight: Annotated[float | None, Field(description="share of a paragraph's score taken from how well its chapter summary matches; default: the server's")] = None,
+    cite_weight: Annotated[float | None, Field(description="share of a paragraph's score taken from the summary sentences whose anchors cite it; default: the server's")] = None,
 ) -> SearchResult:
     """Search the loaded books and return ranked passages, each with its citation and its rank in the BM25 and vector branches. To read around a hit, search again with `within` = its chapter's summary.md."""
     state = _state(ctx)
@@ -165,7 +166,7 @@ def search_tool(
             emb = embed_query(conn, query) if mode != "bm25" else None
         conn.rollback()
         req = SearchRequest(query, mode, k, book, levels, expand_parent, token_budget, within,
-                            fusion, normalisation, bm25_weight, vector_weight, chapter_weight)
+                            fusion, normalisation, bm25_weight, vector_weight, chapter_weight, cite_weight)
         hits = search(conn, req, emb)
         out = SearchResult(query=query, mode=mode, hits=[
             Hit(**_chunk(h), rank=h["rank"], score=h["score"], bm25_rank=h["bm25_rank"], vector_rank=h["vector_rank"],

@@ -5,11 +5,13 @@ CREATE OR REPLACE FUNCTION rag._fusion_settings(
     p_bm25_weight    FLOAT8,
     p_vector_weight  FLOAT8,
     p_chapter_weight FLOAT8,
+    p_cite_weight    FLOAT8 DEFAULT NULL,
     OUT fusion         TEXT,
     OUT normalisation  TEXT,
     OUT bm25_weight    FLOAT8,
     OUT vector_weight  FLOAT8,
-    OUT chapter_weight FLOAT8
+    OUT chapter_weight FLOAT8,
+    OUT cite_weight    FLOAT8
 )
 LANGUAGE plpgsql IMMUTABLE
 AS $$
@@ -29,6 +31,9 @@ evalset, checked on the other; docs/decisions/0011-score-fusion.md):
                  finite and >= 0, not both 0.
   chapter_weight share of a paragraph's score taken from its chapter summary's fused score,
                  within 0..1 (default 0.4).
+  cite_weight    share of a paragraph's score taken from the best candidate summary chunk whose
+                 anchors cite it (docs/anchors.md), within 0..1, chapter_weight + cite_weight
+                 at most 1 (default 0: measured, see README).
 Bad values raise invalid_parameter_value (22023) naming the value; Python, the CLI and the MCP
 server pass values through and show this message.
 Cost: a few comparisons.
@@ -39,6 +44,7 @@ BEGIN
     bm25_weight    := coalesce(p_bm25_weight, 0.5);
     vector_weight  := coalesce(p_vector_weight, 0.5);
     chapter_weight := coalesce(p_chapter_weight, 0.4);
+    cite_weight    := coalesce(p_cite_weight, 0);
     IF fusion NOT IN ('rrf', 'convex') THEN
         RAISE EXCEPTION 'fusion must be ''rrf'' or ''convex'', got "%"', fusion
             USING ERRCODE = 'invalid_parameter_value';
@@ -58,6 +64,10 @@ BEGIN
     IF NOT chapter_weight BETWEEN 0 AND 1 THEN
         RAISE EXCEPTION 'chapter_weight must be within 0..1, got %', chapter_weight
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT cite_weight BETWEEN 0 AND 1 OR chapter_weight + cite_weight > 1 THEN
+        RAISE EXCEPTION 'cite_weight must be within 0..1 and chapter_weight + cite_weight at most 1, got % and %',
+            cite_weight, chapter_weight USING ERRCODE = 'invalid_parameter_value';
     END IF;
 END
 $$;

@@ -14,7 +14,8 @@ CREATE OR REPLACE FUNCTION rag.build_context(
     p_normalisation   TEXT DEFAULT NULL,
     p_bm25_weight     FLOAT8 DEFAULT NULL,
     p_vector_weight   FLOAT8 DEFAULT NULL,
-    p_chapter_weight  FLOAT8 DEFAULT NULL
+    p_chapter_weight  FLOAT8 DEFAULT NULL,
+    p_cite_weight     FLOAT8 DEFAULT NULL
 ) RETURNS SETOF rag.context_row
 LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
@@ -37,7 +38,7 @@ Parameters:
   p_expand   add each hit's parent node (default true).
   p_mode     which search ranks the hits (default 'hybrid').
   p_within   NULL or a source_file: hits only from that node's subtree (parents may lie above it).
-  p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight: passed to
+  p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight: passed to
              rag.search (NULL = rag._fusion_settings()).
 Cost: one search plus one indexed lookup per hit; p50 2.8 ms on the two books, 9.4 ms at 100k rows.
 */
@@ -62,7 +63,7 @@ BEGIN
     FOR v_hit IN
         SELECT h.id, h.source_file, h.parent_source_file, h.content_token_count, h.rank
         FROM rag.search(p_query, p_query_embedding, p_mode, p_k, p_book, p_levels, p_node_type, p_within,
-                        p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight) h
+                        p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight) h
         ORDER BY h.rank
     LOOP
         CONTINUE WHEN v_hit.id = ANY(v_ids);

@@ -12,7 +12,8 @@ CREATE OR REPLACE FUNCTION rag.search(
     p_normalisation   TEXT DEFAULT NULL,
     p_bm25_weight     FLOAT8 DEFAULT NULL,
     p_vector_weight   FLOAT8 DEFAULT NULL,
-    p_chapter_weight  FLOAT8 DEFAULT NULL
+    p_chapter_weight  FLOAT8 DEFAULT NULL,
+    p_cite_weight     FLOAT8 DEFAULT NULL
 ) RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
@@ -27,7 +28,7 @@ Any other mode is an error naming it. The CLI, rag.build_context and the MCP ser
 function, so the list above is the product's one list of modes.
 Parameters: as in the function called; p_within restricts every mode to a node's subtree;
 p_fusion, p_normalisation, p_bm25_weight, p_vector_weight (NULL = rag._fusion_settings()) are
-used by 'hybrid' and 'two-stage', p_chapter_weight by 'hybrid'.
+used by 'hybrid' and 'two-stage', p_chapter_weight and p_cite_weight by 'hybrid'.
 Cost: the called function's (one extra PL/pgSQL call).
 */
 BEGIN
@@ -42,7 +43,8 @@ BEGIN
     IF p_mode = 'hybrid' THEN
         RETURN QUERY SELECT * FROM rag.search_hybrid(p_query, p_query_embedding, p_k, p_book, p_levels, p_node_type,
             p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight, p_fusion => p_fusion,
-            p_normalisation => p_normalisation, p_chapter_weight => p_chapter_weight, p_within => p_within);
+            p_normalisation => p_normalisation, p_chapter_weight => p_chapter_weight, p_within => p_within,
+            p_cite_weight => p_cite_weight);
     ELSIF p_mode = 'two-stage' THEN
         RETURN QUERY SELECT * FROM rag.search_two_stage(p_query, p_query_embedding, p_k, p_book, p_within => p_within,
             p_fusion => p_fusion, p_normalisation => p_normalisation, p_bm25_weight => p_bm25_weight,

@@ -14,7 +14,8 @@ CREATE OR REPLACE FUNCTION rag.search_hybrid(
     p_fusion          TEXT DEFAULT NULL,
     p_normalisation   TEXT DEFAULT NULL,
     p_chapter_weight  FLOAT8 DEFAULT NULL,
-    p_within          TEXT DEFAULT NULL
+    p_within          TEXT DEFAULT NULL,
+    p_cite_weight     FLOAT8 DEFAULT NULL
 ) RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
@@ -42,6 +43,12 @@ a candidate; section_score carries that chapter value. Other levels keep score =
 (section_score NULL). To let chapter summaries compete when p_levels or p_node_type would
 exclude them, the branches then also take level-1 rows, and the filters are applied to the
 fused result (so fewer than p_k rows may come back in rare cases).
+Citation-aware ranking (p_cite_weight > 0): the paragraphs a candidate chapter-summary chunk
+cites with its anchors ([§12–14], rag.citations) join the candidates even when no branch found
+them (their BM25 value is the branch floor, their vector value their own similarity normalised
+like the branch's); a paragraph then takes a share cite_weight of its score from the best fused
+score of the candidate chunks citing it (the floor when none does):
+score = (1 - chapter_weight - cite_weight) * fused + chapter_weight * chapter + cite_weight * cite.
 Ties are broken by the best branch rank, then id. Each row carries its branch ranks and raw
 scores (NULL where the chunk was not in that branch's pool).
 Parameters:
@@ -53,10 +60,10 @@ Parameters:
   p_pool             candidates taken from each branch, 1..1000 (default 40; at least p_k): the
                      HNSW scan's ef_search is raised to it, so 40 costs what a top-10 kNN costs.
   p_rrf_k            the RRF constant (default 60), >= 1; used by 'rrf' only.
-  p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight:
+  p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight:
                      NULL = the default; defaults and bounds are rag._fusion_settings's (convex,
-                     zscore, 0.5, 0.5, 0.4; names 'rrf'|'convex' and 'minmax'|'zscore', weights
-                     finite, >= 0 and not both 0, chapter_weight 0..1).
+                     zscore, 0.5, 0.5, 0.4, cite 0; names 'rrf'|'convex' and 'minmax'|'zscore',
+                     weights finite, >= 0 and not both 0, chapter and cite weights 0..1, sum <= 1).
 Rows without an embedding compete on BM25 alone.
 Cost: a pg_search top-N scan and an HNSW scan of p_pool rows each (two small dynamic
 statements), then one static statement (cached plan) fusing at most 2 x p_pool candidates in
@@ -76,6 +83,10 @@ DECLARE
     v_node_type  TEXT := p_node_type;
     v_refilter   BOOLEAN := false;
     v_floor      FLOAT8;
+    v_mean       FLOAT8;  -- the vector branch's raw scores: what a cited paragraph's similarity is normalised by
+    v_sd         FLOAT8;
+    v_min        FLOAT8;
+    v_max        FLOAT8;
     -- each branch's candidates, best first: id, normalised x, raw score, level, node_type,
     -- source_file, parent; and the branch's floor
     b_id INT[]; b_x FLOAT8[]; b_s FLOAT8[]; b_lvl INT[]; b_nt TEXT[]; b_sf TEXT[]; b_pf TEXT[]; b_floor FLOAT8;
@@ -90,7 +101,8 @@ DECLARE
         'FROM (%s) c0) c';
 BEGIN
     PERFORM rag._check_search_args(p_query, p_k, p_book, p_levels, p_node_type);
-    SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight);
+    SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight,
+                                               p_chapter_weight, p_cite_weight);
     IF p_rrf_k IS NULL OR p_rrf_k < 1 THEN
         RAISE EXCEPTION 'rrf_k must be >= 1, got %', coalesce(p_rrf_k::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
@@ -127,6 +139,7 @@ BEGIN
     END IF;
     b_floor := coalesce(b_floor, 0);
     v_floor_v := coalesce(v_floor_v, 0);
+    SELECT avg(x), stddev_pop(x), min(x), max(x) INTO v_mean, v_sd, v_min, v_max FROM unnest(v_s) AS x;
     -- what a row absent from both branches would score: a chapter summary that is no candidate
     v_floor := CASE WHEN st.fusion = 'rrf' THEN 0
                     ELSE (st.bm25_weight * b_floor + st.vector_weight * v_floor_v) / (st.bm25_weight + st.vector_weight) END;
@@ -143,14 +156,41 @@ BEGIN
         FROM unnest(b_id, b_x, b_s, b_lvl, b_nt, b_sf, b_pf) WITH ORDINALITY AS b(id, x, s, lvl, nt, sf, pf, r)
         FULL JOIN unnest(v_id, v_x, v_s, v_lvl, v_nt, v_sf, v_pf) WITH ORDINALITY AS v(id, x, s, lvl, nt, sf, pf, r)
           ON b.id = v.id
+    ), cited AS (  -- paragraphs cited by candidate chapter-summary chunks: the best citing chunk's score
+        SELECT n.id, max(f.fused) AS cite
+        FROM f
+        JOIN rag.hierarchical_content_nodes s ON s.id = f.id
+        JOIN rag.citations ci ON ci.source_file = s.source_file AND ci.chunk_index = s.chunk_index
+        JOIN rag.hierarchical_content_nodes n ON n.source_file = ci.cited_source_file AND n.paragraph = ci.cited_paragraph
+        WHERE st.cite_weight > 0 AND f.lvl = 1 AND ci.cited_paragraph IS NOT NULL
+          AND (p_levels IS NULL OR 0 = ANY(p_levels)) AND (p_node_type IS NULL OR p_node_type = 'source')
+          AND (p_parent_files IS NULL OR n.parent_source_file = ANY(p_parent_files))
+          AND (v_within IS NULL OR n.id = ANY(v_within))
+        GROUP BY n.id
+    ), f2 AS (  -- the candidates, and cited paragraphs no branch found (BM25 floor, own similarity)
+        SELECT f.*, ct.cite FROM f LEFT JOIN cited ct ON ct.id = f.id
+        UNION ALL
+        SELECT n.id, NULL, NULL, NULL, NULL, n.level, n.node_type, n.source_file, n.parent_source_file,
+               CASE WHEN st.fusion = 'rrf' THEN 0
+                    ELSE (st.bm25_weight * b_floor + st.vector_weight * coalesce(
+                             CASE WHEN n.embedding IS NULL OR n.embedding_model IS DISTINCT FROM v_model THEN NULL
+                                  WHEN st.normalisation = 'minmax'
+                                  THEN ((1 - (n.embedding <=> p_query_embedding)) - v_min) / nullif(v_max - v_min, 0)
+                                  ELSE ((1 - (n.embedding <=> p_query_embedding)) - v_mean) / nullif(v_sd, 0) END,
+                             v_floor_v)) / (st.bm25_weight + st.vector_weight) END,
+               ct.cite
+        FROM cited ct JOIN rag.hierarchical_content_nodes n ON n.id = ct.id
+        WHERE NOT EXISTS (SELECT 1 FROM f WHERE f.id = ct.id)
     ), ch AS (  -- each chapter summary among the candidates: its best chunk
         SELECT f.sf, max(f.fused) AS cs FROM f WHERE f.lvl = 1 AND st.chapter_weight > 0 GROUP BY f.sf
     ), c AS (
         SELECT f.*, CASE WHEN f.lvl = 0 AND st.chapter_weight > 0 THEN coalesce(ch.cs, v_floor) END AS cs
-        FROM f LEFT JOIN ch ON ch.sf = f.pf
+        FROM f2 AS f LEFT JOIN ch ON ch.sf = f.pf
     ), top AS (
         SELECT f.id, f.br, f.bs, f.vr, f.vs, f.cs,
-               CASE WHEN f.cs IS NULL THEN f.fused ELSE (1 - st.chapter_weight) * f.fused + st.chapter_weight * f.cs END AS score
+               CASE WHEN f.lvl <> 0 THEN f.fused
+                    ELSE (1 - st.chapter_weight - st.cite_weight) * f.fused
+                         + st.chapter_weight * coalesce(f.cs, 0) + st.cite_weight * coalesce(f.cite, v_floor) END AS score
         FROM c AS f
         WHERE NOT v_refilter OR ((p_levels IS NULL OR f.lvl = ANY(p_levels)) AND (p_node_type IS NULL OR f.nt = p_node_type))
         ORDER BY score DESC, least(f.br, f.vr), f.id
