@@ -9,18 +9,35 @@ from bookrag.config import load_settings
 from bookrag.errors import BookragError
 
 
+Cited = dict[tuple[str, int], list[dict[str, Any]]]
+
+
 def cite(row: dict[str, Any]) -> str:
-    return f"{row['heading_path']} — {row['source_file']} §{row['chunk_index']}"
+    return f"{row['heading_path']} — {row['source_file']} chunk {row['chunk_index']}"
+
+
+def book_paragraphs(cited: list[dict[str, Any]]) -> str:
+    """'…/source.md §4, §5' for the paragraphs a summary chunk cites."""
+    by_file: dict[str, list[int]] = {}
+    for c in cited:
+        if c["paragraph"] not in by_file.setdefault(c["source_file"], []):
+            by_file[c["source_file"]].append(c["paragraph"])
+    return "; ".join(f"{f} {', '.join(f'§{p}' for p in ps)}" for f, ps in by_file.items())
 
 
 def numbered_sources(rows: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
     return list(enumerate(rows, start=1))
 
 
-def answer_with_llm(question: str, rows: list[dict[str, Any]]) -> str:
+def answer_with_llm(question: str, rows: list[dict[str, Any]], cited: Cited | None = None) -> str:
     from openai import OpenAI
 
-    sources = "\n\n".join(f"[{n}] ({row['heading_path']})\n{row['content']}" for n, row in numbered_sources(rows))
+    cited = cited or {}
+    sources = "\n\n".join(
+        f"[{n}] ({row['heading_path']})\n{row['content']}"
+        + (f"\n(passages du livre résumés ici : {book_paragraphs(cited[(row['source_file'], row['chunk_index'])])})"
+           if cited.get((row["source_file"], row["chunk_index"])) else "")
+        for n, row in numbered_sources(rows))
     prompt = (
         "Réponds à la question en français, uniquement à partir des extraits numérotés ci-dessous, "
         "en citant chaque affirmation par son numéro entre crochets, par exemple [2]. "
@@ -37,15 +54,17 @@ def answer_with_llm(question: str, rows: list[dict[str, Any]]) -> str:
     return (resp.choices[0].message.content or "").strip()
 
 
-def render_answer(question: str, rows: list[dict[str, Any]]) -> str:
+def render_answer(question: str, rows: list[dict[str, Any]], cited: Cited | None = None) -> str:
     """The answer text: the LLM's when configured, else the passages themselves, numbered,
-    hits first, each under its citation."""
+    in reading order, each under its citation; a summary passage also names the book's
+    paragraphs its anchors cite, and quotes the first of them."""
+    cited = cited or {}
     if not rows:
         return f"Question : {question}\nNo passage of the loaded books matches this question."
     lines = [f"Question : {question}", ""]
     llm = load_settings().llm_model
     if llm:
-        lines += [answer_with_llm(question, rows), ""]
+        lines += [answer_with_llm(question, rows, cited), ""]
     else:
         lines += ["(No LLM configured: the answer is the cited passages, in reading order; "
                   "set BOOKRAG_LLM_MODEL and OPENAI_BASE_URL for a written answer.)", ""]
@@ -54,4 +73,10 @@ def render_answer(question: str, rows: list[dict[str, Any]]) -> str:
         lines.append(f"[{n}] {cite(row)}  ({role}, level {row['level']})")
         if not llm:
             lines.append("    " + row["content"])
+        behind = cited.get((row["source_file"], row["chunk_index"]))
+        if behind:
+            lines.append(f"    cites the book: {book_paragraphs(behind)}")
+            if not llm:
+                first = behind[0]["content"]
+                lines.append(f"      §{behind[0]['paragraph']} « {first if len(first) <= 300 else first[:300] + '…'} »")
     return "\n".join(lines)

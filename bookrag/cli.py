@@ -201,7 +201,7 @@ def cmd_search(args: argparse.Namespace, s: Settings) -> None:
 
     req = SearchRequest(args.query, args.mode, args.k, args.book, args.levels, args.expand == "parent", args.budget,
                         args.within, args.fusion, args.normalisation, args.bm25_weight, args.vector_weight,
-                        args.chapter_weight, args.cite_weight)
+                        args.chapter_weight, args.cite_weight, args.expand == "cited")
     conn = _conn(s, migrate=False)
     try:
         if args.budget is not None:
@@ -226,10 +226,15 @@ def _print_hits(rows: list[dict], as_json: bool) -> None:
         if r.get("section_score") is not None:
             branches.append(f"chapter {r['section_score']:.2f}")
         print(f"{r['rank']:>2}. [{r['score']:.4f}] {r['heading_path']}  ({', '.join(branches)})")
-        print(f"    {r['source_file']} §{r['chunk_index']}  level {r['level']}, {r['content_token_count']} tokens")
+        print(f"    {r['source_file']} chunk {r['chunk_index']}  level {r['level']}, {r['content_token_count']} tokens")
         print("    " + _clip(r["content"], 400))
+        for c in r.get("cites") or []:
+            marks = ", ".join(f"§{p}" for p in c["paragraphs"] or [])
+            print(f"      cites {c['source_file']}{' ' + marks if marks else ''}")
         for p in r.get("parent") or []:
-            print(f"      ↳ parent {p['source_file']} §{p['chunk_index']}: {_clip(p['content'], 300)}")
+            print(f"      ↳ parent {p['source_file']} chunk {p['chunk_index']}: {_clip(p['content'], 300)}")
+        for c in r.get("cited") or []:
+            print(f"      ↳ cited {c['source_file']} §{c['paragraph']}: {_clip(c['content'], 300)}")
     if not rows and not as_json:
         print("no match")
 
@@ -239,7 +244,7 @@ def _print_context(rows: list[dict], as_json: bool) -> None:
         if as_json:
             print(json.dumps(r, ensure_ascii=False, default=str))
         else:
-            print(f"[{r['role']} of hit {r['hit_rank']}] {r['heading_path']} — {r['source_file']} §{r['chunk_index']} "
+            print(f"[{r['role']} of hit {r['hit_rank']}] {r['heading_path']} — {r['source_file']} chunk {r['chunk_index']} "
                   f"({r['content_token_count']} tokens, total {r['used_tokens']})")
             print("    " + _clip(r["content"], 600))
 
@@ -253,14 +258,15 @@ def _clip(text: str, n: int) -> str:
          "bookrag ask \"Quelle est la thèse de la Pétition des fabricants de chandelles ?\"")
 def cmd_ask(args: argparse.Namespace, s: Settings) -> None:
     from bookrag.ask import render_answer
-    from bookrag.search import SearchRequest, build_context
+    from bookrag.search import SearchRequest, build_context, cited_rows
 
     conn = _conn(s, migrate=False)
     try:
         rows = build_context(conn, SearchRequest(args.question, args.mode, args.k, args.book, None, True, args.budget))
+        cited = cited_rows(conn, rows)
     finally:
         conn.close()
-    print(render_answer(args.question, rows))
+    print(render_answer(args.question, rows, cited))
 
 
 @command("embed", "Print a query's embedding (corpus model, query role) as a pgvector literal, for psql.",
@@ -384,7 +390,8 @@ def build_parser() -> argparse.ArgumentParser:
     p["search"].add_argument("query")
     p["search"].add_argument("--k", type=int, default=10)
     p["search"].add_argument("--levels", type=level_list, help="comma-separated levels, e.g. 0 or 1,2")
-    p["search"].add_argument("--expand", choices=("parent", "none"), default="none")
+    p["search"].add_argument("--expand", choices=("parent", "cited", "none"), default="none",
+                             help="parent: each hit's parent node; cited: the paragraphs a summary hit's anchors cite")
     p["search"].add_argument("--budget", type=int, help="build a context within this many tokens (search + parent expansion)")
     p["search"].add_argument("--json", action="store_true", help="one JSON object per hit")
     p["ask"].add_argument("question")

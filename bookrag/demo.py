@@ -8,7 +8,7 @@ from bookrag import db
 from bookrag.ask import render_answer
 from bookrag.config import Settings
 from bookrag.migrate import apply_migrations
-from bookrag.search import SearchRequest, build_context
+from bookrag.search import SearchRequest, build_context, cited_rows
 from loader.check import check_corpus
 from loader.embedding import get_embedder
 from loader.gutenberg import prepare_book
@@ -46,7 +46,7 @@ def run_demo(settings: Settings, questions: list[str] | None = None) -> None:
         print(f"ready in {time.perf_counter() - t0:.1f} s\n")
         for q in questions or QUESTIONS:
             rows = build_context(conn, SearchRequest(q, "hybrid", 6, None, None, True, 2500))
-            print(render_answer(q, rows))
+            print(render_answer(q, rows, cited_rows(conn, rows)))
             print()
     finally:
         conn.close()

@@ -45,6 +45,7 @@ class SearchRequest:
     vector_weight: float | None = None
     chapter_weight: float | None = None
     cite_weight: float | None = None
+    expand_cited: bool = False  # attach the rows a summary hit's anchors cite (its source paragraphs)
 
     def params(self) -> dict[str, Any]:
         """The values every rag.search / rag.build_context call binds (the query vector apart)."""
@@ -120,6 +121,17 @@ PARENT_EXPANSION = (", (SELECT coalesce(json_agg(row_to_json(p) ORDER BY p.chunk
                     "FROM rag.get_node(h.parent_source_file) p) AS parent")
 
 
+#: What a summary hit's anchors cite, compactly: [{source_file, paragraphs}] (empty for paragraphs).
+CITES = (", (SELECT coalesce(json_agg(json_build_object('source_file', c.f, 'paragraphs', c.p) ORDER BY c.f), '[]'::json) "
+         "FROM (SELECT cited_source_file AS f, array_agg(cited_paragraph ORDER BY cited_paragraph) "
+         "FILTER (WHERE cited_paragraph IS NOT NULL) AS p FROM rag.citations "
+         "WHERE source_file = h.source_file AND chunk_index = h.chunk_index GROUP BY cited_source_file) c) AS cites")
+
+#: The rows a summary hit cites (rag.get_citations), as a JSON array in reading order.
+CITED_EXPANSION = (", (SELECT coalesce(json_agg(row_to_json(c) ORDER BY c.node_order, c.chunk_index), '[]'::json) "
+                   "FROM rag.get_citations(h.source_file, h.chunk_index) c) AS cited")
+
+
 def _fetch(conn: psycopg.Connection, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     try:
         with conn.cursor(row_factory=dict_row) as cur:
@@ -141,8 +153,8 @@ def search(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray |
         embedding = embed_query(conn, query)
     if req.mode == "vector" and embedding is None:
         raise BookragError("no vectors are loaded: vector search needs an embedded corpus (try --mode bm25)")
-    parent = PARENT_EXPANSION if req.expand_parent else ""
-    return _fetch(conn, f"SELECT h.*{parent} FROM {SEARCH_CALL} h ORDER BY h.rank",
+    extra = CITES + (PARENT_EXPANSION if req.expand_parent else "") + (CITED_EXPANSION if req.expand_cited else "")
+    return _fetch(conn, f"SELECT h.*{extra} FROM {SEARCH_CALL} h ORDER BY h.rank",
                   {**req.params(), "q": query, "e": embedding})
 
 
@@ -157,6 +169,16 @@ def build_context(conn: psycopg.Connection, req: SearchRequest, embedding: np.nd
     return _fetch(conn, f"SELECT * FROM {CONTEXT_CALL}",
                   {**req.params(), "q": query, "e": embedding, "budget": 3000 if req.budget is None else req.budget,
                    "expand": req.expand_parent})
+
+
+def cited_rows(conn: psycopg.Connection, rows: list[dict[str, Any]]) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """For each summary row of a context, the rows its anchors cite (rag.get_citations), by (source_file, chunk_index)."""
+    out: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["node_type"] == "summary":
+            out[(r["source_file"], r["chunk_index"])] = _fetch(
+                conn, "SELECT * FROM rag.get_citations(%(f)s, %(c)s)", {"f": r["source_file"], "c": r["chunk_index"]})
+    return out
 
 
 def vector_literal(vec: np.ndarray) -> str:

@@ -16,12 +16,18 @@ class Citation(BaseModel):
     chunk_index: int
 
 
+class Cites(BaseModel):
+    source_file: str = Field(description="the cited file: the section's source.md, or a child summary")
+    paragraphs: list[int] | None = Field(None, description="its paragraphs (§N, 1-based) the anchors name; none = the whole node")
+
+
 class Chunk(BaseModel):
     citation: Citation
     level: int
     node_type: str
     content: str
     tokens: int
+    cites: list[Cites] | None = Field(None, description="summaries: what this chunk's anchors cite (the book's own paragraphs)")
 
 
 class Hit(Chunk):
@@ -31,6 +37,7 @@ class Hit(Chunk):
     vector_rank: int | None = None
     section_score: float | None = None
     parent: list[Chunk] | None = Field(None, description="the parent node's rows, when expand_parent")
+    cited: list[Chunk] | None = Field(None, description="a summary hit: the rows its anchors cite, when expand_cited")
 
 
 class ContextChunk(Chunk):

@@ -38,7 +38,7 @@ from bookrag import db
 from bookrag.config import Settings
 from bookrag.errors import BookragError
 from bookrag.search import Fusion, Mode, Normalisation, SearchRequest, build_context, check_query, embed_query, search
-from mcp_server.models import (Book, Books, Children, Chunk, ContextChunk, Hit, LeftOut, Node, Outline, OutlineEntry,
+from mcp_server.models import (Book, Books, Children, Chunk, Cites, ContextChunk, Hit, LeftOut, Node, Outline, OutlineEntry,
                                SearchResult, SqlResult)
 from mcp_server.sql_guard import UnsafeSQL, check_select
 
@@ -142,6 +142,7 @@ def search_tool(
     book: Annotated[str | None, Field(description="restrict to one book (see list_books)")] = None,
     levels: Annotated[list[Annotated[int, Field(ge=0, le=3)]] | None, Field(min_length=1, description="0 paragraphs, 1 chapter summaries, 2 part summaries, 3 book summary; omit for all levels")] = None,
     expand_parent: Annotated[bool, Field(description="attach each hit's parent node (its chapter or part summary)")] = False,
+    expand_cited: Annotated[bool, Field(description="attach to each summary hit the book's paragraphs its sentences cite (quote those, not the summary)")] = False,
     token_budget: Annotated[int | None, Field(ge=50, le=20000, description="also build a reading-order context (hits + parents) within this many tokens")] = None,
     within: Annotated[str | None, Field(max_length=500, description=(
         "a source_file: search only inside that node and below it. After a first search has found the right "
@@ -166,12 +167,13 @@ def search_tool(
             emb = embed_query(conn, query) if mode != "bm25" else None
         conn.rollback()
         req = SearchRequest(query, mode, k, book, levels, expand_parent, token_budget, within,
-                            fusion, normalisation, bm25_weight, vector_weight, chapter_weight, cite_weight)
+                            fusion, normalisation, bm25_weight, vector_weight, chapter_weight, cite_weight, expand_cited)
         hits = search(conn, req, emb)
         out = SearchResult(query=query, mode=mode, hits=[
             Hit(**_chunk(h), rank=h["rank"], score=h["score"], bm25_rank=h["bm25_rank"], vector_rank=h["vector_rank"],
-                section_score=h["section_score"],
-                parent=[Chunk(**_chunk(p)) for p in h["parent"]] if expand_parent else None)
+                section_score=h["section_score"], cites=h["cites"] or None,
+                parent=[Chunk(**_chunk(p)) for p in h["parent"]] if expand_parent else None,
+                cited=[Chunk(**_chunk(c)) for c in h["cited"]] if expand_cited else None)
             for h in hits])
         if token_budget:
             rows = build_context(conn, replace(req, k=min(k, 20), expand_parent=True), emb)
@@ -186,11 +188,21 @@ def get_node(
     ctx: Context,
     source_file: Annotated[str, Field(min_length=1, max_length=500, description="a citation's source_file, e.g. corpus/<book>/.../summary.md")],
 ) -> Node:
-    """A node's full text (all its chunks, in order) and metadata, by source file."""
-    rows = with_connection(_state(ctx), lambda conn: _rows(conn, "SELECT * FROM rag.get_node(%s)", (source_file,)))
+    """A node's full text (all its chunks, in order) and metadata, by source file; a summary's chunks list the book's paragraphs their anchors cite."""
+    def go(conn: psycopg.Connection) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        return (_rows(conn, "SELECT * FROM rag.get_node(%s)", (source_file,)),
+                _rows(conn, "SELECT c.chunk_index, c.cited_source_file AS source_file, array_agg(c.cited_paragraph "
+                            "ORDER BY c.cited_paragraph) FILTER (WHERE c.cited_paragraph IS NOT NULL) AS paragraphs "
+                            "FROM rag.citations c WHERE c.source_file = %s GROUP BY 1, 2 ORDER BY 1, 2", (source_file,)))
+
+    rows, cites = with_connection(_state(ctx), go)
     if not rows:
         raise _no_node(source_file)
-    return _node(rows)
+    node = _node(rows)
+    for chunk in node.chunks:
+        chunk.cites = [Cites(source_file=c["source_file"], paragraphs=c["paragraphs"])
+                       for c in cites if c["chunk_index"] == chunk.citation.chunk_index] or None
+    return node
 
 
 def get_parent(

@@ -1,4 +1,4 @@
--- 0006_score_fusion_within_citations: score fusion (convex combination with min-max or z-score normalisation, or RRF), chapter-aware ranking, search inside a subtree (within), rag.search as the one entry point (issue 10); rag.get_citations (issue 11)
+-- 0006_score_fusion_within_citations: score fusion (convex combination with min-max or z-score normalisation, or RRF), chapter-aware and citation-aware ranking, search inside a subtree (within), rag.search as the one entry point (issues 10, 11); rag.get_citations (issue 11)
 -- depends: 0005_paragraphs_and_citations
 
 -- Signatures or row types changed: drop what CREATE OR REPLACE cannot change.
@@ -93,7 +93,7 @@ and the kNN branch filters the same rows. Cost: string concatenation only.
     );
 $$;
 
--- function: _fusion_settings sha256:ba96c3afa11ce9737e9ab765c27910a0a43746d9fa9e9c50e208a53ddaadab01
+-- function: _fusion_settings sha256:6c52e9d6451235d884d979bfc0c01cfa24327c089d7ac499730192dba0274470
 -- The fusion settings of a hybrid search: the defaults and the bounds, defined here only.
 CREATE OR REPLACE FUNCTION rag._fusion_settings(
     p_fusion         TEXT,
@@ -101,11 +101,13 @@ CREATE OR REPLACE FUNCTION rag._fusion_settings(
     p_bm25_weight    FLOAT8,
     p_vector_weight  FLOAT8,
     p_chapter_weight FLOAT8,
+    p_cite_weight    FLOAT8 DEFAULT NULL,
     OUT fusion         TEXT,
     OUT normalisation  TEXT,
     OUT bm25_weight    FLOAT8,
     OUT vector_weight  FLOAT8,
-    OUT chapter_weight FLOAT8
+    OUT chapter_weight FLOAT8,
+    OUT cite_weight    FLOAT8
 )
 LANGUAGE plpgsql IMMUTABLE
 AS $$
@@ -125,6 +127,9 @@ evalset, checked on the other; docs/decisions/0011-score-fusion.md):
                  finite and >= 0, not both 0.
   chapter_weight share of a paragraph's score taken from its chapter summary's fused score,
                  within 0..1 (default 0.4).
+  cite_weight    share of a paragraph's score taken from the best candidate summary chunk whose
+                 anchors cite it (docs/anchors.md), within 0..1, chapter_weight + cite_weight
+                 at most 1 (default 0: measured, see README).
 Bad values raise invalid_parameter_value (22023) naming the value; Python, the CLI and the MCP
 server pass values through and show this message.
 Cost: a few comparisons.
@@ -135,6 +140,7 @@ BEGIN
     bm25_weight    := coalesce(p_bm25_weight, 0.5);
     vector_weight  := coalesce(p_vector_weight, 0.5);
     chapter_weight := coalesce(p_chapter_weight, 0.4);
+    cite_weight    := coalesce(p_cite_weight, 0);
     IF fusion NOT IN ('rrf', 'convex') THEN
         RAISE EXCEPTION 'fusion must be ''rrf'' or ''convex'', got "%"', fusion
             USING ERRCODE = 'invalid_parameter_value';
@@ -154,6 +160,10 @@ BEGIN
     IF NOT chapter_weight BETWEEN 0 AND 1 THEN
         RAISE EXCEPTION 'chapter_weight must be within 0..1, got %', chapter_weight
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT cite_weight BETWEEN 0 AND 1 OR chapter_weight + cite_weight > 1 THEN
+        RAISE EXCEPTION 'cite_weight must be within 0..1 and chapter_weight + cite_weight at most 1, got % and %',
+            cite_weight, chapter_weight USING ERRCODE = 'invalid_parameter_value';
     END IF;
 END
 $$;
@@ -203,7 +213,7 @@ BEGIN
 END
 $$;
 
--- function: build_context sha256:7b7e78d56a1fd6d364582d13bbbba4de8465dbba1a9c6d883240651c43e825f6
+-- function: build_context sha256:2938f453bc65fc5f81225f0bca164a59401b9ec0a6836c4ff59e7113d153b510
 -- rag.build_context: search + parent expansion + deduplication within a token budget, ordered for reading.
 CREATE OR REPLACE FUNCTION rag.build_context(
     p_query           TEXT,
@@ -220,7 +230,8 @@ CREATE OR REPLACE FUNCTION rag.build_context(
     p_normalisation   TEXT DEFAULT NULL,
     p_bm25_weight     FLOAT8 DEFAULT NULL,
     p_vector_weight   FLOAT8 DEFAULT NULL,
-    p_chapter_weight  FLOAT8 DEFAULT NULL
+    p_chapter_weight  FLOAT8 DEFAULT NULL,
+    p_cite_weight     FLOAT8 DEFAULT NULL
 ) RETURNS SETOF rag.context_row
 LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
@@ -243,7 +254,7 @@ Parameters:
   p_expand   add each hit's parent node (default true).
   p_mode     which search ranks the hits (default 'hybrid').
   p_within   NULL or a source_file: hits only from that node's subtree (parents may lie above it).
-  p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight: passed to
+  p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight: passed to
              rag.search (NULL = rag._fusion_settings()).
 Cost: one search plus one indexed lookup per hit; p50 2.8 ms on the two books, 9.4 ms at 100k rows.
 */
@@ -268,7 +279,7 @@ BEGIN
     FOR v_hit IN
         SELECT h.id, h.source_file, h.parent_source_file, h.content_token_count, h.rank
         FROM rag.search(p_query, p_query_embedding, p_mode, p_k, p_book, p_levels, p_node_type, p_within,
-                        p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight) h
+                        p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight) h
         ORDER BY h.rank
     LOOP
         CONTINUE WHEN v_hit.id = ANY(v_ids);
@@ -360,7 +371,7 @@ BEGIN
 END
 $$;
 
--- function: search sha256:89bb5d42434ddd2634d76f7dfa8c0a34762af408fd88413312ffb88fd459284d
+-- function: search sha256:cf9de8439a0132e56ecde0a4abb7d77f8f84506bd502adc4aa0032032a9c742e
 -- rag.search: one entry point for every search mode (the mode list is defined and checked here).
 CREATE OR REPLACE FUNCTION rag.search(
     p_query           TEXT,
@@ -375,7 +386,8 @@ CREATE OR REPLACE FUNCTION rag.search(
     p_normalisation   TEXT DEFAULT NULL,
     p_bm25_weight     FLOAT8 DEFAULT NULL,
     p_vector_weight   FLOAT8 DEFAULT NULL,
-    p_chapter_weight  FLOAT8 DEFAULT NULL
+    p_chapter_weight  FLOAT8 DEFAULT NULL,
+    p_cite_weight     FLOAT8 DEFAULT NULL
 ) RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
@@ -390,7 +402,7 @@ Any other mode is an error naming it. The CLI, rag.build_context and the MCP ser
 function, so the list above is the product's one list of modes.
 Parameters: as in the function called; p_within restricts every mode to a node's subtree;
 p_fusion, p_normalisation, p_bm25_weight, p_vector_weight (NULL = rag._fusion_settings()) are
-used by 'hybrid' and 'two-stage', p_chapter_weight by 'hybrid'.
+used by 'hybrid' and 'two-stage', p_chapter_weight and p_cite_weight by 'hybrid'.
 Cost: the called function's (one extra PL/pgSQL call).
 */
 BEGIN
@@ -405,7 +417,8 @@ BEGIN
     IF p_mode = 'hybrid' THEN
         RETURN QUERY SELECT * FROM rag.search_hybrid(p_query, p_query_embedding, p_k, p_book, p_levels, p_node_type,
             p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight, p_fusion => p_fusion,
-            p_normalisation => p_normalisation, p_chapter_weight => p_chapter_weight, p_within => p_within);
+            p_normalisation => p_normalisation, p_chapter_weight => p_chapter_weight, p_within => p_within,
+            p_cite_weight => p_cite_weight);
     ELSIF p_mode = 'two-stage' THEN
         RETURN QUERY SELECT * FROM rag.search_two_stage(p_query, p_query_embedding, p_k, p_book, p_within => p_within,
             p_fusion => p_fusion, p_normalisation => p_normalisation, p_bm25_weight => p_bm25_weight,
@@ -465,7 +478,7 @@ BEGIN
 END
 $$;
 
--- function: search_hybrid sha256:0f4bcdfa3133a0e984e785f86ff56a07a2476a96c6c5600b5bebfcf3633307a2
+-- function: search_hybrid sha256:618b893039e8d8ddecfea268bab0fc97ff1246b3774e4029d67c49720744709f
 -- rag.search_hybrid: BM25 + kNN fused in one statement (normalised score combination or RRF), optionally chapter-aware.
 CREATE OR REPLACE FUNCTION rag.search_hybrid(
     p_query           TEXT,
@@ -482,7 +495,8 @@ CREATE OR REPLACE FUNCTION rag.search_hybrid(
     p_fusion          TEXT DEFAULT NULL,
     p_normalisation   TEXT DEFAULT NULL,
     p_chapter_weight  FLOAT8 DEFAULT NULL,
-    p_within          TEXT DEFAULT NULL
+    p_within          TEXT DEFAULT NULL,
+    p_cite_weight     FLOAT8 DEFAULT NULL
 ) RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
@@ -510,6 +524,12 @@ a candidate; section_score carries that chapter value. Other levels keep score =
 (section_score NULL). To let chapter summaries compete when p_levels or p_node_type would
 exclude them, the branches then also take level-1 rows, and the filters are applied to the
 fused result (so fewer than p_k rows may come back in rare cases).
+Citation-aware ranking (p_cite_weight > 0): the paragraphs a candidate chapter-summary chunk
+cites with its anchors ([§12–14], rag.citations) join the candidates even when no branch found
+them (their BM25 value is the branch floor, their vector value their own similarity normalised
+like the branch's); a paragraph then takes a share cite_weight of its score from the best fused
+score of the candidate chunks citing it (the floor when none does):
+score = (1 - chapter_weight - cite_weight) * fused + chapter_weight * chapter + cite_weight * cite.
 Ties are broken by the best branch rank, then id. Each row carries its branch ranks and raw
 scores (NULL where the chunk was not in that branch's pool).
 Parameters:
@@ -521,10 +541,10 @@ Parameters:
   p_pool             candidates taken from each branch, 1..1000 (default 40; at least p_k): the
                      HNSW scan's ef_search is raised to it, so 40 costs what a top-10 kNN costs.
   p_rrf_k            the RRF constant (default 60), >= 1; used by 'rrf' only.
-  p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight:
+  p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight:
                      NULL = the default; defaults and bounds are rag._fusion_settings's (convex,
-                     zscore, 0.5, 0.5, 0.4; names 'rrf'|'convex' and 'minmax'|'zscore', weights
-                     finite, >= 0 and not both 0, chapter_weight 0..1).
+                     zscore, 0.5, 0.5, 0.4, cite 0; names 'rrf'|'convex' and 'minmax'|'zscore',
+                     weights finite, >= 0 and not both 0, chapter and cite weights 0..1, sum <= 1).
 Rows without an embedding compete on BM25 alone.
 Cost: a pg_search top-N scan and an HNSW scan of p_pool rows each (two small dynamic
 statements), then one static statement (cached plan) fusing at most 2 x p_pool candidates in
@@ -544,6 +564,10 @@ DECLARE
     v_node_type  TEXT := p_node_type;
     v_refilter   BOOLEAN := false;
     v_floor      FLOAT8;
+    v_mean       FLOAT8;  -- the vector branch's raw scores: what a cited paragraph's similarity is normalised by
+    v_sd         FLOAT8;
+    v_min        FLOAT8;
+    v_max        FLOAT8;
     -- each branch's candidates, best first: id, normalised x, raw score, level, node_type,
     -- source_file, parent; and the branch's floor
     b_id INT[]; b_x FLOAT8[]; b_s FLOAT8[]; b_lvl INT[]; b_nt TEXT[]; b_sf TEXT[]; b_pf TEXT[]; b_floor FLOAT8;
@@ -558,7 +582,8 @@ DECLARE
         'FROM (%s) c0) c';
 BEGIN
     PERFORM rag._check_search_args(p_query, p_k, p_book, p_levels, p_node_type);
-    SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight);
+    SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight,
+                                               p_chapter_weight, p_cite_weight);
     IF p_rrf_k IS NULL OR p_rrf_k < 1 THEN
         RAISE EXCEPTION 'rrf_k must be >= 1, got %', coalesce(p_rrf_k::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
@@ -595,6 +620,7 @@ BEGIN
     END IF;
     b_floor := coalesce(b_floor, 0);
     v_floor_v := coalesce(v_floor_v, 0);
+    SELECT avg(x), stddev_pop(x), min(x), max(x) INTO v_mean, v_sd, v_min, v_max FROM unnest(v_s) AS x;
     -- what a row absent from both branches would score: a chapter summary that is no candidate
     v_floor := CASE WHEN st.fusion = 'rrf' THEN 0
                     ELSE (st.bm25_weight * b_floor + st.vector_weight * v_floor_v) / (st.bm25_weight + st.vector_weight) END;
@@ -611,14 +637,41 @@ BEGIN
         FROM unnest(b_id, b_x, b_s, b_lvl, b_nt, b_sf, b_pf) WITH ORDINALITY AS b(id, x, s, lvl, nt, sf, pf, r)
         FULL JOIN unnest(v_id, v_x, v_s, v_lvl, v_nt, v_sf, v_pf) WITH ORDINALITY AS v(id, x, s, lvl, nt, sf, pf, r)
           ON b.id = v.id
+    ), cited AS (  -- paragraphs cited by candidate chapter-summary chunks: the best citing chunk's score
+        SELECT n.id, max(f.fused) AS cite
+        FROM f
+        JOIN rag.hierarchical_content_nodes s ON s.id = f.id
+        JOIN rag.citations ci ON ci.source_file = s.source_file AND ci.chunk_index = s.chunk_index
+        JOIN rag.hierarchical_content_nodes n ON n.source_file = ci.cited_source_file AND n.paragraph = ci.cited_paragraph
+        WHERE st.cite_weight > 0 AND f.lvl = 1 AND ci.cited_paragraph IS NOT NULL
+          AND (p_levels IS NULL OR 0 = ANY(p_levels)) AND (p_node_type IS NULL OR p_node_type = 'source')
+          AND (p_parent_files IS NULL OR n.parent_source_file = ANY(p_parent_files))
+          AND (v_within IS NULL OR n.id = ANY(v_within))
+        GROUP BY n.id
+    ), f2 AS (  -- the candidates, and cited paragraphs no branch found (BM25 floor, own similarity)
+        SELECT f.*, ct.cite FROM f LEFT JOIN cited ct ON ct.id = f.id
+        UNION ALL
+        SELECT n.id, NULL, NULL, NULL, NULL, n.level, n.node_type, n.source_file, n.parent_source_file,
+               CASE WHEN st.fusion = 'rrf' THEN 0
+                    ELSE (st.bm25_weight * b_floor + st.vector_weight * coalesce(
+                             CASE WHEN n.embedding IS NULL OR n.embedding_model IS DISTINCT FROM v_model THEN NULL
+                                  WHEN st.normalisation = 'minmax'
+                                  THEN ((1 - (n.embedding <=> p_query_embedding)) - v_min) / nullif(v_max - v_min, 0)
+                                  ELSE ((1 - (n.embedding <=> p_query_embedding)) - v_mean) / nullif(v_sd, 0) END,
+                             v_floor_v)) / (st.bm25_weight + st.vector_weight) END,
+               ct.cite
+        FROM cited ct JOIN rag.hierarchical_content_nodes n ON n.id = ct.id
+        WHERE NOT EXISTS (SELECT 1 FROM f WHERE f.id = ct.id)
     ), ch AS (  -- each chapter summary among the candidates: its best chunk
         SELECT f.sf, max(f.fused) AS cs FROM f WHERE f.lvl = 1 AND st.chapter_weight > 0 GROUP BY f.sf
     ), c AS (
         SELECT f.*, CASE WHEN f.lvl = 0 AND st.chapter_weight > 0 THEN coalesce(ch.cs, v_floor) END AS cs
-        FROM f LEFT JOIN ch ON ch.sf = f.pf
+        FROM f2 AS f LEFT JOIN ch ON ch.sf = f.pf
     ), top AS (
         SELECT f.id, f.br, f.bs, f.vr, f.vs, f.cs,
-               CASE WHEN f.cs IS NULL THEN f.fused ELSE (1 - st.chapter_weight) * f.fused + st.chapter_weight * f.cs END AS score
+               CASE WHEN f.lvl <> 0 THEN f.fused
+                    ELSE (1 - st.chapter_weight - st.cite_weight) * f.fused
+                         + st.chapter_weight * coalesce(f.cs, 0) + st.cite_weight * coalesce(f.cite, v_floor) END AS score
         FROM c AS f
         WHERE NOT v_refilter OR ((p_levels IS NULL OR f.lvl = ANY(p_levels)) AND (p_node_type IS NULL OR f.nt = p_node_type))
         ORDER BY score DESC, least(f.br, f.vr), f.id
@@ -804,22 +857,22 @@ BEGIN
 END
 $$;
 
-GRANT EXECUTE ON FUNCTION rag.build_context(text, vector, int, int, text, int[], text, boolean, text, text, text, text, float8, float8, float8) TO bookrag_reader;
+GRANT EXECUTE ON FUNCTION rag.build_context(text, vector, int, int, text, int[], text, boolean, text, text, text, text, float8, float8, float8, float8) TO bookrag_reader;
 GRANT EXECUTE ON FUNCTION rag.search_bm25(text, int, text, int[], text, text[], text) TO bookrag_reader;
-GRANT EXECUTE ON FUNCTION rag.search_hybrid(text, vector, int, text, int[], text, text[], int, int, float8, float8, text, text, float8, text) TO bookrag_reader;
+GRANT EXECUTE ON FUNCTION rag.search_hybrid(text, vector, int, text, int[], text, text[], int, int, float8, float8, text, text, float8, text, float8) TO bookrag_reader;
 GRANT EXECUTE ON FUNCTION rag.search_two_stage(text, vector, int, text, int, float8, int, text, text, text, float8, float8) TO bookrag_reader;
 GRANT EXECUTE ON FUNCTION rag.search_vector(vector, int, text, int[], text, text[], text) TO bookrag_reader;
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_branch_sql', '04dcb2aa417ca85519c2688f006ba6787c9eb949ec6194f5fea647649ca96041', '0006_score_fusion_within_citations'),
     ('_filter_sql', '2116f6ed2781cc2eed848f6fa4888c54ec77bb07337161439c115c15c1c1a123', '0006_score_fusion_within_citations'),
-    ('_fusion_settings', 'ba96c3afa11ce9737e9ab765c27910a0a43746d9fa9e9c50e208a53ddaadab01', '0006_score_fusion_within_citations'),
+    ('_fusion_settings', '6c52e9d6451235d884d979bfc0c01cfa24327c089d7ac499730192dba0274470', '0006_score_fusion_within_citations'),
     ('_subtree_ids', 'da90aa34b095ca8f41ab1e7b3fcdfa27cf24461d62aebbfefd78dea18588624d', '0006_score_fusion_within_citations'),
-    ('build_context', '7b7e78d56a1fd6d364582d13bbbba4de8465dbba1a9c6d883240651c43e825f6', '0006_score_fusion_within_citations'),
+    ('build_context', '2938f453bc65fc5f81225f0bca164a59401b9ec0a6836c4ff59e7113d153b510', '0006_score_fusion_within_citations'),
     ('get_citations', '447bf4f3ab68311c57cc16ffa68922fa86777ed5bd54d85569b2b0fe4bae4ab7', '0006_score_fusion_within_citations'),
-    ('search', '89bb5d42434ddd2634d76f7dfa8c0a34762af408fd88413312ffb88fd459284d', '0006_score_fusion_within_citations'),
+    ('search', 'cf9de8439a0132e56ecde0a4abb7d77f8f84506bd502adc4aa0032032a9c742e', '0006_score_fusion_within_citations'),
     ('search_bm25', 'ff96f343ebc3fa0c01c1fcac44af3ccfb18165e5b00b462d4158ccbaf731912b', '0006_score_fusion_within_citations'),
-    ('search_hybrid', '0f4bcdfa3133a0e984e785f86ff56a07a2476a96c6c5600b5bebfcf3633307a2', '0006_score_fusion_within_citations'),
+    ('search_hybrid', '618b893039e8d8ddecfea268bab0fc97ff1246b3774e4029d67c49720744709f', '0006_score_fusion_within_citations'),
     ('search_two_stage', '424e2d77e27fbb59803cb5e23880a5f16402aa75ba9d17faead6c813f6349009', '0006_score_fusion_within_citations'),
     ('search_vector', 'e046a95db8ba7b91396f045ef3b9221a3144d7d937c671e0ddcd4c71185c3e8e', '0006_score_fusion_within_citations')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();
