@@ -60,8 +60,14 @@ def split_paragraph(text: str, fits: Callable[[str], bool]) -> list[str]:
     for sentence in split_sentences(text):
         if fits(sentence):
             pieces.append(sentence)
-        else:  # one sentence over the limit: cut between words
-            pieces.extend(_pack(sentence.split(" "), fits))
+        else:  # one sentence over the limit: cut between words, never before a citation anchor
+            words: list[str] = []
+            for w in sentence.split(" "):
+                if words and w.startswith("[§"):  # "[§12]." stays with the word it follows (docs/anchors.md)
+                    words[-1] += " " + w
+                else:
+                    words.append(w)
+            pieces.extend(_pack(words, fits))
     return _pack(pieces, fits)
 
 
