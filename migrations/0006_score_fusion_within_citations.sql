@@ -1,4 +1,4 @@
--- 0006_score_fusion_within_citations: score fusion (convex combination with min-max or z-score normalisation, or RRF), chapter-aware and citation-aware ranking, search inside a subtree (within), rag.search as the one entry point (issues 10, 11); rag.get_citations (issue 11)
+-- 0006_score_fusion_within_citations: score fusion (convex combination with min-max or z-score normalisation, or RRF), chapter-aware and citation-aware ranking, search inside a subtree (within), rag.search as the one entry point (issues 10, 11); rag.get_citations (issue 11); an empty levels array refused (issue 13)
 -- depends: 0005_paragraphs_and_citations
 
 -- Signatures or row types changed: drop what CREATE OR REPLACE cannot change.
@@ -62,6 +62,64 @@ BEGIN
             p_dimension, p_model, v_filters);
     END IF;
     RAISE EXCEPTION 'unknown branch "%"', p_branch USING ERRCODE = 'invalid_parameter_value';
+END
+$$;
+
+-- function: _check_search_args sha256:13781b9e39ec5f65db20f25b7d53aa2add6123e484f8cd3a50ef1bd60f2282a8
+-- Validate the arguments shared by every search function; raise a clear error on bad input.
+CREATE OR REPLACE FUNCTION rag._check_search_args(
+    p_query     TEXT,
+    p_k         INT,
+    p_book      TEXT DEFAULT NULL,
+    p_levels    INT[] DEFAULT NULL,
+    p_node_type TEXT DEFAULT NULL,
+    p_query_required BOOLEAN DEFAULT true
+) RETURNS VOID
+LANGUAGE plpgsql STABLE
+AS $$
+/*
+Contract: returns nothing when the arguments are usable, raises invalid_parameter_value (22023)
+otherwise, with a message naming the value and the limit. The rules (documented in README):
+  - p_query: required unless p_query_required is false; empty or whitespace-only is an error;
+    longer than 10,000 characters is an error. Operators, quotes and punctuation are not
+    errors: BM25 tokenizes the string, it never parses a query language.
+  - p_k: between 1 and 1000.
+  - p_book: NULL (all books) or a book present in rag.books.
+  - p_levels: NULL or a non-empty array of values within 0..3.
+  - p_node_type: NULL, 'source' or 'summary'.
+*/
+DECLARE
+    v_known TEXT;
+BEGIN
+    IF p_query_required AND (p_query IS NULL OR btrim(p_query, E' \t\r\n') = '') THEN
+        RAISE EXCEPTION 'query is empty: give at least one word to search for'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_query IS NOT NULL AND length(p_query) > 10000 THEN
+        RAISE EXCEPTION 'query is % characters long; the limit is 10000', length(p_query)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_k IS NULL OR p_k < 1 OR p_k > 1000 THEN
+        RAISE EXCEPTION 'k must be between 1 and 1000, got %', coalesce(p_k::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_book IS NOT NULL AND NOT EXISTS (SELECT 1 FROM rag.books b WHERE b.book = p_book) THEN
+        SELECT string_agg(b.book, ', ' ORDER BY b.book) INTO v_known FROM rag.books b;
+        RAISE EXCEPTION 'unknown book "%"; known books: %', p_book, coalesce(v_known, '(none loaded)')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_levels IS NOT NULL AND cardinality(p_levels) = 0 THEN
+        RAISE EXCEPTION 'levels is empty: omit it to search every level, or give some of 0..3'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_levels IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_levels) l WHERE l IS NULL OR l NOT BETWEEN 0 AND 3) THEN
+        RAISE EXCEPTION 'levels must be within 0..3, got %', p_levels
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_node_type IS NOT NULL AND p_node_type NOT IN ('source', 'summary') THEN
+        RAISE EXCEPTION 'node_type must be ''source'' or ''summary'', got "%"', p_node_type
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
 END
 $$;
 
@@ -865,6 +923,7 @@ GRANT EXECUTE ON FUNCTION rag.search_vector(vector, int, text, int[], text, text
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_branch_sql', '04dcb2aa417ca85519c2688f006ba6787c9eb949ec6194f5fea647649ca96041', '0006_score_fusion_within_citations'),
+    ('_check_search_args', '13781b9e39ec5f65db20f25b7d53aa2add6123e484f8cd3a50ef1bd60f2282a8', '0006_score_fusion_within_citations'),
     ('_filter_sql', '2116f6ed2781cc2eed848f6fa4888c54ec77bb07337161439c115c15c1c1a123', '0006_score_fusion_within_citations'),
     ('_fusion_settings', '6c52e9d6451235d884d979bfc0c01cfa24327c089d7ac499730192dba0274470', '0006_score_fusion_within_citations'),
     ('_subtree_ids', 'da90aa34b095ca8f41ab1e7b3fcdfa27cf24461d62aebbfefd78dea18588624d', '0006_score_fusion_within_citations'),

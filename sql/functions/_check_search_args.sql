@@ -17,7 +17,7 @@ otherwise, with a message naming the value and the limit. The rules (documented 
     errors: BM25 tokenizes the string, it never parses a query language.
   - p_k: between 1 and 1000.
   - p_book: NULL (all books) or a book present in rag.books.
-  - p_levels: NULL or values within 0..3.
+  - p_levels: NULL or a non-empty array of values within 0..3.
   - p_node_type: NULL, 'source' or 'summary'.
 */
 DECLARE
@@ -38,6 +38,10 @@ BEGIN
     IF p_book IS NOT NULL AND NOT EXISTS (SELECT 1 FROM rag.books b WHERE b.book = p_book) THEN
         SELECT string_agg(b.book, ', ' ORDER BY b.book) INTO v_known FROM rag.books b;
         RAISE EXCEPTION 'unknown book "%"; known books: %', p_book, coalesce(v_known, '(none loaded)')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_levels IS NOT NULL AND cardinality(p_levels) = 0 THEN
+        RAISE EXCEPTION 'levels is empty: omit it to search every level, or give some of 0..3'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_levels IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_levels) l WHERE l IS NULL OR l NOT BETWEEN 0 AND 3) THEN

@@ -67,6 +67,8 @@ def test_unknown_book(corpus):
 
 def test_bad_levels_and_node_type(corpus):
     assert error_of(corpus, "SELECT * FROM rag.search_bm25('pain', 10, NULL, '{7}')") == "levels must be within 0..3, got {7}"
+    assert error_of(corpus, "SELECT * FROM rag.search_bm25('pain', 10, NULL, '{}')") == \
+        "levels is empty: omit it to search every level, or give some of 0..3"
     assert error_of(corpus, "SELECT * FROM rag.search_bm25('pain', 10, NULL, NULL, 'x')") == \
         "node_type must be 'source' or 'summary', got \"x\""
 
