@@ -5,9 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import parse_qs, urlsplit
 
 import psycopg
@@ -109,14 +107,3 @@ def describe_url(url: str) -> str:
     parts = urlsplit(url)
     host = parts.hostname or parse_qs(parts.query).get("host", ["local socket"])[0]
     return f"{parts.scheme}://{parts.username or ''}@{host}{':' + str(parts.port) if parts.port else ''}{parts.path}"
-
-
-@contextmanager
-def transaction(url: str) -> Iterator[psycopg.Connection]:
-    """One connection, one transaction: committed on success, rolled back on any error."""
-    conn = connect(url)
-    try:
-        with conn.transaction():
-            yield conn
-    finally:
-        conn.close()

@@ -23,9 +23,6 @@ NORMALISATIONS = ("minmax", "zscore")
 Mode = Literal[MODES]  # type: ignore[valid-type]
 Fusion = Literal[FUSIONS]  # type: ignore[valid-type]
 Normalisation = Literal[NORMALISATIONS]  # type: ignore[valid-type]
-HIT_COLUMNS = ("rank", "score", "bm25_rank", "bm25_score", "vector_rank", "vector_score", "section_score",
-               "source_file", "chunk_index", "level", "node_type", "heading_path", "parent_source_file",
-               "content", "content_token_count", "book")
 
 
 @dataclass(frozen=True)
@@ -144,7 +141,7 @@ def _fetch(conn: psycopg.Connection, sql: str, params: dict[str, Any]) -> list[d
 
 
 def search(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None = None) -> list[dict[str, Any]]:
-    """Ranked hits of rag.search (dicts with HIT_COLUMNS), each with `parent` rows when
+    """Ranked hits of rag.search (dicts with the rag.search_hit columns, and `cites`), each with `parent` rows when
     expand_parent. Modes, fusion names and bounds are checked by the SQL, whose message a
     BookragError carries."""
     query = check_query(req.query)

