@@ -356,7 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     p["add"].add_argument("--title")
     p["add"].add_argument("--author")
     p["add"].add_argument("--year", type=int)
-    p["add"].add_argument("--gutenberg", type=int, metavar="N", help="Project Gutenberg ebook number (default: from the header)")
+    p["add"].add_argument("--gutenberg", type=int, metavar="N", help="Gutenberg ebook number (default: from the header)")
     p["add"].add_argument("--dry-run", action="store_true", help="print the tree and warnings, write nothing")
     p["add"].add_argument("--force", action="store_true", help="overwrite an existing corpus/<slug>/book.toml")
     p["check"].add_argument("books", nargs="*")

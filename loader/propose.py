@@ -19,6 +19,7 @@ from loader.detect import Section, Structure, apply_toc_titles, check_structure,
 
 START_RE = re.compile(r"^\*\*\* ?START OF (THIS|THE) PROJECT\s+GUTENBERG EBOOK.*$", re.M)
 END_RE = re.compile(r"^\*\*\* ?END OF (THIS|THE) PROJECT\s+GUTENBERG EBOOK.*$", re.M)
+GUTENBERG_NAME_RE = re.compile(r"Project\s+Gutenberg")
 HEADER_RE = {key: re.compile(rf"^{label}:\s*(.+)$", re.M) for key, label in
              (("title", "Title"), ("author", "Author"), ("language", "Language"), ("encoding", "Character set encoding"))}
 EBOOK_RE = re.compile(r"\[E(?:Book|text) #(\d+)\]", re.I)
@@ -78,11 +79,11 @@ def read_raw(path: Path, gutenberg: bool | None = None) -> RawBook:
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     head = text[:5000]
     start, end = START_RE.search(text), END_RE.search(text)
-    is_gutenberg = bool(start or end or "Project Gutenberg" in head) if gutenberg is None else gutenberg
+    is_gutenberg = bool(start or end or GUTENBERG_NAME_RE.search(head)) if gutenberg is None else gutenberg
     if is_gutenberg and (start is None or end is None):
         which = "START" if start is None else "END"
-        raise BookragError(f"{path} looks like a Project Gutenberg file but its {which} marker line "
-                           f"('*** {which} OF THE PROJECT GUTENBERG EBOOK …') is missing: use the complete file as downloaded")
+        raise BookragError(f"{path} looks like a Gutenberg file but its {which} marker line "
+                           f"('*** {which} OF THE … GUTENBERG EBOOK …') is missing: use the complete file as downloaded")
     header = {k: r.search(text[:start.start()] if start else head) for k, r in HEADER_RE.items()}
     ebook = EBOOK_RE.search(text[:start.start()] if start else head)
     if is_gutenberg:

