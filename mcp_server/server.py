@@ -16,6 +16,7 @@ two such calls at once so they can never take the connections searches need.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import unicodedata
 from collections.abc import AsyncIterator, Callable
@@ -316,6 +317,8 @@ async def read_only_sql(
         statement = check_select(unicodedata.normalize("NFC", sql))
     except UnsafeSQL as exc:
         raise ToolError(f"rejected: {exc}") from exc
+    # the statement is run as a subquery: drop its final semicolon (and comments after it)
+    statement = re.sub(r";\s*(?:--[^\n]*(?:\n\s*)?)*\Z", "", statement.rstrip())
     state = _state(ctx)
     if not state.sql_slots.acquire(blocking=False):
         raise ToolError(f"read_only_sql is busy ({SQL_SLOTS} statements already running); try again in a moment")

@@ -141,6 +141,7 @@ BOUNDED: list[tuple[str, int]] = [
     (f"SELECT * FROM {N} ORDER BY content", 500),
     (f"SELECT string_agg(a.content, ' ') FROM {N} a, {N} b", 1),  # one huge cell, cut in SQL
     ("SELECT 1 /* ; DELETE FROM rag.books */", 1),
+    ("SELECT count(*) FROM rag.books;", 1),  # a final semicolon is fine
     ("SELECT 'é' AS \"ＳＥＬＥＣＴ\", U&'\\0041' AS a", 1),
 ]
 
