@@ -5,7 +5,7 @@ Measures p50/p95 latency (ms) of six statements:
   vector         SELECT * FROM rag.search_vector(e, k)
   hybrid-rrf     SELECT * FROM rag.search_hybrid(q, e, k, p_pool => 100, p_fusion => 'rrf', ...)  (the former default)
   hybrid         SELECT * FROM rag.search(q, e, 'hybrid', k)  (the default search)
-  hybrid+parent  the default search with each hit's parent node, as `bookrag search --expand parent` runs it
+  hybrid+parent  SELECT * FROM rag.search(q, e, 'hybrid', k, p_expand => '{parent}')  (as `bookrag search --expand parent`)
   build_context  SELECT * FROM rag.build_context(q, e, 3000, 8)
 and, per scale, the ratio p50(hybrid+parent) / (p50(bm25) + p50(vector)): what fusion and
 expansion cost on top of the two index scans (issue 10's target: <= 1.3).
@@ -25,8 +25,8 @@ Scales:
             and ANALYZE. Query vectors are random unit vectors; query texts a few sampled words.
 
 Also reports build times (COPY rows/s, HNSW build s) and prints EXPLAIN (ANALYZE, BUFFERS) of
-the statement rag.search_hybrid builds (reconstructed from its body and rag._branch_sql, with
-the same settings) at the largest size. Timings are informative only: nothing is asserted.
+the two branch statements rag.search_hybrid executes (rag._collect_sql of rag._branch_sql,
+prepared with the same parameters and settings) at the largest size. Timings are informative only: nothing is asserted.
 
 Run:  .venv/bin/python bench/bench_search.py [--sizes 10000,100000] [--runs 200] [--json out.json]
 """
@@ -47,7 +47,7 @@ from psycopg import sql
 
 from bookrag import db
 from bookrag.config import load_settings
-from bookrag.search import PARENT_EXPANSION, vector_literal
+from bookrag.search import vector_literal
 from common import FRENCH_QUERIES, load_note, machine, markdown_table, percentiles, write_json
 from evaluation.scratch import scratch_database
 from loader.embedding import embedder_for_model
@@ -61,7 +61,7 @@ STATEMENTS: dict[str, str] = {
     "hybrid-rrf": ("SELECT * FROM rag.search_hybrid(%(q)s, %(e)s, %(k)s, p_pool => 100, p_fusion => 'rrf', "
                    "p_bm25_weight => 1, p_vector_weight => 1, p_chapter_weight => 0)"),
     "hybrid": "SELECT * FROM rag.search(%(q)s, %(e)s, 'hybrid', %(k)s)",
-    "hybrid+parent": f"SELECT h.*{PARENT_EXPANSION} FROM rag.search(%(q)s, %(e)s, 'hybrid', %(k)s) h",
+    "hybrid+parent": "SELECT * FROM rag.search(%(q)s, %(e)s, 'hybrid', %(k)s, p_expand => '{parent}')",
     "build_context": "SELECT * FROM rag.build_context(%(q)s, %(e)s, 3000, 8)",
 }
 COPY_COLUMNS = ("level", "parent_source_file", "node_type", "source_file", "source_file_hash", "chunk_index",
@@ -207,24 +207,17 @@ def build_corpus(url: str, n_rows: int, words: list[str], freq: np.ndarray, rng:
 
 def explain_hybrid(conn: psycopg.Connection, query: str, embedding: np.ndarray, pool: int = 40) -> str:
     """EXPLAIN (ANALYZE, BUFFERS) of the two branch statements rag.search_hybrid executes with its
-    default settings (its c_collect template from the function's body around rag._branch_sql,
-    values inlined, the same transaction-local settings); the fusion after them is a static
-    statement over the two candidate arrays."""
-    src = conn.execute("SELECT prosrc FROM pg_proc WHERE oid = 'rag.search_hybrid'::regproc").fetchone()[0]
-    m = re.search(r"c_collect CONSTANT TEXT := (.*?);\n", src, re.S)
-    if not m:
-        raise RuntimeError("cannot find the c_collect template in rag.search_hybrid's body")
-    template = conn.execute("SELECT " + m.group(1)).fetchone()[0]
+    default settings: the very text it runs (rag._collect_sql around rag._branch_sql), prepared
+    with the same eleven parameters and executed under the same transaction-local settings; the
+    fusion after them is a static statement over the two candidate arrays."""
     model, dim = conn.execute("SELECT model, dimension FROM rag.embedding_models LIMIT 1").fetchone()
     fusion, norm = conn.execute("SELECT fusion, normalisation FROM rag._fusion_settings(NULL, NULL, NULL, NULL, NULL)").fetchone()
     out = []
     for branch in ("bm25", "vector"):
-        text = conn.execute("SELECT rag._branch_sql(%s, %s, %s, NULL, NULL, NULL, NULL, NULL)", (branch, model, dim)).fetchone()[0]
-        stmt = template.replace("%s", text, 1)
-        values = {"$11": sql.Literal(norm), "$10": sql.Literal(60), "$9": sql.Literal(fusion), "$7": sql.Literal(pool),
-                  "$2": sql.SQL("{}::vector").format(sql.Literal(vector_literal(embedding))), "$1": sql.Literal(query)}
-        for placeholder, literal in values.items():
-            stmt = stmt.replace(placeholder, literal.as_string(conn))
+        stmt = conn.execute("SELECT rag._collect_sql(rag._branch_sql(%s, %s, %s, NULL, NULL, NULL, NULL, NULL))",
+                            (branch, model, dim)).fetchone()[0]
+        args = (query if branch == "bm25" else None, vector_literal(embedding) if branch == "vector" else None,
+                None, None, None, None, pool, None, fusion, 60, norm)
         plan = ""
         for _ in range(2):  # the first run warms the caches; keep the second
             with conn.transaction():
@@ -232,8 +225,16 @@ def explain_hybrid(conn: psycopg.Connection, query: str, embedding: np.ndarray, 
                 conn.execute("SET LOCAL enable_seqscan = off")
                 conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(40, pool))))
                 conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                plan = "\n".join(r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + stmt).fetchall())
-        out.append(f"-- {branch} branch\n" + re.sub(r"'\[[^\]]{80,}\]'", f"'[…{DIM} values…]'", plan))
+                conn.execute("PREPARE bookrag_branch(text, vector, text, int[], text, text[], int, int[], text, int, text) AS "
+                             + stmt)
+                try:
+                    placeholders = ", ".join(sql.Literal(a).as_string(conn) for a in args)
+                    plan = "\n".join(r[0] for r in conn.execute(
+                        f"EXPLAIN (ANALYZE, BUFFERS) EXECUTE bookrag_branch({placeholders})").fetchall())
+                finally:
+                    conn.execute("DEALLOCATE bookrag_branch")
+        out.append(f"-- {branch} branch (parameters: $1 query, $2 embedding, $7 pool {pool}, $9 {fusion}, $11 {norm})\n"
+                   + re.sub(r"'\[[^\]]{80,}\]'", f"'[…{DIM} values…]'", plan))
     return "\n\n".join(out)
 
 

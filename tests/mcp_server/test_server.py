@@ -201,3 +201,61 @@ def test_database_down_then_back(http_server, postgresql_proc):
             break
         time.sleep(0.5)
     assert not r.is_error, r.content[0].text  # recovered without a restart
+
+
+def test_search_with_a_budget_is_one_search_packed_like_build_context(http_server, corpus_url):
+    async def call():
+        async with http_session(http_server) as session:
+            return await session.call_tool("search", {"query": "la monnaie et l'impôt", "k": 6, "token_budget": 500})
+
+    r = anyio.run(call)
+    assert not r.is_error
+    from bookrag.search import embed_query
+    with psycopg.connect(corpus_url) as conn:
+        db.register_vector(conn)
+        v = embed_query(conn, "la monnaie et l'impôt")
+        expected = conn.execute("SELECT source_file, chunk_index, role, hit_rank, used_tokens "
+                                "FROM rag.build_context(%s, %s, 500, 6)", ("la monnaie et l'impôt", v)).fetchall()
+    got = [(c["citation"]["source_file"], c["citation"]["chunk_index"], c["role"], c["hit_rank"], c["used_tokens"])
+           for c in r.structured_content["context"]]
+    assert got == expected and r.structured_content["context_tokens"] == expected[-1][4]
+
+
+def test_a_stale_corpus_model_is_read_again(pg_url, corpus_home):
+    """The server keeps the corpus model. After a reload under another model, rag.search refuses
+    the kept one, and the server reads the model again (here: a model it cannot embed with, named
+    in the error); back on the local model, it answers again without a restart."""
+    import threading
+    from types import SimpleNamespace
+
+    from psycopg.rows import dict_row
+    from psycopg_pool import ConnectionPool
+
+    from loader.embedding import LOCAL_MODEL
+    from loader.load import load
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_server.server import AppState, _configure, search_tool
+
+    with db.connect(pg_url) as c:
+        load(c, corpus_home, [corpus_home / "corpus" / "traite-des-echanges"])
+
+    def rename(old: str, new: str) -> None:  # what a reload under another model leaves behind
+        with psycopg.connect(pg_url, autocommit=True) as c, c.transaction():
+            c.execute("INSERT INTO rag.embedding_models (model, dimension, index_name) "
+                      "SELECT %s, dimension, index_name || '_x' FROM rag.embedding_models WHERE model = %s", (new, old))
+            c.execute("UPDATE rag.hierarchical_content_nodes SET embedding_model = %s WHERE embedding_model = %s", (new, old))
+            c.execute("DELETE FROM rag.embedding_models WHERE model = %s", (old,))
+
+    with ConnectionPool(pg_url, min_size=1, max_size=2, configure=_configure, kwargs={"row_factory": dict_row}) as pool:
+        state = AppState(pool, threading.BoundedSemaphore(1))
+        ctx = SimpleNamespace(request_context=SimpleNamespace(lifespan_context=state))
+        fresh = search_tool(ctx, query="le péage sur le pont", k=3)
+        assert state.model == LOCAL_MODEL and fresh.hits[0].vector_rank is not None
+        rename(LOCAL_MODEL, "other/model")
+        with pytest.raises(ToolError, match="unknown dimension for model 'other/model'"):
+            search_tool(ctx, query="le péage sur le pont", k=3)
+        assert state.model is None  # a model it could not embed with is not kept
+        rename("other/model", LOCAL_MODEL)
+        again = search_tool(ctx, query="le péage sur le pont", k=3)
+        assert state.model == LOCAL_MODEL
+        assert [h.citation for h in again.hits] == [h.citation for h in fresh.hits]

@@ -132,3 +132,13 @@ def test_unknown_mode(corpus):
 def test_null_embedding_for_vector_search(corpus):
     msg = error_of(corpus, "SELECT * FROM rag.search_vector(NULL)")
     assert msg == "query embedding is NULL; search_vector needs a vector (see `bookrag embed`)"
+
+
+def test_unknown_expansion_and_another_model_are_refused_by_name(corpus, e5):
+    v = e5.query("pain")
+    assert error_of(corpus, "SELECT * FROM rag.search('pain', %s, p_expand => '{parent,parents,NULL}')", v) == \
+        'expand takes parent and cited, got "parents, NULL"'
+    model = corpus.execute("SELECT model FROM rag.embedding_models").fetchone()[0]
+    assert error_of(corpus, "SELECT * FROM rag.search('pain', %s, p_query_model => 'other/model')", v) == \
+        f'the query was embedded with "other/model" but the corpus model is "{model}"; embed it with the corpus model'
+    assert corpus.execute("SELECT count(*) FROM rag.search('pain', %s, p_query_model => %s)", (v, model)).fetchone()[0] == 10

@@ -110,3 +110,51 @@ def test_context_adds_parents_deduplicates_and_reads_in_order(corpus, e5):
 def test_context_without_expansion_holds_only_hits(corpus, e5):
     rows = context(corpus, e5, "péage sur le pont", 2000, expand=False)
     assert rows and {r[2] for r in rows} == {"hit"}
+
+
+# --- expansions inside rag.search (p_expand), and rag.pack_context -------------------------
+
+SEARCH = "SELECT * FROM rag.search(%(q)s, %(v)s, 'hybrid', 8, p_expand => %(x)s::text[])"
+
+
+def test_search_expands_parents_and_citations_in_sql(corpus, e5):
+    q = "la monnaie et l'impôt"
+    hits = corpus.execute(SEARCH, {"q": q, "v": e5.query(q), "x": ["parent", "cited"]}).fetchall()
+    cols = [d.name for d in corpus.execute(SEARCH, {"q": q, "v": e5.query(q), "x": None}).description]
+    assert cols[-3:] == ["cites", "parent", "cited"]
+    h = [dict(zip(cols, r)) for r in hits]
+    assert any(x["cited"] for x in h), "the fixture's anchored summaries should cite paragraphs"
+    for x in h:
+        parent = corpus.execute("SELECT id FROM rag.get_node(%s)", (x["parent_source_file"],)).fetchall()
+        assert [p["id"] for p in x["parent"]] == [p[0] for p in parent]
+        cited = corpus.execute("SELECT id FROM rag.get_citations(%s, %s)", (x["source_file"], x["chunk_index"])).fetchall()
+        assert sorted(c["id"] for c in x["cited"]) == sorted(c[0] for c in cited)
+        files = corpus.execute("SELECT cited_source_file, array_agg(cited_paragraph ORDER BY cited_paragraph) "
+                               "FILTER (WHERE cited_paragraph IS NOT NULL) FROM rag.citations WHERE source_file = %s "
+                               "AND chunk_index = %s GROUP BY 1 ORDER BY 1", (x["source_file"], x["chunk_index"])).fetchall()
+        assert [(c["source_file"], c["paragraphs"]) for c in x["cites"]] == [tuple(f) for f in files]
+    plain = corpus.execute(SEARCH, {"q": q, "v": e5.query(q), "x": None}).fetchall()
+    assert [r[0] for r in plain] == [x["id"] for x in h]  # same hits, same order
+    assert all(r[-2] is None and r[-1] is None for r in plain)
+
+
+def test_build_context_is_search_then_pack_context(corpus, e5):
+    q = "le péage et les routes"
+    v = e5.query(q)
+    for budget in (60, 400, 3000):
+        for expand in (True, False):
+            built = corpus.execute("SELECT * FROM rag.build_context(%s, %s, %s, 8, p_expand => %s)", (q, v, budget, expand)).fetchall()
+            packed = corpus.execute("SELECT * FROM rag.pack_context(ARRAY(SELECT id FROM rag.search(%s, %s, 'hybrid', 8) "
+                                    "ORDER BY rank), %s, %s)", (q, v, budget, expand)).fetchall()
+            assert built == packed and built, (budget, expand)
+
+
+def test_pack_context_skips_unknown_ids_and_checks_its_budget(corpus):
+    first = corpus.execute("SELECT id FROM rag.hierarchical_content_nodes WHERE source_file = %s ORDER BY chunk_index LIMIT 1",
+                           (ROUTES,)).fetchone()[0]
+    rows = corpus.execute("SELECT source_file, role, hit_rank FROM rag.pack_context(ARRAY[-5, NULL, %s], 3000, false)",
+                          (first,)).fetchall()
+    assert rows == [(ROUTES, "hit", 3)]
+    with pytest.raises(Exception) as info:
+        corpus.execute("SELECT * FROM rag.pack_context(ARRAY[1], 0)")
+    assert info.value.diag.message_primary == "budget must be between 1 and 1000000 tokens, got 0"
