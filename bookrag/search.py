@@ -6,7 +6,7 @@ Nothing here ranks, fuses or expands: rag.search_* and rag.build_context do. Use
 from __future__ import annotations
 
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 import numpy as np
@@ -25,35 +25,49 @@ Fusion = Literal[FUSIONS]  # type: ignore[valid-type]
 Normalisation = Literal[NORMALISATIONS]  # type: ignore[valid-type]
 
 
+def _arg(name: str, cast: str = "", context: bool = True) -> dict[str, Any]:
+    """A SearchRequest field's SQL argument: its name in rag.search (and rag.build_context, unless
+    context is False), with a cast where psycopg's type would not pick the function."""
+    return {"sql": name, "cast": cast, "context": context}
+
+
 @dataclass(frozen=True)
 class SearchRequest:
-    query: str
-    mode: str = "hybrid"
-    k: int = 10
-    book: str | None = None
-    levels: list[int] | None = None
-    expand_parent: bool = False
-    budget: int | None = None  # tokens: build a context (search + expansion) within this budget
-    within: str | None = None  # a source_file: search only that node's subtree
-    # Fusion settings; None = the SQL default (rag._fusion_settings()).
-    fusion: str | None = None
-    normalisation: str | None = None
-    bm25_weight: float | None = None
-    vector_weight: float | None = None
-    chapter_weight: float | None = None
-    cite_weight: float | None = None
-    expand_cited: bool = False  # attach the rows a summary hit's anchors cite (its source paragraphs)
+    """One search, as the SQL functions take it. Each field names the argument it binds: adding
+    a parameter to rag.search is adding a field here (the calls below are built from them)."""
 
-    def params(self) -> dict[str, Any]:
-        """The values every rag.search / rag.build_context call binds (the query vector apart)."""
-        return {"q": self.query, "mode": self.mode, "k": self.k, "book": self.book, "levels": self.levels,
-                "within": self.within, "fusion": self.fusion, "norm": self.normalisation,
-                "bw": self.bm25_weight, "vw": self.vector_weight, "cw": self.chapter_weight,
-                "tw": self.cite_weight, "expand": self.expand()}
+    query: str = field(metadata=_arg("p_query"))
+    mode: str = field(default="hybrid", metadata=_arg("p_mode"))
+    k: int = field(default=10, metadata=_arg("p_k"))
+    book: str | None = field(default=None, metadata=_arg("p_book"))
+    levels: list[int] | None = field(default=None, metadata=_arg("p_levels", "::int[]"))
+    expand_parent: bool = False  # attach each hit's parent node (p_expand 'parent'; build_context's p_expand)
+    budget: int | None = None  # tokens: build a context (search + expansion) within this budget
+    within: str | None = field(default=None, metadata=_arg("p_within"))  # only that node's subtree
+    # Fusion settings; None = the SQL default (rag._fusion_settings()).
+    fusion: str | None = field(default=None, metadata=_arg("p_fusion"))
+    normalisation: str | None = field(default=None, metadata=_arg("p_normalisation"))
+    bm25_weight: float | None = field(default=None, metadata=_arg("p_bm25_weight", "::float8"))
+    vector_weight: float | None = field(default=None, metadata=_arg("p_vector_weight", "::float8"))
+    chapter_weight: float | None = field(default=None, metadata=_arg("p_chapter_weight", "::float8"))
+    cite_weight: float | None = field(default=None, metadata=_arg("p_cite_weight", "::float8"))
+    expand_cited: bool = False  # attach the rows a summary hit's anchors cite (p_expand 'cited')
 
     def expand(self) -> list[str] | None:
         """rag.search's p_expand."""
         return [name for name, on in (("parent", self.expand_parent), ("cited", self.expand_cited)) if on] or None
+
+    def params(self) -> dict[str, Any]:
+        """Every value the calls below bind, by field name (the query vector and model apart)."""
+        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "expand": self.expand()}
+
+
+def _call(function: str, extra: str) -> str:
+    """`function(p_x => %(x)s, …)` over SearchRequest's SQL arguments, the query vector and `extra`."""
+    context = function == "rag.build_context"
+    args = [f"{f.metadata['sql']} => %({f.name})s{f.metadata['cast']}" for f in fields(SearchRequest)
+            if f.metadata and (f.metadata["context"] or not context)]
+    return f"{function}({', '.join(args[:1] + ['p_query_embedding => %(e)s'] + args[1:] + [extra])})"
 
 
 #: rag._check_search_args refuses longer queries too; checked here first because embedding a
@@ -120,12 +134,8 @@ def _sql_error(exc: psycopg.Error) -> BookragError:
     return BookragError(diag)
 
 
-SEARCH_CALL = ("rag.search(%(q)s, %(e)s, %(mode)s, %(k)s, %(book)s, %(levels)s::int[], NULL, %(within)s, "
-               "%(fusion)s, %(norm)s, %(bw)s::float8, %(vw)s::float8, %(cw)s::float8, %(tw)s::float8, "
-               "%(expand)s::text[], %(model)s)")
-CONTEXT_CALL = ("rag.build_context(%(q)s, %(e)s, %(budget)s, %(k)s, %(book)s, %(levels)s::int[], NULL, %(parent)s, "
-                "%(mode)s, %(within)s, %(fusion)s, %(norm)s, %(bw)s::float8, %(vw)s::float8, %(cw)s::float8, "
-                "%(tw)s::float8)")
+SEARCH_CALL = _call("rag.search", "p_expand => %(expand)s::text[], p_query_model => %(model)s")
+CONTEXT_CALL = _call("rag.build_context", "p_budget => %(budget)s, p_expand => %(expand_parent)s")
 #: One round trip for a search and the context packed from its first hits (rag.pack_context),
 #: both as JSON; context is NULL when no budget is given.
 SEARCH_AND_PACK = (
@@ -163,7 +173,7 @@ def search(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray |
     if embedding is None and req.mode != "bm25":
         embedding, model = embed_query_with_model(conn, query)
     _check_vector(req, embedding)
-    return _fetch(conn, f"SELECT * FROM {SEARCH_CALL}", {**req.params(), "q": query, "e": embedding, "model": model})
+    return _fetch(conn, f"SELECT * FROM {SEARCH_CALL}", {**req.params(), "query": query, "e": embedding, "model": model})
 
 
 def search_and_pack(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None, model: str | None,
@@ -174,7 +184,7 @@ def search_and_pack(conn: psycopg.Connection, req: SearchRequest, embedding: np.
     check_int("k", req.k)
     check_int("budget", req.budget)
     _check_vector(req, embedding)
-    row = _fetch(conn, SEARCH_AND_PACK, {**req.params(), "q": query, "e": embedding, "model": model,
+    row = _fetch(conn, SEARCH_AND_PACK, {**req.params(), "query": query, "e": embedding, "model": model,
                                          "budget": req.budget, "context_k": context_k})[0]
     return row["hits"], row["context"]
 
@@ -188,8 +198,7 @@ def build_context(conn: psycopg.Connection, req: SearchRequest, embedding: np.nd
     if embedding is None and req.mode != "bm25":
         embedding = embed_query(conn, query)
     return _fetch(conn, f"SELECT * FROM {CONTEXT_CALL}",
-                  {**req.params(), "q": query, "e": embedding, "budget": 3000 if req.budget is None else req.budget,
-                   "parent": req.expand_parent})
+                  {**req.params(), "query": query, "e": embedding, "budget": 3000 if req.budget is None else req.budget})
 
 
 def cited_rows(conn: psycopg.Connection, rows: list[dict[str, Any]]) -> dict[tuple[str, int], list[dict[str, Any]]]:

@@ -234,3 +234,19 @@ def test_two_models_are_never_compared(corpus, e5):
     corpus.execute("INSERT INTO rag.embedding_models (model, dimension, index_name) VALUES ('other/model', 384, 'x')")
     with pytest.raises(Exception, match="several embedding models are registered"):
         corpus.execute("SELECT * FROM rag.search_vector(%s)", (e5.query("pain"),))
+
+
+def test_every_search_argument_is_bound_from_one_python_definition(corpus):
+    """rag.search's and rag.build_context's arguments are all reachable from SearchRequest (its
+    fields name them); a new SQL parameter without its field, or a field naming no argument, fails."""
+    from dataclasses import fields
+
+    from bookrag.search import CONTEXT_CALL, SEARCH_CALL, SearchRequest
+
+    named = {f.metadata["sql"] for f in fields(SearchRequest) if f.metadata}
+    for function, call, unbound in (("rag.search", SEARCH_CALL, {"p_node_type"}),
+                                    ("rag.build_context", CONTEXT_CALL, {"p_node_type"})):
+        args = {r[0] for r in corpus.execute("SELECT unnest(proargnames) FROM pg_proc WHERE oid = %s::regproc", (function,))}
+        bound = {a.split(" => ")[0] for a in call[call.index("(") + 1:-1].split(", ")}
+        assert bound == args - unbound, function
+        assert named <= args, function
