@@ -4,6 +4,7 @@
   DNS-rebinding protection): a web page cannot reach a 127.0.0.1 server through a rebound name.
 - Beyond loopback a bearer token (BOOKRAG_MCP_TOKEN) is required; on loopback it is optional.
 - Request bodies are capped (MAX_BODY_BYTES): a search call is a few hundred bytes.
+- Answers are plain JSON bodies, not SSE streams (json_response).
 The token check is a few lines of ASGI written here because the SDK's own auth is OAuth
 (issuer, resource server, token introspection), far more than a shared secret needs.
 """
@@ -69,7 +70,9 @@ def http_app(server: MCPServer, settings: Settings, host: str) -> ASGIApp:
     if not is_loopback(host) and not settings.mcp_token:
         raise BookragError(f"binding to {host} serves the corpus beyond this machine: set BOOKRAG_MCP_TOKEN to a "
                            "secret that clients send as 'Authorization: Bearer <token>'")
-    app: ASGIApp = server.streamable_http_app(streamable_http_path="/mcp", host=host,
+    # json_response: each call is answered with one JSON body rather than an SSE stream (the tools
+    # send no progress notifications, and a stream costs a task and an event per call).
+    app: ASGIApp = server.streamable_http_app(streamable_http_path="/mcp", host=host, json_response=True,
                                               max_request_body_size=MAX_BODY_BYTES, transport_security=security_for(host))
     return BearerToken(app, settings.mcp_token) if settings.mcp_token else app
 
