@@ -77,22 +77,14 @@ def cmd_migrate(args: argparse.Namespace, s: Settings) -> None:
          "BOOKRAG_SOURCES=../shared/books bookrag prepare bastiat-sophismes-economiques\n"
          "  bookrag prepare piaf --from ../shared/benchmarks/piaf/piaf-v1.0.json")
 def cmd_prepare(args: argparse.Namespace, s: Settings) -> None:
-    if args.book == "piaf":
-        from evaluation.piaf import prepare_piaf
+    from loader.importers import book_to_prepare, importer_for, prepared_by_default
 
-        if not args.source:
-            raise BookragError("bookrag prepare piaf needs --from <path to piaf-v1.0.json>")
-        corpus_dir, evalset = prepare_piaf(s, Path(args.source))
-        print(f"wrote {corpus_dir} and {evalset}")
-        return
-    from loader.prepare import prepare
-
-    for book in _books(s, [args.book] if args.book else []):
-        if not args.book and book.source_kind != "gutenberg" and not (args.download or args.source):
+    source = Path(args.source) if args.source else None
+    for book in [book_to_prepare(s.corpus, args.book)] if args.book else _books(s, []):
+        if not args.book and not prepared_by_default(book) and not (args.download or source):
             print(f"{book.slug}: skipped ({book.source_kind} book: name it with --from EXPORT or --download)")
             continue
-        paths = prepare(s, book, download=args.download, source=Path(args.source) if args.source else None)
-        print(f"{book.slug}: {len(paths)} source files")
+        print(importer_for(book).prepare(s, book, download=args.download, source=source).line())
 
 
 @command("add", "Propose a book's manifest (corpus/<slug>/book.toml) from the headings in its raw text; print the tree first.",

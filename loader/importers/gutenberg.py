@@ -23,8 +23,8 @@ from pathlib import Path
 
 from bookrag.config import Settings
 from bookrag.errors import BookragError
-from loader import frontmatter
-from loader.manifest import Book, Node, RawFile, Section, book_tree, embed_flag
+from loader.importers.base import PreparedBook, section_key, write_sources
+from loader.manifest import Book, Node, RawFile, Section, book_tree
 
 START_RE = re.compile(r"^\*\*\* ?START OF (THIS|THE) PROJECT\s+GUTENBERG EBOOK.*$", re.M)
 END_RE = re.compile(r"^\*\*\* ?END OF (THIS|THE) PROJECT\s+GUTENBERG EBOOK.*$", re.M)
@@ -203,7 +203,7 @@ def prepare_sections(settings: Settings, book: Book, download: bool = False) -> 
     for node in book_tree(book):
         if node.node_type != "source":
             continue
-        key = node.section.slug if node.part is None else f"{node.part.slug}/{node.section.slug}"
+        key = section_key(node)
         f, _h, body, end = ranges[key]
         raw_lines = texts[f][body:end]
         paras = to_paragraphs(raw_lines)
@@ -213,25 +213,8 @@ def prepare_sections(settings: Settings, book: Book, download: bool = False) -> 
     return out
 
 
-def source_meta(book: Book, node: Node) -> dict:
-    return {
-        "book": book.slug,
-        "title": node.title,
-        "heading_path": node.heading_path,
-        "level": node.level,
-        "node_type": node.node_type,
-        "parent_source_file": node.parent_source_file,
-        "embed": embed_flag(book, node),
-    }
-
-
-def prepare_book(settings: Settings, book: Book, download: bool = False) -> list[Path]:
-    """Write every source.md of a Gutenberg book; return the paths written (unchanged files too)."""
-    written = []
-    for sec in prepare_sections(settings, book, download):
-        path = settings.home / sec.node.source_file
-        text = frontmatter.render(source_meta(book, sec.node), "\n\n".join(sec.paragraphs))
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            frontmatter.write_atomic(path, text)
-        written.append(path)
-    return written
+def prepare(settings: Settings, book: Book, *, download: bool = False, source: Path | None = None) -> PreparedBook:
+    """Write every source.md of a Gutenberg (or plain-text) book; `source` is not used: the raw
+    files are named by the manifest."""
+    return write_sources(settings, book, [(sec.node, "\n\n".join(sec.paragraphs))
+                                          for sec in prepare_sections(settings, book, download)])
