@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from bookrag.config import Settings, load_settings
-from bookrag.errors import BookragError
+from bookrag.errors import BookragError, database_reason
 
 COMMANDS: dict[str, tuple[str, str, Callable]] = {}
 
@@ -412,10 +412,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except psycopg.Error as exc:
-        reason = (exc.diag.message_primary if exc.diag else None) or str(exc).strip()
         hint = " (run `bookrag migrate`)" if isinstance(exc, (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedFunction,
                                                               psycopg.errors.InvalidSchemaName)) else ""
-        print(f"error: database: {reason}{hint}", file=sys.stderr)
+        print(f"error: database: {database_reason(exc)}{hint}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted: finished files are in place; run the command again to continue", file=sys.stderr)
