@@ -4,6 +4,7 @@ foundation module imports upward."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -47,3 +48,18 @@ def test_a_backwards_import_breaks_the_layers_contract(tmp_path):
     assert f"{LAYERS} BROKEN" in r.stdout and "Contracts: 1 kept, 1 broken." in r.stdout
     assert "bookrag.config is not allowed to import mcp_server:" in r.stdout
     assert f"- bookrag.config -> mcp_server.server (l.{line})" in r.stdout
+
+
+def test_the_architecture_page_draws_the_contracted_layers_in_order():
+    """docs/architecture.md's layer diagram names every module of the layers contract, top to bottom."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    [layers] = [c["layers"] for c in config["contracts"] if c["type"] == "layers"]
+    modules = [m.strip() for layer in layers for m in layer.replace(":", "|").split("|")]
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    diagram = page.split("## Layers", 1)[1].split("```", 2)[1]
+    positions = [re.search(rf"(?<![\w.]){re.escape(m)}(?![\w.])", diagram) for m in modules]
+    assert all(positions), [m for m, p in zip(modules, positions) if not p]
+    starts = [p.start() for p in positions]
+    assert starts == sorted(starts), modules
