@@ -23,6 +23,7 @@ from pathlib import Path
 
 from bookrag.config import Settings
 from bookrag.errors import BookragError
+from loader.detect import skip_blocks
 from loader.importers.base import PreparedBook, section_key, write_sources
 from loader.manifest import Book, Node, RawFile, Section, book_tree
 
@@ -95,16 +96,6 @@ def _find(lines: list[str], wanted: str, frm: int, where: str, file: str) -> int
     raise BookragError(f"{where}: start line {wanted!r} not found in {file} after line {frm + 1}")
 
 
-def _skip_blocks(lines: list[str], i: int, blocks: int) -> int:
-    """Index of the first line after `blocks` non-blank blocks starting at i."""
-    for _ in range(blocks):
-        while i < len(lines) and not lines[i].strip():
-            i += 1
-        while i < len(lines) and lines[i].strip():
-            i += 1
-    return i
-
-
 def section_ranges(book: Book, texts: dict[str, list[str]]) -> dict[str, tuple[str, int, int, int]]:
     """slug path -> (file, heading line, body start, end) for every section, by the manifest's
     start lines searched in order (a cursor per file, so a table of contents never matches)."""
@@ -122,7 +113,7 @@ def section_ranges(book: Book, texts: dict[str, list[str]]) -> dict[str, tuple[s
         lines = texts[f]
         h = _find(lines, s.start or "", cursor.get(f, 0), f"{where}: front matter {s.slug}", f)
         e = _find(lines, s.end, h + 1, f"{where}: front matter {s.slug} end", f) if s.end else len(lines)
-        out[s.slug] = (f, h, _skip_blocks(lines, h, s.heading_blocks or book.heading_blocks), e)
+        out[s.slug] = (f, h, skip_blocks(lines, h, s.heading_blocks or book.heading_blocks), e)
         cursor[f] = e
     for p in book.parts:
         f = p.file or book.files[0].name
@@ -136,7 +127,7 @@ def section_ranges(book: Book, texts: dict[str, list[str]]) -> dict[str, tuple[s
         pe = _find(lines, p.end, heads[-1] + 1, f"{where}: part {p.slug} end", f) if p.end else len(lines)
         for i, s in enumerate(p.sections):
             e = heads[i + 1] if i + 1 < len(heads) else pe
-            out[f"{p.slug}/{s.slug}"] = (f, heads[i], _skip_blocks(lines, heads[i], s.heading_blocks or book.heading_blocks), e)
+            out[f"{p.slug}/{s.slug}"] = (f, heads[i], skip_blocks(lines, heads[i], s.heading_blocks or book.heading_blocks), e)
         cursor[f] = pe
     return out
 
