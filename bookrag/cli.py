@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from bookrag.config import Settings, load_settings
-from bookrag.errors import BookragError
+from bookrag.errors import BookragError, database_reason
 
 COMMANDS: dict[str, tuple[str, str, Callable]] = {}
 
@@ -77,22 +77,14 @@ def cmd_migrate(args: argparse.Namespace, s: Settings) -> None:
          "BOOKRAG_SOURCES=../shared/books bookrag prepare bastiat-sophismes-economiques\n"
          "  bookrag prepare piaf --from ../shared/benchmarks/piaf/piaf-v1.0.json")
 def cmd_prepare(args: argparse.Namespace, s: Settings) -> None:
-    if args.book == "piaf":
-        from evaluation.piaf import prepare_piaf
+    from loader.importers import book_to_prepare, importer_for, prepared_by_default
 
-        if not args.source:
-            raise BookragError("bookrag prepare piaf needs --from <path to piaf-v1.0.json>")
-        corpus_dir, evalset = prepare_piaf(s, Path(args.source))
-        print(f"wrote {corpus_dir} and {evalset}")
-        return
-    from loader.prepare import prepare
-
-    for book in _books(s, [args.book] if args.book else []):
-        if not args.book and book.source_kind != "gutenberg" and not (args.download or args.source):
+    source = Path(args.source) if args.source else None
+    for book in [book_to_prepare(s.corpus, args.book)] if args.book else _books(s, []):
+        if not args.book and not prepared_by_default(book) and not (args.download or source):
             print(f"{book.slug}: skipped ({book.source_kind} book: name it with --from EXPORT or --download)")
             continue
-        paths = prepare(s, book, download=args.download, source=Path(args.source) if args.source else None)
-        print(f"{book.slug}: {len(paths)} source files")
+        print(importer_for(book).prepare(s, book, download=args.download, source=source).line())
 
 
 @command("add", "Propose a book's manifest (corpus/<slug>/book.toml) from the headings in its raw text; print the tree first.",
@@ -420,10 +412,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except psycopg.Error as exc:
-        reason = (exc.diag.message_primary if exc.diag else None) or str(exc).strip()
         hint = " (run `bookrag migrate`)" if isinstance(exc, (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedFunction,
                                                               psycopg.errors.InvalidSchemaName)) else ""
-        print(f"error: database: {reason}{hint}", file=sys.stderr)
+        print(f"error: database: {database_reason(exc)}{hint}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted: finished files are in place; run the command again to continue", file=sys.stderr)

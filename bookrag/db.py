@@ -12,7 +12,7 @@ import psycopg
 from psycopg import sql
 
 from bookrag.config import Settings
-from bookrag.errors import BookragError
+from bookrag.errors import BookragError, database_reason
 
 DATABASE_NAME = "bookrag"
 READER_ROLE = "bookrag_reader"
@@ -85,7 +85,7 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection:
     try:
         conn = psycopg.connect(url, autocommit=autocommit)
     except psycopg.OperationalError as exc:
-        raise BookragError(f"cannot connect to the database ({describe_url(url)}): {str(exc).strip()}") from exc
+        raise BookragError(f"cannot connect to the database ({describe_url(url)}): {database_reason(exc)}") from exc
     register_vector(conn)
     return conn
 

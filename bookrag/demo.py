@@ -11,7 +11,7 @@ from bookrag.migrate import apply_migrations
 from bookrag.search import SearchRequest, build_context, cited_rows
 from loader.check import check_corpus
 from loader.embedding import get_embedder
-from loader.gutenberg import prepare_book
+from loader.importers import importer_for, prepared_by_default
 from loader.load import load
 from loader.manifest import all_books
 from loader.sidecars import write_sidecars
@@ -25,9 +25,9 @@ QUESTIONS = [
 def run_demo(settings: Settings, questions: list[str] | None = None) -> None:
     t0 = time.perf_counter()
     settings.require_sources()
-    books = [b for b in all_books(settings.corpus) if b.source_kind == "gutenberg"]
+    books = [b for b in all_books(settings.corpus) if prepared_by_default(b)]
     for book in books:
-        n = len(prepare_book(settings, book))
+        n = len(importer_for(book).prepare(settings, book).files)
         print(f"prepare  {book.slug}: {n} source files")
     problems, line = check_corpus(settings, [b.slug for b in books])
     print(f"check    {line}")

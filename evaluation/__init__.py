@@ -1,1 +1,1 @@
-"""Measuring retrieval: evalsets, metrics, the eval harness, PIAF and the sweep."""
+"""Measuring retrieval: evalsets, metrics, the eval harness and the sweep."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psycopg
 
-from bookrag.errors import BookragError
+from bookrag.errors import BookragError, database_reason
 from loader import frontmatter
 from loader.anchors import strip_anchors
 from loader.chunking import paragraphs
@@ -180,8 +180,7 @@ def load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport:
     except BookragError:
         raise
     except psycopg.Error as exc:
-        reason = (exc.diag.message_primary if exc.diag else None) or str(exc).strip()
-        raise BookragError(f"the database refused the load ({reason}); nothing was loaded") from exc
+        raise BookragError(f"the database refused the load ({database_reason(exc)}); nothing was loaded") from exc
 
 
 def _load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport:
@@ -215,8 +214,8 @@ def _load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport
             try:
                 report.rows_written += _copy_rows(conn, sc, order)
             except psycopg.Error as exc:
-                reason = exc.diag.message_primary if exc.diag and exc.diag.message_primary else str(exc)
-                raise BookragError(f"{sc.path}: the database refused its rows ({reason}); nothing was loaded") from exc
+                raise BookragError(f"{sc.path}: the database refused its rows ({database_reason(exc)}); "
+                                   "nothing was loaded") from exc
         for source_file in sorted(state):
             if source_file.split("/")[1] in whole:
                 conn.execute("DELETE FROM rag.hierarchical_content_nodes WHERE source_file = %s", (source_file,))
@@ -240,8 +239,8 @@ def merge_bm25_segments(conn: psycopg.Connection, report: LoadReport) -> None:
     try:
         conn.execute("REINDEX INDEX CONCURRENTLY rag.hcn_bm25_idx")
     except psycopg.Error as exc:
-        reason = (exc.diag.message_primary if exc.diag else None) or str(exc).strip()
-        report.warnings.append(f"the BM25 index was not merged ({reason}); searches are right but slower until the next load")
+        report.warnings.append(f"the BM25 index was not merged ({database_reason(exc)}); "
+                               "searches are right but slower until the next load")
         # REINDEX CONCURRENTLY leaves its half-built copy behind when it fails: drop it.
         for (name,) in conn.execute("SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
                                     "WHERE n.nspname = 'rag' AND c.relname LIKE 'hcn_bm25_idx_ccnew%'").fetchall():

@@ -119,6 +119,11 @@ def load_book(path: Path) -> Book:
         raise BookragError(f"{path}: no such manifest") from exc
     except tomllib.TOMLDecodeError as exc:
         raise BookragError(f"{path}: invalid TOML: {exc}") from exc
+    return parse_book(data, path)
+
+
+def parse_book(data: dict, path: Path) -> Book:
+    """The Book a parsed manifest describes; `path` is where it lives (errors name it)."""
     try:
         b, src = data["book"], data.get("source", {})
         policy = data.get("embedding", {}).get("policy", "all")

@@ -280,7 +280,7 @@ def _section_lines(sec: Section, taken: set[str], default_blocks: int, file: boo
 def verify(manifest: str, slug: str, s: Structure, books: list[RawBook]) -> list[str]:
     """Cut the text with the manifest the way `bookrag prepare` does; any section whose lines
     differ from the detection's is named (a start line that also occurs earlier, for instance)."""
-    from loader.gutenberg import section_ranges
+    from loader.importers.gutenberg import section_ranges
     from loader.manifest import load_book
 
     with tempfile.TemporaryDirectory() as tmp:

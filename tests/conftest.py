@@ -179,7 +179,7 @@ def prepared_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the repository's corpus (manifests, summaries and their sidecars) with both
     real books prepared from BOOKRAG_SOURCES; skipped when the raw books are not configured."""
     from bookrag.config import DEFAULT_HOME
-    from loader.gutenberg import prepare_book
+    from loader.importers.gutenberg import prepare
     from loader.manifest import find_book
 
     sources = os.environ.get("BOOKRAG_SOURCES")
@@ -191,5 +191,5 @@ def prepared_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     s = Settings(home=home, database_url=None, sources=Path(sources), embedder="local", embedding_model=None,
                  max_chunk_tokens=400)
     for slug in REAL_BOOKS:
-        prepare_book(s, find_book(s.corpus, slug))
+        prepare(s, find_book(s.corpus, slug))
     return home

@@ -140,3 +140,72 @@ def test_bad_bytes_from_a_real_shell(loaded_cli, corpus_home):
                        capture_output=True, env=env, timeout=120)
     assert r.returncode == 1 and b"Traceback" not in r.stderr
     assert r.stderr.decode() == "error: the query is not valid UTF-8 (byte 0xff at character 1); type it again or check the terminal's encoding\n"
+
+
+# --- every other one-sentence error, word for word ---------------------------------------------
+
+@pytest.fixture
+def fixture_home(tmp_path, monkeypatch):
+    """The fixture corpus (manifest and .md files, no sidecars) as BOOKRAG_HOME; no database,
+    no raw books, no LLM configured."""
+    from tests.conftest import make_home
+
+    home = make_home(tmp_path)
+    (home / "empty").mkdir()
+    monkeypatch.setenv("BOOKRAG_HOME", str(home))
+    for name in ("DATABASE_URL", "BOOKRAG_SOURCES", "BOOKRAG_MAX_CHUNK_TOKENS", "BOOKRAG_EMBEDDER", "BOOKRAG_LLM_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
+REFUSED = "connection failed: connection to server at \"127.0.0.1\", port 1 failed: Connection refused\n" \
+          "\tIs the server running on that host and accepting TCP/IP connections?"
+CLI_ERRORS = [
+    ({"DATABASE_URL": "postgresql://bookrag@127.0.0.1:1/bookrag"}, ["db", "start"],
+     "error: DATABASE_URL is set: bookrag does not manage that server (unset it to use the embedded one)\n"),
+    ({"DATABASE_URL": "postgresql://bookrag@127.0.0.1:1/bookrag"}, ["search", "pain"],
+     f"error: cannot connect to the database (postgresql://bookrag@127.0.0.1:1/bookrag): {REFUSED}\n"),
+    ({}, ["prepare", "traite-des-echanges"],
+     "error: {home}/corpus/traite-des-echanges/book.toml: source.kind 'none' has no importer (gutenberg, text, wikisource)\n"),
+    ({"BOOKRAG_SOURCES": "{home}/nope"}, ["demo"], "error: BOOKRAG_SOURCES={home}/nope is not a folder\n"),
+    ({}, ["sidecars", "nope.txt"], "error: nope.txt: not a .md file or a folder\n"),
+    ({}, ["sidecars", "{home}/empty"],
+     "error: no source.md or summary.md under {home}/empty; run `bookrag prepare` first\n"),
+    ({"BOOKRAG_MAX_CHUNK_TOKENS": "8"}, ["check"], "error: BOOKRAG_MAX_CHUNK_TOKENS must be an integer >= 16, got '8'\n"),
+    ({"BOOKRAG_EMBEDDER": "gpu"}, ["check"], "error: BOOKRAG_EMBEDDER must be 'local' or 'openai', got 'gpu'\n"),
+    ({"BOOKRAG_LLM_TIMEOUT": "soon"}, ["check"], "error: BOOKRAG_LLM_TIMEOUT must be a number >= 0.001, got 'soon'\n"),
+]
+
+
+@pytest.mark.parametrize("env,argv,expected", CLI_ERRORS, ids=[
+    "db start on DATABASE_URL", "no server", "kind without importer", "sources not a folder", "sidecars of a non-.md",
+    "sidecars of an empty folder", "chunk tokens", "embedder", "llm timeout"])
+def test_cli_errors_word_for_word(fixture_home, monkeypatch, capsys, env, argv, expected):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value.format(home=fixture_home))
+    assert main([a.format(home=fixture_home) for a in argv]) == 1
+    assert capsys.readouterr() == ("", expected.format(home=fixture_home))
+
+
+def test_check_lists_problems_then_fails(fixture_home, capsys):
+    chapter = "corpus/traite-des-echanges/premiere-partie/chapitre-02-les-routes"
+    (fixture_home / chapter / "summary.md").unlink()
+    assert main(["check"]) == 1
+    assert capsys.readouterr() == (
+        f"{chapter}/summary.md: missing summary (run `bookrag summarize traite-des-echanges`)\n"
+        f"{chapter}/source.md:1: parent_source_file {chapter}/summary.md does not exist\n"
+        "1 books, 12 files checked, 2 problems\n"
+        "paragraphs cited by a summary anchor: traite-des-echanges 7/9 (78 %)\n",
+        "error: 2 problem(s) in the corpus tree\n")
+
+
+def test_a_bare_prepare_skips_books_it_has_no_input_for(fixture_home, capsys):
+    assert main(["prepare"]) == 0
+    assert capsys.readouterr() == ("traite-des-echanges: skipped (none book: name it with --from EXPORT or --download)\n", "")
+
+
+def test_embed_before_any_load(pg_url, fixture_home, monkeypatch, capsys):
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    assert main(["embed", "le pain"]) == 1
+    assert capsys.readouterr() == ("", "error: no vectors are loaded, so there is no corpus model to embed with; "
+                                       "run `bookrag load` first\n")

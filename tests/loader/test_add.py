@@ -15,7 +15,7 @@ import pytest
 from bookrag.cli import main
 from bookrag.config import DEFAULT_HOME, Settings
 from loader.detect import normalize
-from loader.gutenberg import prepare_book, read_text, section_ranges
+from loader.importers.gutenberg import prepare, read_text, section_ranges
 from loader.manifest import Book, find_book, load_book
 from loader.propose import propose
 
@@ -191,7 +191,7 @@ def test_small_book_goes_through_prepare(home, capsys):
         ("deuxieme-partie", "Des taxes", ["chapitre-01-des-peages", "chapitre-02-des-octrois"])]
     text = (home / "corpus/essai/book.toml").read_text(encoding="utf-8")
     assert "[theme]   # fed to the summary prompts" in text and f"size = {raw.stat().st_size}" in text
-    paths = prepare_book(settings(home, raw.parent.parent), book)
+    paths = prepare(settings(home, raw.parent.parent), book).files
     assert len(paths) == 5
     body = (home / "corpus/essai/deuxieme-partie/chapitre-02-des-octrois/source.md").read_text(encoding="utf-8")
     assert "V—MAIS NON, DIT-IL." in body.replace(".—", "—") and "CHAPITRE" not in body
@@ -213,7 +213,7 @@ def test_plain_text_without_gutenberg_markers(home, capsys, monkeypatch):
         f"then: BOOKRAG_SOURCES={raw.parent.parent} bookrag prepare libre\n")  # where prepare will look for it
     book = find_book(home / "corpus", "libre")
     assert (book.title, book.source_kind) == ("Essai libre", "text")
-    assert len(prepare_book(settings(home, raw.parent.parent), book)) == 5
+    assert len(prepare(settings(home, raw.parent.parent), book).files) == 5
 
 
 @pytest.mark.parametrize("data, message", [

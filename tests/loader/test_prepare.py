@@ -12,7 +12,7 @@ import pytest
 from bookrag.config import DEFAULT_HOME, Settings
 from bookrag.errors import BookragError
 from loader import frontmatter
-from loader.gutenberg import prepare_book, prepare_sections, raw_path, read_text, section_ranges
+from loader.importers.gutenberg import prepare, prepare_sections, raw_path, read_text, section_ranges
 from loader.manifest import book_tree, find_book
 
 SOURCES = os.environ.get("BOOKRAG_SOURCES")
@@ -40,7 +40,7 @@ def prepared(tmp_path_factory) -> dict[str, list]:
     out = {}
     for slug in ("bastiat-sophismes-economiques", "tocqueville-democratie-en-amerique"):
         book = find_book(s.corpus, slug)
-        paths = prepare_book(s, book)
+        paths = prepare(s, book).files
         out[slug] = (s, book, paths)
     return out
 
@@ -117,7 +117,7 @@ def test_footnotes_stay_after_their_paragraph(prepared):
 def test_prepare_is_idempotent(prepared):
     s, book, paths = prepared["bastiat-sophismes-economiques"]
     before = {p: p.stat().st_mtime_ns for p in paths}
-    prepare_book(s, book)
+    prepare(s, book)
     assert {p: p.stat().st_mtime_ns for p in paths} == before
 
 

@@ -1,4 +1,4 @@
-"""`bookrag prepare` for Wikisource books (loader.wikisource) on a small Special:Export file
+"""`bookrag prepare` for Wikisource books (loader.importers.wikisource) on a small Special:Export file
 written by the team (tests/fixtures/wikisource/list-export.xml: original test text, not List's),
 and the real List manifest (corpus/list-systeme-national-economie-politique/book.toml)."""
 
@@ -17,10 +17,10 @@ import pytest
 from bookrag.config import DEFAULT_HOME, Settings
 from bookrag.errors import BookragError
 from loader import frontmatter
-from loader.gutenberg import source_meta
+from loader.importers import importer_for
+from loader.importers.base import source_meta
 from loader.manifest import Book, book_tree, load_book
-from loader.prepare import prepare
-from loader.wikisource import prepare_book, wikitext_paragraphs
+from loader.importers.wikisource import prepare, wikitext_paragraphs
 
 SLUG = "list-systeme-national-economie-politique"
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "wikisource"
@@ -67,7 +67,7 @@ def export_with(tmp_path: Path, title: str, wikitext: str) -> Path:
 # --- the importer on the fixture export -------------------------------------------------------
 
 def test_chapter_body_is_exactly_its_paragraphs_and_footnotes(home):
-    paths = prepare_book(settings(home), book_of(home), export=EXPORT)
+    paths = prepare(settings(home), book_of(home), source=EXPORT).files
     assert [p.relative_to(home).as_posix() for p in paths] == [
         f"corpus/{SLUG}/preface/source.md", f"corpus/{SLUG}/{L1C1}/source.md", f"corpus/{SLUG}/{L2C1}/source.md"]
     # Dropped: {{TextQuality}}, the nested {{ChapitreNav|…{{sc|…}}…}}, {{t3|…}}, {{—|4}}, the
@@ -91,7 +91,7 @@ def test_chapter_body_is_exactly_its_paragraphs_and_footnotes(home):
 
 
 def test_markup_of_the_other_pages(home):
-    prepare_book(settings(home), book_of(home), export=EXPORT)
+    prepare(settings(home), book_of(home), source=EXPORT)
     assert body(home, "preface") == (
         "Ce volume d’essai n’a d’autre ambition que d’éprouver un programme ; il parle pourtant de commerce, "
         "comme il sied à un traité d’économie.\n"
@@ -108,7 +108,7 @@ def test_markup_of_the_other_pages(home):
 def test_footnotes_follow_the_gutenberg_convention(home):
     """Markers [^n], numbered from 1 in each section; each definition is one paragraph right
     after the paragraph citing it first; a named ref cited twice is defined once."""
-    prepare_book(settings(home), book_of(home), export=EXPORT)
+    prepare(settings(home), book_of(home), source=EXPORT)
     for key, numbers in ((L1C1, ["1", "2"]), (L2C1, ["1", "2"])):
         paras = body(home, key).strip().split("\n\n")
         defs = [i for i, p in enumerate(paras) if re.match(r"\[\^\d+\]: ", p)]
@@ -122,7 +122,7 @@ def test_footnotes_follow_the_gutenberg_convention(home):
 
 def test_frontmatter_is_the_gutenberg_importers(home):
     book = book_of(home)
-    prepare_book(settings(home), book, export=EXPORT)
+    prepare(settings(home), book, source=EXPORT)
     sources = [n for n in book_tree(book) if n.node_type == "source"]
     for node in sources:
         meta, _ = frontmatter.read(home / node.source_file)
@@ -144,9 +144,10 @@ def test_frontmatter_is_the_gutenberg_importers(home):
 
 def test_prepare_dispatches_wikisource_and_leaves_unchanged_files_alone(home):
     s = settings(home)
-    first = prepare(s, book_of(home), source=EXPORT)
+    book = book_of(home)
+    first = importer_for(book).prepare(s, book, source=EXPORT).files
     stamps = [p.stat().st_mtime_ns for p in first]
-    again = prepare(s, book_of(home), source=EXPORT)
+    again = importer_for(book).prepare(s, book, source=EXPORT).files
     assert again == first and [p.stat().st_mtime_ns for p in again] == stamps
 
 
@@ -154,7 +155,7 @@ def test_export_from_bookrag_sources_folder(home, tmp_path):
     folder = tmp_path / "books" / "list-systeme-national"
     folder.mkdir(parents=True)
     shutil.copy(EXPORT, folder / "export.xml")
-    assert len(prepare_book(settings(home, tmp_path / "books"), book_of(home))) == 3
+    assert len(prepare(settings(home, tmp_path / "books"), book_of(home)).files) == 3
 
 
 def test_wikitext_cleanup():
@@ -177,7 +178,7 @@ def test_page_missing_from_the_export(home, tmp_path):
     manifest.write_text(manifest.read_text(encoding="utf-8").replace(
         f'page = "{ROOT}/Livre premier/Chapitre I"', f'page = "{ROOT}/Livre premier/Chapitre II"'), encoding="utf-8")
     with pytest.raises(BookragError) as exc:
-        prepare_book(settings(home), book_of(home), export=EXPORT)
+        prepare(settings(home), book_of(home), source=EXPORT)
     assert str(exc.value) == (
         f"{EXPORT}: page '{ROOT}/Livre premier/Chapitre II' (section {L1C1}) is not in the export; "
         f"closest title in the export: '{ROOT}/Livre premier/Chapitre I'")
@@ -186,7 +187,7 @@ def test_page_missing_from_the_export(home, tmp_path):
     manifest.write_text(manifest.read_text(encoding="utf-8").replace(
         f'page = "{ROOT}/Livre premier/Chapitre II"', 'page = "Autre ouvrage"'), encoding="utf-8")
     with pytest.raises(BookragError) as exc:
-        prepare_book(settings(home), book_of(home), export=EXPORT)
+        prepare(settings(home), book_of(home), source=EXPORT)
     assert str(exc.value) == f"{EXPORT}: page 'Autre ouvrage' (section {L1C1}) is not in the export"
 
 
@@ -194,20 +195,20 @@ def test_malformed_xml(home, tmp_path):
     bad = tmp_path / "bad.xml"
     bad.write_text("<mediawiki>\n  <page>\n    <title>Système</title>\n  </mediawiki>\n", encoding="utf-8")
     with pytest.raises(BookragError) as exc:
-        prepare_book(settings(home), book_of(home), export=bad)
+        prepare(settings(home), book_of(home), source=bad)
     assert str(exc.value) == f"{bad}: malformed XML export: mismatched tag: line 4, column 4"
 
     cut = tmp_path / "cut.xml"
     cut.write_text(EXPORT.read_text(encoding="utf-8")[:3000], encoding="utf-8")
     with pytest.raises(BookragError, match=r"^.*/cut\.xml: malformed XML export: "):
-        prepare_book(settings(home), book_of(home), export=cut)
+        prepare(settings(home), book_of(home), source=cut)
 
 
 def test_not_a_mediawiki_export(home, tmp_path):
     other = tmp_path / "other.xml"
     other.write_text("<rss><channel/></rss>", encoding="utf-8")
     with pytest.raises(BookragError) as exc:
-        prepare_book(settings(home), book_of(home), export=other)
+        prepare(settings(home), book_of(home), source=other)
     assert str(exc.value) == f"{other}: not a MediaWiki export (root element <rss>, expected <mediawiki>)"
 
 
@@ -216,7 +217,7 @@ def test_page_that_only_transcludes_scans(home, tmp_path):
     variant = export_with(tmp_path, f"{ROOT}/Livre premier/Chapitre I",
                           f'{{{{TextQuality|100%}}}}\n<pages index="{index}" from=128 to=141 header=1 />\n')
     with pytest.raises(BookragError) as exc:
-        prepare_book(settings(home), book_of(home), export=variant)
+        prepare(settings(home), book_of(home), source=variant)
     assert str(exc.value) == (
         f"{variant}: page '{ROOT}/Livre premier/Chapitre I' transcludes scanned pages "
         f"(<pages index=\"{index}\" …/>) instead of holding its text; an export does not include them, "
@@ -226,12 +227,12 @@ def test_page_that_only_transcludes_scans(home, tmp_path):
 def test_page_with_empty_text(home, tmp_path):
     variant = export_with(tmp_path, f"{ROOT}/Livre deuxième/Chapitre I", "")
     with pytest.raises(BookragError) as exc:
-        prepare_book(settings(home), book_of(home), export=variant)
+        prepare(settings(home), book_of(home), source=variant)
     assert str(exc.value) == f"{variant}: page '{ROOT}/Livre deuxième/Chapitre I' has no text"
 
     variant = export_with(tmp_path, f"{ROOT}/Livre deuxième/Chapitre I", "{{TextQuality|50%}}\n== Titre ==\n<!-- vide -->")
     with pytest.raises(BookragError) as exc:
-        prepare_book(settings(home), book_of(home), export=variant)
+        prepare(settings(home), book_of(home), source=variant)
     assert str(exc.value) == (f"{variant}: page '{ROOT}/Livre deuxième/Chapitre I' has no text once templates "
                               "and markup are removed")
 
@@ -248,13 +249,13 @@ def test_redirect_is_followed_within_the_export(home, tmp_path):
     manifest = home / "corpus" / SLUG / "book.toml"
     manifest.write_text(manifest.read_text(encoding="utf-8").replace(
         "/Préface de l’auteur", "/Préface"), encoding="utf-8")
-    prepare_book(settings(home), book_of(home), export=variant)
+    prepare(settings(home), book_of(home), source=variant)
     assert body(home, "preface").startswith("Ce volume d’essai")
 
 
 def test_no_export_given(home):
     with pytest.raises(BookragError) as exc:
-        prepare_book(settings(home), book_of(home))
+        prepare(settings(home), book_of(home))
     assert str(exc.value) == (
         f"{home / 'corpus' / SLUG / 'book.toml'}: no Wikisource export to read: pass --from "
         "<a Special:Export XML file or folder>, set BOOKRAG_SOURCES (reads "
@@ -268,9 +269,9 @@ def test_download_builds_special_export_urls_and_says_when_offline(home, monkeyp
         asked.append(request.full_url)
         raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
 
-    monkeypatch.setattr("loader.wikisource.urllib.request.urlopen", offline)
+    monkeypatch.setattr("loader.importers.wikisource.urllib.request.urlopen", offline)
     with pytest.raises(BookragError) as exc:
-        prepare_book(settings(home), book_of(home), download=True)
+        prepare(settings(home), book_of(home), download=True)
     url = asked[0]
     assert str(exc.value) == (f"cannot download {url}: <urlopen error [Errno -3] Temporary failure in name "
                               "resolution>; offline? pass --from <a Special:Export XML file> instead")
@@ -289,9 +290,9 @@ def test_download_keeps_the_export(home, monkeypatch):
         assert request.get_header("User-agent").startswith("bookrag/")
         return io.BytesIO(EXPORT.read_bytes())
 
-    monkeypatch.setattr("loader.wikisource.urllib.request.urlopen", online)
-    assert len(prepare_book(settings(home), book_of(home), download=True)) == 3
-    assert len(prepare_book(settings(home), book_of(home), download=True)) == 3
+    monkeypatch.setattr("loader.importers.wikisource.urllib.request.urlopen", online)
+    assert len(prepare(settings(home), book_of(home), download=True).files) == 3
+    assert len(prepare(settings(home), book_of(home), download=True).files) == 3
     assert len(calls) == 1 and len(list((home / ".bookrag" / "downloads" / SLUG).glob("export-01-*.xml"))) == 1
 
 

@@ -14,7 +14,7 @@ text ({{sc|…}}, {{lang|la|…}}, {{corr|wrong|right}}: the text is kept); head
 label; ''italic'' and <i> become _italic_, '''bold''' becomes plain; <div>, <span> and other
 HTML tags keep their content; entities (&nbsp;) are decoded. Blank lines separate paragraphs
 and single newlines join with a space, as MediaWiki renders them. Footnotes follow
-loader.gutenberg's convention: <ref>…</ref> becomes a `[^n]` marker (numbered from 1 in each
+loader.importers.gutenberg's convention: <ref>…</ref> becomes a `[^n]` marker (numbered from 1 in each
 section; a named <ref name=… /> reuses its number) and a `[^n]: …` definition, one paragraph,
 right after the paragraph that first cites it. Pages that transclude scanned pages with
 <pages index=… /> (ProofreadPage) hold no text in an export: they are refused by name.
@@ -39,8 +39,7 @@ from mwparserfromhell.wikicode import Wikicode
 
 from bookrag.config import Settings
 from bookrag.errors import BookragError
-from loader import frontmatter
-from loader.gutenberg import source_meta
+from loader.importers.base import PreparedBook, section_key, write_sources
 from loader.manifest import Book, book_tree
 
 #: Titles per Special:Export request when downloading (keeps GET URLs short).
@@ -372,21 +371,17 @@ def locate_export(settings: Settings, book: Book, titles: list[str], download: b
 
 # --- the corpus files ------------------------------------------------------------------------
 
-def prepare_book(settings: Settings, book: Book, download: bool = False, export: Path | None = None) -> list[Path]:
-    """Write every source.md of a Wikisource book; return the paths written (unchanged files
-    too). Every section is converted before any file is written."""
+def prepare(settings: Settings, book: Book, *, download: bool = False, source: Path | None = None) -> PreparedBook:
+    """Write every source.md of a Wikisource book from the export `source` (a file or folder),
+    BOOKRAG_SOURCES or, with `download`, the manifest's export_url. Every section is converted
+    before any file is written."""
     pages = section_pages(book)
-    exp = locate_export(settings, book, list(dict.fromkeys(pages.values())), download, export)
-    texts = []
+    exp = locate_export(settings, book, list(dict.fromkeys(pages.values())), download, source)
+    bodies = []
     for node in book_tree(book):
         if node.node_type != "source":
             continue
-        assert node.section is not None
-        key = node.section.slug if node.part is None else f"{node.part.slug}/{node.section.slug}"
+        key = section_key(node)
         page = find_page(exp, pages[key], f"section {key}")
-        body = "\n\n".join(page_paragraphs(page))
-        texts.append((settings.home / node.source_file, frontmatter.render(source_meta(book, node), body)))
-    for path, text in texts:
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            frontmatter.write_atomic(path, text)
-    return [path for path, _ in texts]
+        bodies.append((node, "\n\n".join(page_paragraphs(page))))
+    return write_sources(settings, book, bodies)

@@ -23,8 +23,9 @@ from pathlib import Path
 
 from bookrag.config import Settings
 from bookrag.errors import BookragError
-from loader import frontmatter
-from loader.manifest import Book, Node, RawFile, Section, book_tree, embed_flag
+from loader.detect import skip_blocks
+from loader.importers.base import PreparedBook, section_key, write_sources
+from loader.manifest import Book, Node, RawFile, Section, book_tree
 
 START_RE = re.compile(r"^\*\*\* ?START OF (THIS|THE) PROJECT\s+GUTENBERG EBOOK.*$", re.M)
 END_RE = re.compile(r"^\*\*\* ?END OF (THIS|THE) PROJECT\s+GUTENBERG EBOOK.*$", re.M)
@@ -95,16 +96,6 @@ def _find(lines: list[str], wanted: str, frm: int, where: str, file: str) -> int
     raise BookragError(f"{where}: start line {wanted!r} not found in {file} after line {frm + 1}")
 
 
-def _skip_blocks(lines: list[str], i: int, blocks: int) -> int:
-    """Index of the first line after `blocks` non-blank blocks starting at i."""
-    for _ in range(blocks):
-        while i < len(lines) and not lines[i].strip():
-            i += 1
-        while i < len(lines) and lines[i].strip():
-            i += 1
-    return i
-
-
 def section_ranges(book: Book, texts: dict[str, list[str]]) -> dict[str, tuple[str, int, int, int]]:
     """slug path -> (file, heading line, body start, end) for every section, by the manifest's
     start lines searched in order (a cursor per file, so a table of contents never matches)."""
@@ -122,7 +113,7 @@ def section_ranges(book: Book, texts: dict[str, list[str]]) -> dict[str, tuple[s
         lines = texts[f]
         h = _find(lines, s.start or "", cursor.get(f, 0), f"{where}: front matter {s.slug}", f)
         e = _find(lines, s.end, h + 1, f"{where}: front matter {s.slug} end", f) if s.end else len(lines)
-        out[s.slug] = (f, h, _skip_blocks(lines, h, s.heading_blocks or book.heading_blocks), e)
+        out[s.slug] = (f, h, skip_blocks(lines, h, s.heading_blocks or book.heading_blocks), e)
         cursor[f] = e
     for p in book.parts:
         f = p.file or book.files[0].name
@@ -136,7 +127,7 @@ def section_ranges(book: Book, texts: dict[str, list[str]]) -> dict[str, tuple[s
         pe = _find(lines, p.end, heads[-1] + 1, f"{where}: part {p.slug} end", f) if p.end else len(lines)
         for i, s in enumerate(p.sections):
             e = heads[i + 1] if i + 1 < len(heads) else pe
-            out[f"{p.slug}/{s.slug}"] = (f, heads[i], _skip_blocks(lines, heads[i], s.heading_blocks or book.heading_blocks), e)
+            out[f"{p.slug}/{s.slug}"] = (f, heads[i], skip_blocks(lines, heads[i], s.heading_blocks or book.heading_blocks), e)
         cursor[f] = pe
     return out
 
@@ -203,7 +194,7 @@ def prepare_sections(settings: Settings, book: Book, download: bool = False) -> 
     for node in book_tree(book):
         if node.node_type != "source":
             continue
-        key = node.section.slug if node.part is None else f"{node.part.slug}/{node.section.slug}"
+        key = section_key(node)
         f, _h, body, end = ranges[key]
         raw_lines = texts[f][body:end]
         paras = to_paragraphs(raw_lines)
@@ -213,25 +204,8 @@ def prepare_sections(settings: Settings, book: Book, download: bool = False) -> 
     return out
 
 
-def source_meta(book: Book, node: Node) -> dict:
-    return {
-        "book": book.slug,
-        "title": node.title,
-        "heading_path": node.heading_path,
-        "level": node.level,
-        "node_type": node.node_type,
-        "parent_source_file": node.parent_source_file,
-        "embed": embed_flag(book, node),
-    }
-
-
-def prepare_book(settings: Settings, book: Book, download: bool = False) -> list[Path]:
-    """Write every source.md of a Gutenberg book; return the paths written (unchanged files too)."""
-    written = []
-    for sec in prepare_sections(settings, book, download):
-        path = settings.home / sec.node.source_file
-        text = frontmatter.render(source_meta(book, sec.node), "\n\n".join(sec.paragraphs))
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            frontmatter.write_atomic(path, text)
-        written.append(path)
-    return written
+def prepare(settings: Settings, book: Book, *, download: bool = False, source: Path | None = None) -> PreparedBook:
+    """Write every source.md of a Gutenberg (or plain-text) book; `source` is not used: the raw
+    files are named by the manifest."""
+    return write_sources(settings, book, [(sec.node, "\n\n".join(sec.paragraphs))
+                                          for sec in prepare_sections(settings, book, download)])
