@@ -13,7 +13,7 @@ import numpy as np
 import psycopg
 from psycopg.rows import dict_row, tuple_row
 
-from bookrag.errors import BookragError
+from bookrag.errors import BookragError, database_reason
 
 #: The names rag.search accepts (the SQL checks them; this tuple feeds the CLI's choices and the
 #: MCP schema). Fusion names and bounds are rag._fusion_settings's; defaults rag._fusion_settings's.
@@ -130,8 +130,7 @@ def embed_query(conn: psycopg.Connection, text: str) -> np.ndarray | None:
 
 
 def _sql_error(exc: psycopg.Error) -> BookragError:
-    diag = exc.diag.message_primary if exc.diag and exc.diag.message_primary else str(exc)
-    return BookragError(diag)
+    return BookragError(database_reason(exc))
 
 
 SEARCH_CALL = _call("rag.search", "p_expand => %(expand)s::text[], p_query_model => %(model)s")

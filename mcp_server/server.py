@@ -37,7 +37,7 @@ from pydantic import Field
 
 from bookrag import db
 from bookrag.config import Settings
-from bookrag.errors import BookragError
+from bookrag.errors import BookragError, database_reason
 from bookrag.search import (Fusion, Mode, Normalisation, SearchRequest, check_query, corpus_model, query_vector,
                             search_and_pack)
 from mcp_server.models import (Book, Books, Children, Chunk, Cites, ContextChunk, Hit, LeftOut, Node, Outline, OutlineEntry,
@@ -103,19 +103,19 @@ def with_connection(state: AppState, fn: Callable[[psycopg.Connection], T]) -> T
     except BookragError as exc:
         raise ToolError(str(exc)) from exc
     except psycopg.errors.InvalidParameterValue as exc:
-        raise ToolError(exc.diag.message_primary or str(exc)) from exc
+        raise ToolError(database_reason(exc)) from exc
     except psycopg.errors.QueryCanceled as exc:  # an OperationalError subclass: test it first
         raise ToolError("the statement ran past its time limit and was cancelled; narrow it") from exc
     except (psycopg.errors.ProgramLimitExceeded, psycopg.errors.OutOfMemory,
             psycopg.errors.ConfigurationLimitExceeded) as exc:
-        raise ToolError(f"the answer is too large for the server ({exc.diag.message_primary}); "
+        raise ToolError(f"the answer is too large for the server ({database_reason(exc)}); "
                         "aggregate less or add a LIMIT") from exc
     except psycopg.errors.InsufficientPrivilege as exc:
-        raise ToolError(f"not allowed: {exc.diag.message_primary}") from exc
+        raise ToolError(f"not allowed: {database_reason(exc)}") from exc
     except (PoolTimeout, psycopg.OperationalError) as exc:
         raise ToolError(f"the database is unavailable ({type(exc).__name__}); try again in a moment") from exc
     except psycopg.Error as exc:
-        raise ToolError(f"database error: {exc.diag.message_primary or exc}") from exc
+        raise ToolError(f"database error: {database_reason(exc)}") from exc
 
 
 def _rows(conn: psycopg.Connection, query: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
