@@ -1,4 +1,4 @@
--- 0007_search_expand_and_pack_context: rag.search takes p_expand (parent, cited) and p_query_model and returns rag.search_result (cites, parent, cited); rag.pack_context packs given hits, rag.build_context = rag.search + rag.pack_context; rag._collect_sql holds the branch statement search_hybrid runs (the benchmark EXPLAINs it)
+-- 0007_search_expand_and_pack_context: rag.search takes p_expand (parent, cited) and p_query_model and returns rag.search_result (cites, parent, cited) as a SQL function the caller inlines, over rag._search_hits (the checks and the mode dispatch); rag.pack_context packs given hits, rag.build_context = rag.search + rag.pack_context; rag._collect_sql holds the branch statement search_hybrid runs (the benchmark EXPLAINs it)
 -- depends: 0006_score_fusion_within_citations
 
 -- Signatures or row types changed: drop what CREATE OR REPLACE cannot change.
@@ -136,6 +136,83 @@ Cost: none (string formatting).
         'FROM (%s) c0) c', p_branch_sql);
 $$;
 
+-- function: _search_hits sha256:e00e9317d5faf298d3f8f291ec985dc194a8583b40728cf81af1441e0d34e966
+-- rag._search_hits: the mode dispatcher behind rag.search (the mode list is defined and checked here).
+CREATE OR REPLACE FUNCTION rag._search_hits(
+    p_query           TEXT,
+    p_query_embedding vector,
+    p_mode            TEXT,
+    p_k               INT,
+    p_book            TEXT,
+    p_levels          INT[],
+    p_node_type       TEXT,
+    p_within          TEXT,
+    p_fusion          TEXT,
+    p_normalisation   TEXT,
+    p_bm25_weight     FLOAT8,
+    p_vector_weight   FLOAT8,
+    p_chapter_weight  FLOAT8,
+    p_cite_weight     FLOAT8,
+    p_expand          TEXT[],
+    p_query_model     TEXT
+) RETURNS SETOF rag.search_hit
+LANGUAGE plpgsql STABLE
+SET max_parallel_workers_per_gather = 0
+AS $$
+/*
+Checks rag.search's arguments and runs the search named by p_mode, returning its rows unchanged
+(rag.search_hit, best first):
+  'hybrid'     rag.search_hybrid (both branches fused; the default)
+  'bm25'       rag.search_bm25
+  'vector'     rag.search_vector (p_query unused; p_query_embedding required)
+  'two-stage'  rag.search_two_stage (sections first; no levels or node_type filter)
+Any other mode is an error naming it; so is a word of p_expand other than 'parent' and 'cited',
+and a p_query_model that is not the corpus model. Parameters: as rag.search's (no defaults
+here: rag.search gives them). rag.search adds the expansions on top of these rows; it is a SQL
+function the caller's statement inlines, so its plan is cached with the caller's.
+Cost: the called function's (one extra PL/pgSQL call).
+*/
+DECLARE
+    v_model TEXT;
+BEGIN
+    IF p_mode IS NULL OR p_mode NOT IN ('hybrid', 'two-stage', 'bm25', 'vector') THEN
+        RAISE EXCEPTION 'mode must be hybrid, two-stage, bm25 or vector, got "%"', p_mode
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_mode = 'two-stage' AND (p_levels IS NOT NULL OR p_node_type IS NOT NULL) THEN
+        RAISE EXCEPTION 'two-stage search ranks paragraphs inside the best sections: it takes no levels or node_type filter'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_expand IS NOT NULL AND NOT p_expand <@ ARRAY['parent', 'cited'] THEN
+        RAISE EXCEPTION 'expand takes parent and cited, got "%"',
+            (SELECT string_agg(coalesce(e, 'NULL'), ', ') FROM unnest(p_expand) e WHERE e IS NULL OR e NOT IN ('parent', 'cited'))
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_query_model IS NOT NULL AND p_query_embedding IS NOT NULL THEN
+        SELECT m.model INTO v_model FROM rag._corpus_model(NULL) m;
+        IF v_model IS DISTINCT FROM p_query_model THEN
+            RAISE EXCEPTION 'the query was embedded with "%" but the corpus model is "%"; embed it with the corpus model',
+                p_query_model, coalesce(v_model, 'none (no vectors loaded)')
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    IF p_mode = 'hybrid' THEN
+        RETURN QUERY SELECT * FROM rag.search_hybrid(p_query, p_query_embedding, p_k, p_book, p_levels, p_node_type,
+            p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight, p_fusion => p_fusion,
+            p_normalisation => p_normalisation, p_chapter_weight => p_chapter_weight, p_within => p_within,
+            p_cite_weight => p_cite_weight);
+    ELSIF p_mode = 'two-stage' THEN
+        RETURN QUERY SELECT * FROM rag.search_two_stage(p_query, p_query_embedding, p_k, p_book, p_within => p_within,
+            p_fusion => p_fusion, p_normalisation => p_normalisation, p_bm25_weight => p_bm25_weight,
+            p_vector_weight => p_vector_weight);
+    ELSIF p_mode = 'bm25' THEN
+        RETURN QUERY SELECT * FROM rag.search_bm25(p_query, p_k, p_book, p_levels, p_node_type, p_within => p_within);
+    ELSE
+        RETURN QUERY SELECT * FROM rag.search_vector(p_query_embedding, p_k, p_book, p_levels, p_node_type, p_within => p_within);
+    END IF;
+END
+$$;
+
 -- function: build_context sha256:a6cde7c68af7143b6216784e0eaf824304f324367ebd4ca4f543db1c5029a9f9
 -- rag.build_context: search + parent expansion + deduplication within a token budget, ordered for reading.
 CREATE OR REPLACE FUNCTION rag.build_context(
@@ -269,8 +346,8 @@ BEGIN
 END
 $$;
 
--- function: search sha256:0c9d6d7cdb40db91e9f6858b536508904a7553299a263114c19e5b01f50892f2
--- rag.search: one entry point for every search mode (the mode list is defined and checked here).
+-- function: search sha256:5ca1768487e859e68a8c95b21188fc90c1e0bdcaf42f8545f4a2bedcbba3f294
+-- rag.search: one entry point for every search mode, with each hit's cites and the expansions asked for.
 CREATE OR REPLACE FUNCTION rag.search(
     p_query           TEXT,
     p_query_embedding vector,
@@ -289,12 +366,12 @@ CREATE OR REPLACE FUNCTION rag.search(
     p_expand          TEXT[] DEFAULT NULL,
     p_query_model     TEXT DEFAULT NULL
 ) RETURNS SETOF rag.search_result
-LANGUAGE plpgsql STABLE
-SET max_parallel_workers_per_gather = 0
+LANGUAGE sql STABLE
 AS $$
 /*
-Runs the search named by p_mode and returns its rows (rag.search_result, best first: the
-called function's rag.search_hit columns, then cites, parent, cited):
+Runs the search named by p_mode (rag._search_hits checks every argument and dispatches) and
+returns its rows (rag.search_result, best first: the called function's rag.search_hit columns,
+then cites, parent, cited):
   'hybrid'     rag.search_hybrid (both branches fused; the default)
   'bm25'       rag.search_bm25
   'vector'     rag.search_vector (p_query unused; p_query_embedding required)
@@ -312,65 +389,29 @@ used by 'hybrid' and 'two-stage', p_chapter_weight and p_cite_weight by 'hybrid'
   p_query_model  the model p_query_embedding was made with; when given and not the corpus model
                  the call is refused (a vector of another model with the same length would
                  otherwise be compared silently). NULL = not checked.
-Cost: the called function's, plus one indexed lookup per hit for cites and per expansion.
+Cost: the called function's, plus one indexed lookup per summary hit for cites and per hit for
+each expansion. A SQL function without settings, so the caller's statement inlines it (one plan,
+cached with a prepared statement) and an expansion not asked for is never run.
 */
-DECLARE
-    v_hits  rag.search_hit[];
-    v_model TEXT;
-BEGIN
-    IF p_expand IS NOT NULL AND NOT p_expand <@ ARRAY['parent', 'cited'] THEN
-        RAISE EXCEPTION 'expand takes parent and cited, got "%"',
-            (SELECT string_agg(coalesce(e, 'NULL'), ', ') FROM unnest(p_expand) e WHERE e IS NULL OR e NOT IN ('parent', 'cited'))
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_query_model IS NOT NULL AND p_query_embedding IS NOT NULL THEN
-        SELECT m.model INTO v_model FROM rag._corpus_model(NULL) m;
-        IF v_model IS DISTINCT FROM p_query_model THEN
-            RAISE EXCEPTION 'the query was embedded with "%" but the corpus model is "%"; embed it with the corpus model',
-                p_query_model, coalesce(v_model, 'none (no vectors loaded)')
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-    END IF;
-    IF p_mode IS NULL OR p_mode NOT IN ('hybrid', 'two-stage', 'bm25', 'vector') THEN
-        RAISE EXCEPTION 'mode must be hybrid, two-stage, bm25 or vector, got "%"', p_mode
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_mode = 'two-stage' AND (p_levels IS NOT NULL OR p_node_type IS NOT NULL) THEN
-        RAISE EXCEPTION 'two-stage search ranks paragraphs inside the best sections: it takes no levels or node_type filter'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_mode = 'hybrid' THEN
-        SELECT array_agg(h ORDER BY h.rank) INTO v_hits FROM rag.search_hybrid(p_query, p_query_embedding, p_k, p_book, p_levels, p_node_type,
-            p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight, p_fusion => p_fusion,
-            p_normalisation => p_normalisation, p_chapter_weight => p_chapter_weight, p_within => p_within,
-            p_cite_weight => p_cite_weight) h;
-    ELSIF p_mode = 'two-stage' THEN
-        SELECT array_agg(h ORDER BY h.rank) INTO v_hits FROM rag.search_two_stage(p_query, p_query_embedding, p_k, p_book, p_within => p_within,
-            p_fusion => p_fusion, p_normalisation => p_normalisation, p_bm25_weight => p_bm25_weight,
-            p_vector_weight => p_vector_weight) h;
-    ELSIF p_mode = 'bm25' THEN
-        SELECT array_agg(h ORDER BY h.rank) INTO v_hits FROM rag.search_bm25(p_query, p_k, p_book, p_levels, p_node_type, p_within => p_within) h;
-    ELSE
-        SELECT array_agg(h ORDER BY h.rank) INTO v_hits FROM rag.search_vector(p_query_embedding, p_k, p_book, p_levels, p_node_type, p_within => p_within) h;
-    END IF;
-
-    RETURN QUERY
     SELECT h.*,
-           (SELECT coalesce(json_agg(json_build_object('source_file', c.f, 'paragraphs', c.p) ORDER BY c.f), '[]'::json)
-            FROM (SELECT ct.cited_source_file AS f,
-                         array_agg(ct.cited_paragraph ORDER BY ct.cited_paragraph) FILTER (WHERE ct.cited_paragraph IS NOT NULL) AS p
-                  FROM rag.citations ct
-                  WHERE ct.source_file = h.source_file AND ct.chunk_index = h.chunk_index
-                  GROUP BY ct.cited_source_file) c),
+           CASE WHEN h.level = 0 THEN '[]'::json ELSE
+               (SELECT coalesce(json_agg(json_build_object('source_file', c.f, 'paragraphs', c.p) ORDER BY c.f), '[]'::json)
+                FROM (SELECT ct.cited_source_file AS f,
+                             array_agg(ct.cited_paragraph ORDER BY ct.cited_paragraph)
+                                 FILTER (WHERE ct.cited_paragraph IS NOT NULL) AS p
+                      FROM rag.citations ct
+                      WHERE ct.source_file = h.source_file AND ct.chunk_index = h.chunk_index
+                      GROUP BY ct.cited_source_file) c) END,
            CASE WHEN 'parent' = ANY(p_expand) THEN
                (SELECT coalesce(json_agg(row_to_json(p) ORDER BY p.chunk_index), '[]'::json)
                 FROM rag.get_node(h.parent_source_file) p) END,
            CASE WHEN 'cited' = ANY(p_expand) THEN
-               (SELECT coalesce(json_agg(row_to_json(c) ORDER BY c.node_order, c.chunk_index), '[]'::json)
-                FROM rag.get_citations(h.source_file, h.chunk_index) c) END
-    FROM unnest(v_hits) h
+               (SELECT coalesce(json_agg(row_to_json(g) ORDER BY g.node_order, g.chunk_index), '[]'::json)
+                FROM rag.get_citations(h.source_file, h.chunk_index) g) END
+    FROM rag._search_hits(p_query, p_query_embedding, p_mode, p_k, p_book, p_levels, p_node_type, p_within, p_fusion,
+                          p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight,
+                          p_expand, p_query_model) h
     ORDER BY h.rank;
-END
 $$;
 
 -- function: search_hybrid sha256:1d50dd7934645cc5a6e9c38adc4405f90000c9b6fa16f6c42fa0e035b63ac0fa
@@ -579,8 +620,9 @@ GRANT EXECUTE ON FUNCTION rag.search(text, vector, text, int, text, int[], text,
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_types', 'e3d28b9f77dba74c6202562d34cf4f91f70d03a5700620655745a084ebd2a2d1', '0007_search_expand_and_pack_context'),
     ('_collect_sql', '699f0403679877d76667a1ec55f669317e65bade4e593fc481d92e614df2c124', '0007_search_expand_and_pack_context'),
+    ('_search_hits', 'e00e9317d5faf298d3f8f291ec985dc194a8583b40728cf81af1441e0d34e966', '0007_search_expand_and_pack_context'),
     ('build_context', 'a6cde7c68af7143b6216784e0eaf824304f324367ebd4ca4f543db1c5029a9f9', '0007_search_expand_and_pack_context'),
     ('pack_context', 'dbbb7f2ee30a51bdca78424fa0f2134e77f4b898d09448833357c154a3c810b3', '0007_search_expand_and_pack_context'),
-    ('search', '0c9d6d7cdb40db91e9f6858b536508904a7553299a263114c19e5b01f50892f2', '0007_search_expand_and_pack_context'),
+    ('search', '5ca1768487e859e68a8c95b21188fc90c1e0bdcaf42f8545f4a2bedcbba3f294', '0007_search_expand_and_pack_context'),
     ('search_hybrid', '1d50dd7934645cc5a6e9c38adc4405f90000c9b6fa16f6c42fa0e035b63ac0fa', '0007_search_expand_and_pack_context')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

@@ -250,3 +250,12 @@ def test_every_search_argument_is_bound_from_one_python_definition(corpus):
         bound = {a.split(" => ")[0] for a in call[call.index("(") + 1:-1].split(", ")}
         assert bound == args - unbound, function
         assert named <= args, function
+
+
+def test_rag_search_is_inlined_into_the_callers_statement(corpus, e5):
+    """rag.search is a SQL function without settings: the planner inlines it, so a caller's
+    prepared statement caches one plan and an expansion not asked for never runs."""
+    plan = "\n".join(r[0] for r in corpus.execute(
+        "EXPLAIN (COSTS OFF) SELECT * FROM rag.search('pain', %s, 'hybrid', 5, p_expand => '{parent}')", (e5.query("pain"),)))
+    assert "Function Scan on _search_hits h" in plan
+    assert "Function Scan on search" not in plan
