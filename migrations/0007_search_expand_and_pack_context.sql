@@ -213,7 +213,7 @@ BEGIN
 END
 $$;
 
--- function: build_context sha256:a6cde7c68af7143b6216784e0eaf824304f324367ebd4ca4f543db1c5029a9f9
+-- function: build_context sha256:f8aaa052cc8bea2db73665c44194d9acbaf0edad30144ad8e9a8ccdda5a14140
 -- rag.build_context: search + parent expansion + deduplication within a token budget, ordered for reading.
 CREATE OR REPLACE FUNCTION rag.build_context(
     p_query           TEXT,
@@ -253,7 +253,8 @@ Parameters:
   p_within   NULL or a source_file: hits only from that node's subtree (parents may lie above it).
   p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight: passed to
              rag.search (NULL = rag._fusion_settings()).
-Cost: one search plus one indexed lookup per hit; p50 2.8 ms on the two books, 9.4 ms at 100k rows.
+Cost: one search plus rag.pack_context (two indexed lookups per hit); p50 7.4 ms on the two books,
+8.2 ms at 100k rows (bench/bench_search.py, 2026-12-01).
 */
 BEGIN
     -- p_budget is checked by rag.pack_context
@@ -621,7 +622,7 @@ INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_types', 'e3d28b9f77dba74c6202562d34cf4f91f70d03a5700620655745a084ebd2a2d1', '0007_search_expand_and_pack_context'),
     ('_collect_sql', '699f0403679877d76667a1ec55f669317e65bade4e593fc481d92e614df2c124', '0007_search_expand_and_pack_context'),
     ('_search_hits', 'e00e9317d5faf298d3f8f291ec985dc194a8583b40728cf81af1441e0d34e966', '0007_search_expand_and_pack_context'),
-    ('build_context', 'a6cde7c68af7143b6216784e0eaf824304f324367ebd4ca4f543db1c5029a9f9', '0007_search_expand_and_pack_context'),
+    ('build_context', 'f8aaa052cc8bea2db73665c44194d9acbaf0edad30144ad8e9a8ccdda5a14140', '0007_search_expand_and_pack_context'),
     ('pack_context', 'dbbb7f2ee30a51bdca78424fa0f2134e77f4b898d09448833357c154a3c810b3', '0007_search_expand_and_pack_context'),
     ('search', '5ca1768487e859e68a8c95b21188fc90c1e0bdcaf42f8545f4a2bedcbba3f294', '0007_search_expand_and_pack_context'),
     ('search_hybrid', '1d50dd7934645cc5a6e9c38adc4405f90000c9b6fa16f6c42fa0e035b63ac0fa', '0007_search_expand_and_pack_context')

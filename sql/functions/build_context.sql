@@ -37,7 +37,8 @@ Parameters:
   p_within   NULL or a source_file: hits only from that node's subtree (parents may lie above it).
   p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight: passed to
              rag.search (NULL = rag._fusion_settings()).
-Cost: one search plus one indexed lookup per hit; p50 2.8 ms on the two books, 9.4 ms at 100k rows.
+Cost: one search plus rag.pack_context (two indexed lookups per hit); p50 7.4 ms on the two books,
+8.2 ms at 100k rows (bench/bench_search.py, 2026-12-01).
 */
 BEGIN
     -- p_budget is checked by rag.pack_context
