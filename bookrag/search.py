@@ -70,6 +70,10 @@ def _call(function: str, extra: str) -> str:
     return f"{function}({', '.join(args[:1] + ['p_query_embedding => %(e)s'] + args[1:] + [extra])})"
 
 
+#: How rag._search_hits's refusal of a query vector from another model than the corpus's begins
+#: (p_query_model): a caller that keeps the model reads it again when it sees this.
+MODEL_REFUSED = "the query was embedded with "
+
 #: rag._check_search_args refuses longer queries too; checked here first because embedding a
 #: 100 KB query costs a minute before the database could say no.
 MAX_QUERY_CHARS = 10_000

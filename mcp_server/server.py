@@ -38,8 +38,8 @@ from pydantic import Field
 from bookrag import db
 from bookrag.config import Settings
 from bookrag.errors import BookragError, database_reason
-from bookrag.search import (Fusion, Mode, Normalisation, SearchRequest, check_query, corpus_model, query_vector,
-                            search_and_pack)
+from bookrag.search import (MODEL_REFUSED, Fusion, Mode, Normalisation, SearchRequest, check_query, corpus_model,
+                            query_vector, search_and_pack)
 from mcp_server.models import (Book, Books, Children, Chunk, Cites, ContextChunk, Hit, LeftOut, Node, Outline, OutlineEntry,
                                SearchResult, SqlResult)
 from mcp_server.sql_guard import UnsafeSQL, check_select
@@ -190,7 +190,7 @@ def search_tool(
     try:
         hits, context = run()
     except ToolError as exc:
-        if "the corpus model is" not in str(exc):
+        if not str(exc).startswith(MODEL_REFUSED):
             raise
         state.model = None  # the corpus was reloaded with another model: read it again, once
         hits, context = run()

@@ -191,25 +191,26 @@ def test_page_missing_from_the_export(home, tmp_path):
     assert str(exc.value) == f"{EXPORT}: page 'Autre ouvrage' (section {L1C1}) is not in the export"
 
 
+def refusal(home, source) -> str:
+    with pytest.raises(BookragError) as exc:
+        prepare(settings(home), book_of(home), source=source)
+    return str(exc.value)
+
+
 def test_malformed_xml(home, tmp_path):
     bad = tmp_path / "bad.xml"
     bad.write_text("<mediawiki>\n  <page>\n    <title>Système</title>\n  </mediawiki>\n", encoding="utf-8")
-    with pytest.raises(BookragError) as exc:
-        prepare(settings(home), book_of(home), source=bad)
-    assert str(exc.value) == f"{bad}: malformed XML export: mismatched tag: line 4, column 4"
+    assert refusal(home, bad) == f"{bad}: malformed XML export: mismatched tag: line 4, column 4"
 
     cut = tmp_path / "cut.xml"
     cut.write_text(EXPORT.read_text(encoding="utf-8")[:3000], encoding="utf-8")
-    with pytest.raises(BookragError, match=r"^.*/cut\.xml: malformed XML export: "):
-        prepare(settings(home), book_of(home), source=cut)
+    assert refusal(home, cut).startswith(f"{cut}: malformed XML export: ")
 
 
 def test_not_a_mediawiki_export(home, tmp_path):
     other = tmp_path / "other.xml"
     other.write_text("<rss><channel/></rss>", encoding="utf-8")
-    with pytest.raises(BookragError) as exc:
-        prepare(settings(home), book_of(home), source=other)
-    assert str(exc.value) == f"{other}: not a MediaWiki export (root element <rss>, expected <mediawiki>)"
+    assert refusal(home, other) == f"{other}: not a MediaWiki export (root element <rss>, expected <mediawiki>)"
 
 
 def test_page_that_only_transcludes_scans(home, tmp_path):
