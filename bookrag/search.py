@@ -205,12 +205,17 @@ def build_context(conn: psycopg.Connection, req: SearchRequest, embedding: np.nd
 
 
 def cited_rows(conn: psycopg.Connection, rows: list[dict[str, Any]]) -> dict[tuple[str, int], list[dict[str, Any]]]:
-    """For each summary row of a context, the rows its anchors cite (rag.get_citations), by (source_file, chunk_index)."""
-    out: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for r in rows:
-        if r["node_type"] == "summary":
-            out[(r["source_file"], r["chunk_index"])] = _fetch(
-                conn, "SELECT * FROM rag.get_citations(%(f)s, %(c)s)", {"f": r["source_file"], "c": r["chunk_index"]})
+    """For each summary row of a context, the rows its anchors cite (rag.get_citations), by
+    (source_file, chunk_index); one statement for the whole context."""
+    keys = [(r["source_file"], r["chunk_index"]) for r in rows if r["node_type"] == "summary"]
+    out: dict[tuple[str, int], list[dict[str, Any]]] = {key: [] for key in keys}
+    if keys:
+        cited = _fetch(conn, "SELECT u.f AS citing_source_file, g.* FROM unnest(%(f)s::text[], %(c)s::int[]) "
+                             "WITH ORDINALITY AS u(f, c, o) CROSS JOIN LATERAL rag.get_citations(u.f, u.c) "
+                             "WITH ORDINALITY AS g ORDER BY u.o, g.ordinality",
+                       {"f": [k[0] for k in keys], "c": [k[1] for k in keys]})
+        for r in cited:
+            out[(r["citing_source_file"], r["citing_chunk_index"])].append(r)
     return out
 
 
