@@ -94,20 +94,32 @@ def _without_comments(text: str) -> str:
     return re.sub(r"--[^\n]*", "", text)
 
 
+_MODES = ("in", "out", "inout", "variadic")
+
+
 def signatures(text: str) -> dict[str, tuple[str, str]]:
-    """function name -> (argument types, result) as declared in a file, normalised."""
+    """function name -> (input argument types, result) as declared in a file, normalised. OUT
+    parameters are part of the result (DROP FUNCTION names the input arguments only)."""
     text = _without_comments(text)
     out: dict[str, tuple[str, str]] = {}
     for m in _FUNCTION.finditer(text):
         args = _balanced(text, m.end())
-        types = []
+        types, outs = [], []
         for param in _split_top(args):
             param = re.split(r"\s+DEFAULT\s+|\s*:=\s*|\s*=\s*", param, maxsplit=1, flags=re.I)[0].strip()
+            mode = "in"
+            if param.split(None, 1)[0].lower() in _MODES:
+                mode, param = param.split(None, 1)[0].lower(), param.split(None, 1)[1]
             words = param.split(None, 1)
-            types.append((words[1] if len(words) > 1 else words[0]).lower())
+            type_ = " ".join((words[1] if len(words) > 1 else words[0]).lower().split())
+            if mode != "out":
+                types.append(type_)
+            if mode in ("out", "inout"):
+                outs.append(type_)
         rest = text[m.end() + len(args) + 1:]
         result = re.match(r"\s*RETURNS\s+(.*?)\s+(?:LANGUAGE|AS|SET|STABLE|IMMUTABLE|VOLATILE|SECURITY)\b", rest, re.I | re.S)
-        out[m["name"]] = (", ".join(types), " ".join((result[1] if result else "").lower().split()))
+        returns = " ".join((result[1] if result else "").lower().split()) or f"record({', '.join(outs)})"
+        out[m["name"]] = (", ".join(types), returns)
     return out
 
 

@@ -136,3 +136,25 @@ def test_each_kind_of_change(tree, fresh_db):
     with psycopg.connect(fresh_db) as c:
         assert c.execute("SELECT * FROM rag.zz_rows()").fetchall() == [(1, None)]
         assert c.execute("SELECT has_function_privilege('bookrag_reader', 'rag.zz_rows()', 'EXECUTE')").fetchone() == (True,)
+
+    # changed OUT parameters (a result without RETURNS): the old function is dropped by its input
+    # arguments only (DROP FUNCTION ignores OUT parameters; naming them as inputs would drop nothing)
+    out_probe = """-- rag.zz_out: a probe with OUT parameters.
+CREATE OR REPLACE FUNCTION rag.zz_out(
+    p_a INT,
+    OUT a INT{extra}
+)
+LANGUAGE sql IMMUTABLE
+AS $$
+    SELECT p_a{body};
+$$;
+"""
+    (functions / "zz_out.sql").write_text(out_probe.format(extra="", body=""))
+    generate(tree, "out_new")
+    apply_migrations(fresh_db, migrations)
+    (functions / "zz_out.sql").write_text(out_probe.format(extra=",\n    OUT b INT", body=", p_a + 1"))
+    text = generate(tree, "out_changed")
+    assert "DROP FUNCTION IF EXISTS rag.zz_out(int);" in text
+    apply_migrations(fresh_db, migrations)
+    with psycopg.connect(fresh_db) as c:
+        assert c.execute("SELECT * FROM rag.zz_out(1)").fetchone() == (1, 2)
