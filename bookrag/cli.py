@@ -147,7 +147,7 @@ def cmd_sidecars(args: argparse.Namespace, s: Settings) -> None:
     embedder = get_embedder(args.embedder or s.embedder, s.embedding_model)
     start = time.perf_counter()
     stats = write_sidecars(mds, s.home, args.max_tokens or s.max_chunk_tokens, embedder, progress=not args.quiet)
-    print(f"{stats.written} written, {stats.unchanged} unchanged, {stats.chunks_embedded} chunks embedded "
+    print(f"{stats.written} written, {stats.unchanged} unchanged, {stats.embedded()} "
           f"({embedder.model}) in {time.perf_counter() - start:.1f} s")
 
 
@@ -189,11 +189,12 @@ def cmd_load(args: argparse.Namespace, s: Settings) -> None:
          "  bookrag search \"le soleil\" --within corpus/bastiat-sophismes-economiques/premiere-serie/"
          "chapitre-07-petition-des-fabricants-de-chandelles/summary.md --fusion rrf")
 def cmd_search(args: argparse.Namespace, s: Settings) -> None:
-    from bookrag.search import SearchRequest, build_context, search
+    from bookrag.search import SearchRequest, build_context, check_int, search
 
     req = SearchRequest(args.query, args.mode, args.k, args.book, args.levels, args.expand == "parent", args.budget,
                         args.within, args.fusion, args.normalisation, args.bm25_weight, args.vector_weight,
-                        args.chapter_weight, args.cite_weight, args.expand == "cited")
+                        args.chapter_weight, args.cite_weight, args.expand == "cited",
+                        check_int("--sentence-after", args.sentence_after), check_int("--sentence-every", args.sentence_every))
     conn = _conn(s, migrate=False)
     try:
         if args.budget is not None:
@@ -217,6 +218,8 @@ def _print_hits(rows: list[dict], as_json: bool) -> None:
             branches.append(f"vector #{r['vector_rank']} ({r['vector_score']:.3f})")
         if r.get("section_score") is not None:
             branches.append(f"chapter {r['section_score']:.2f}")
+        if r.get("sentence_rank") is not None:
+            branches.append(f"summary sentence #{r['sentence_rank']} ({r['sentence_score']:.3f})")
         print(f"{r['rank']:>2}. [{r['score']:.4f}] {r['heading_path']}  ({', '.join(branches)})")
         print(f"    {r['source_file']} chunk {r['chunk_index']}  level {r['level']}, {r['content_token_count']} tokens")
         print("    " + _clip(r["content"], 400))
@@ -379,6 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
                              help="share of a paragraph's score taken from its chapter summary's match")
     p["search"].add_argument("--cite-weight", type=float,
                              help="share of a paragraph's score taken from the summary sentences that cite it")
+    p["search"].add_argument("--sentence-after", type=int,
+                             help="hybrid: fused hits listed before the first paragraph found through a summary sentence")
+    p["search"].add_argument("--sentence-every", type=int,
+                             help="hybrid: then one place in every N goes to the sentence branch (0 = off)")
     p["search"].add_argument("query")
     p["search"].add_argument("--k", type=int, default=10)
     p["search"].add_argument("--levels", type=level_list, help="comma-separated levels, e.g. 0 or 1,2")

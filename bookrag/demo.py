@@ -36,7 +36,7 @@ def run_demo(settings: Settings, questions: list[str] | None = None) -> None:
     mds = sorted(p for b in books for p in (settings.corpus / b.slug).rglob("*.md"))
     embedder = get_embedder(settings.embedder, settings.embedding_model)
     stats = write_sidecars(mds, settings.home, settings.max_chunk_tokens, embedder)
-    print(f"sidecars {stats.written} written, {stats.unchanged} unchanged, {stats.chunks_embedded} chunks embedded")
+    print(f"sidecars {stats.written} written, {stats.unchanged} unchanged, {stats.embedded()}")
     url = db.database_url(settings)
     apply_migrations(url)
     conn = db.connect(url)

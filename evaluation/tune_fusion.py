@@ -12,7 +12,8 @@ about half of each evalset.
 
 Phases:
   tune     every setting of the grid (--grid fusion: fusion x normalisation x vector weight x chapter
-           weight, and RRF; --grid cite: chapter x cite weight on the fusion defaults) on the tuning half of each evalset; the chosen setting is the best mean, over
+           weight, and RRF; --grid cite: chapter x cite weight on the fusion defaults; --grid sentence:
+           the sentence branch off, or after N fused hits one place in every M) on the tuning half of each evalset; the chosen setting is the best mean, over
            the three sets, of (recall@5 + MRR@10) / 2 among the settings at least as good as the
            best single branch (bm25 or vector) on every set at both measures, measured on the same
            half. Without such a setting, the best mean wins and the table says so.
@@ -52,6 +53,8 @@ SETS = {"bastiat": "evals/bastiat-sophismes-economiques.jsonl",
 VECTOR_WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 CHAPTER_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4)
 CITE_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4)
+SENTENCE_AFTER = (0, 1, 2, 3, 4, 5)
+SENTENCE_EVERY = (1, 2, 3, 4)
 FULL_MODES = ("bm25", "vector", "hybrid-rrf", "hybrid", "hybrid (no chapter term)", "two-stage")
 
 
@@ -70,6 +73,8 @@ class Setting:
     vector_weight: float | None = None
     chapter_weight: float | None = None
     cite_weight: float | None = None
+    sentence_after: int | None = None
+    sentence_every: int | None = None
 
     def request(self) -> SearchRequest:
         bw = None if self.vector_weight is None else round(1 - self.vector_weight, 3)
@@ -78,7 +83,8 @@ class Setting:
             bw, vw = 1.0, 1.0
         return SearchRequest("", self.mode, fusion=self.fusion, normalisation=self.normalisation,
                              bm25_weight=bw, vector_weight=vw, chapter_weight=self.chapter_weight,
-                             cite_weight=self.cite_weight)
+                             cite_weight=self.cite_weight, sentence_after=self.sentence_after,
+                             sentence_every=self.sentence_every)
 
 
 def grid() -> list[Setting]:
@@ -93,6 +99,14 @@ def cite_grid() -> list[Setting]:
     """The citation term (issue 11) on top of the fusion defaults: chapter and cite weights."""
     return [Setting(f"default chapter={c} cite={t}", chapter_weight=c, cite_weight=t)
             for c in (0.2, 0.3, 0.4) for t in CITE_WEIGHTS if c + t <= 1]
+
+
+def sentence_grid() -> list[Setting]:
+    """The sentence branch's places (issue 11) on top of the fusion defaults: off, or after N
+    fused hits one place in every M."""
+    return [Setting("sentences off", sentence_every=0)] + [
+        Setting(f"sentences after={a} every={e}", sentence_after=a, sentence_every=e)
+        for a in SENTENCE_AFTER for e in SENTENCE_EVERY]
 
 
 BRANCHES = [Setting("bm25", "bm25"), Setting("vector", "vector")]
@@ -193,9 +207,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--piaf-limit", type=int, help="tune on an evenly spread sample of PIAF's tuning half")
     ap.add_argument("--limit", type=int, help="an evenly spread sample of every set and half (exploration)")
     ap.add_argument("--setting", help="skip the grid: use this grid setting's name as the chosen one")
-    ap.add_argument("--grid", choices=("fusion", "cite"), default="fusion",
+    ap.add_argument("--grid", choices=("fusion", "cite", "sentence"), default="fusion",
                     help="fusion: fusion x normalisation x weights (issue 10); cite: chapter x cite weights on the "
-                         "fusion defaults (issue 11)")
+                         "fusion defaults (issue 11); sentence: the sentence branch's places (issue 11)")
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
@@ -217,7 +231,7 @@ def main(argv: list[str] | None = None) -> None:
                               "sizes": {h: {n: len(v) for n, v in s.items()} for h, s in halves.items()}}
     print(f"# tune_fusion: sets {', '.join(f'{n} ({len(all_sets[n])})' for n in all_sets)}; "
           f"tuning half {report['sizes']['tune']}, held-out half {report['sizes']['heldout']}\n")
-    candidates = grid() if args.grid == "fusion" else cite_grid()
+    candidates = {"fusion": grid, "cite": cite_grid, "sentence": sentence_grid}[args.grid]()
     chosen = next((s for s in candidates if s.name == args.setting), None)
     if "tune" in phases and chosen is None:
         t0 = time.perf_counter()
@@ -240,8 +254,10 @@ def main(argv: list[str] | None = None) -> None:
     if "full" in phases:
         modes = [*BRANCHES, FORMER, Setting("hybrid (default)"), Setting("hybrid, no chapter term", chapter_weight=0.0),
                  Setting("two-stage", "two-stage")]
-        if chosen.cite_weight:
+        if chosen.cite_weight or chosen.sentence_every is not None:
             modes.insert(4, replace(chosen, name=f"chosen: {chosen.name}"))
+        if args.grid == "sentence":
+            modes.insert(4, Setting("hybrid, no sentence branch", sentence_every=0))
         res = evaluate_settings(runner, all_sets, modes, two_step=True)
         print("\n## full sets, every mode (default = rag._fusion_settings() as installed)\n")
         heads = ["mode", "set", "n", "recall@1", "recall@5", "recall@10", "MRR@10", "paragraph recall@1",

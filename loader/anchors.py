@@ -97,6 +97,19 @@ def sentences(text: str) -> list[tuple[int, str]]:
     return out
 
 
+def anchored_sentences(text: str) -> list[tuple[str, tuple[int, ...]]]:
+    """(sentence without its anchors, units it cites) for every sentence of a summary text that
+    carries an anchor, in order: the rows of the sentence branch (docs/anchors.md)."""
+    out: list[tuple[str, tuple[int, ...]]] = []
+    for line in text.split("\n"):
+        for _off, sentence in sentences(line):
+            units = cited_units(sentence)
+            plain = strip_anchors(sentence).strip()
+            if units and plain:
+                out.append((plain, units))
+    return out
+
+
 @dataclass(frozen=True)
 class Problem:
     line: int  # line in the .md file (1-based, frontmatter included)

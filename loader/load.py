@@ -170,6 +170,12 @@ def _check_cites(home: Path, path: Path, sc: Sidecar) -> None:
                 meta = frontmatter.read(md)[0]
                 if meta.get("parent_source_file") != sc.source_file:
                     raise BookragError(f"{path}:{n}: cites {cited}, which is not a child of {sc.source_file}")
+        cited_here = {p for cite in c.get("cites") or [] for p in cite.get("paragraphs") or []}
+        for i, s in enumerate(c.get("sentences") or [], start=1):
+            stray = sorted(set(s["paragraphs"]) - cited_here)
+            if stray:
+                raise BookragError(f"{path}:{n}: sentence {i} cites paragraph {stray[0]}, which its chunk's cites do not "
+                                   "(regenerate the sidecar with `bookrag sidecars`)")
 
 
 def load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport:
@@ -202,7 +208,8 @@ def _load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport
             order = orders[m["source_file"]] if m["source_file"] in orders else fallback[m["source_file"]]
             current = state.pop(m["source_file"], None)
             wanted = (m["source_file_hash"], m.get("embedding_model"), m["chunk_count"], order, m["parent_source_file"],
-                      m["heading_path"], m["level"], m["node_type"], True)
+                      m["heading_path"], m["level"], m["node_type"], True,
+                      sum(len(c.get("sentences") or []) for c in sc.chunks))
             if current == wanted:
                 report.unchanged += 1
                 continue
@@ -278,8 +285,9 @@ def _upsert_book(conn: psycopg.Connection, slug: str, book: Book | None, sidecar
 def _db_state(conn: psycopg.Connection, books: set[str]) -> dict[str, tuple]:
     rows = conn.execute(
         "SELECT source_file, min(source_file_hash), min(embedding_model), count(*)::int, min(node_order), "
-        "min(parent_source_file), min(heading_path), min(level), min(node_type), bool_and(paragraph IS NOT NULL) "
-        "FROM rag.hierarchical_content_nodes WHERE book = ANY(%s) GROUP BY source_file",
+        "min(parent_source_file), min(heading_path), min(level), min(node_type), bool_and(paragraph IS NOT NULL), "
+        "(SELECT count(*)::int FROM rag.sentences s WHERE s.source_file = n.source_file) "
+        "FROM rag.hierarchical_content_nodes n WHERE book = ANY(%s) GROUP BY source_file",
         (sorted(books),),
     ).fetchall()
     return {r[0]: tuple(r[1:]) for r in rows}
@@ -304,7 +312,7 @@ def _copy_rows(conn: psycopg.Connection, sc: Sidecar, order: int) -> int:
             copy.write_row((
                 m["level"], m["parent_source_file"], m["node_type"], m["source_file"], m["source_file_hash"],
                 c["chunk_index"], m["heading_path"], c["text"], c["content_token_count"],
-                m.get("embedding_model"), None if emb is None else "[" + ",".join(repr(float(v)) for v in emb) + "]",
+                m.get("embedding_model"), None if emb is None else _vector_literal(emb),
                 order, c["paragraph"],
             ))
     cites = [(m["source_file"], c["chunk_index"], cite["source_file"], p)
@@ -314,4 +322,17 @@ def _copy_rows(conn: psycopg.Connection, sc: Sidecar, order: int) -> int:
                                             "cited_paragraph) FROM STDIN") as copy:
             for row in cites:
                 copy.write_row(row)
+    sentences = [(m["source_file"], c["chunk_index"], i, s["text"], c["cites"][0]["source_file"], s["paragraphs"],
+                  m["embedding_model"], _vector_literal(s["embedding"]))
+                 for c in sc.chunks for i, s in enumerate(c.get("sentences") or [])]
+    if sentences:
+        with conn.cursor() as cur, cur.copy("COPY rag.sentences (source_file, chunk_index, sentence_index, content, "
+                                            "cited_source_file, cited_paragraphs, embedding_model, embedding) "
+                                            "FROM STDIN") as copy:
+            for srow in sentences:
+                copy.write_row(srow)
     return len(sc.chunks)
+
+
+def _vector_literal(values: list[float]) -> str:
+    return "[" + ",".join(repr(float(v)) for v in values) + "]"

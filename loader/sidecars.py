@@ -5,7 +5,10 @@ Line 1 is the manifest (the spec's fields, then `chunking` and, for embedded fil
 then one line per chunk: chunk_index, content_token_count, text, paragraph (the 1-based
 paragraph of the .md it comes from), `cites` on summary chunks carrying anchors (the
 paragraphs or child nodes they cite, docs/anchors.md; the anchors themselves are stripped
-from `text`), and embedding when the file is embedded. Same .md + same settings ->
+from `text`), embedding when the file is embedded, and, on an embedded chapter (level-1)
+summary written by the team or an LLM (not extractive), `sentences`: each anchored sentence
+of the chunk without its anchors, the paragraphs it cites and its own embedding (the sentence
+branch of the search; the manifest then names `sentence_recipe`). Same .md + same settings ->
 byte-identical sidecar. Rewriting a sidecar re-embeds only chunks whose embedded input
 changed: vectors of unchanged chunks are taken from the sidecar being replaced.
 """
@@ -23,7 +26,7 @@ from tqdm import tqdm
 
 from bookrag.errors import BookragError
 from loader import frontmatter
-from loader.anchors import AnchorError, find_anchors, strip_anchors
+from loader.anchors import AnchorError, anchored_sentences, find_anchors, strip_anchors
 from loader.chunking import Chunk, chunk_body
 from loader.embedding import RECIPE, Embedder, embedding_input
 from loader.tokens import ENCODING, count_tokens
@@ -52,7 +55,13 @@ class SidecarStats:
     written: int = 0
     unchanged: int = 0
     chunks_embedded: int = 0
+    sentences_embedded: int = 0  # chapter-summary sentences embedded alone (the sentence branch)
     files: list[Path] = field(default_factory=list)
+
+    def embedded(self) -> str:
+        """'8 chunks embedded', or '8 chunks and 5 summary sentences embedded'."""
+        more = f" and {self.sentences_embedded} summary sentences" if self.sentences_embedded else ""
+        return f"{self.chunks_embedded} chunks{more} embedded"
 
 
 def sidecar_path(md: Path) -> Path:
@@ -65,6 +74,9 @@ def file_hash(path: Path) -> str:
 
 #: Version of the chunk lines' shape: 2 added `paragraph` and `cites` (issue 11).
 CHUNK_FORMAT = 2
+#: How a summary sentence is embedded: alone, without the heading path (measured: the heading in
+#: front of a one-sentence text drowned it; evaluation/experiments/sentence_anchors/).
+SENTENCE_RECIPE = "plain-v1"
 
 
 def chunking_settings(max_tokens: int) -> dict[str, Any]:
@@ -75,8 +87,15 @@ def _dump(obj: dict[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(", ", ": "), allow_nan=False)
 
 
+def _vector(v: Any) -> list[float]:
+    return [round(float(x), 7) for x in v]
+
+
 def render_sidecar(manifest: dict[str, Any], chunks: list[Chunk], vectors: Any | None,
-                   cites: list[list[dict[str, Any]]] | None = None) -> str:
+                   cites: list[list[dict[str, Any]]] | None = None,
+                   sentences: list[list[dict[str, Any]]] | None = None) -> str:
+    """The sidecar's text; `sentences[i]` are chunk i's anchored sentences, each with its
+    `embedding` already computed."""
     lines = [_dump(manifest)]
     for c in chunks:
         row: dict[str, Any] = {"chunk_index": c.index, "content_token_count": c.tokens, "text": c.text,
@@ -84,7 +103,9 @@ def render_sidecar(manifest: dict[str, Any], chunks: list[Chunk], vectors: Any |
         if cites and cites[c.index]:
             row["cites"] = cites[c.index]
         if vectors is not None:
-            row["embedding"] = [round(float(v), 7) for v in vectors[c.index]]
+            row["embedding"] = _vector(vectors[c.index])
+        if sentences and sentences[c.index]:
+            row["sentences"] = [{**s, "embedding": _vector(s["embedding"])} for s in sentences[c.index]]
         lines.append(_dump(row))
     return "\n".join(lines) + "\n"
 
@@ -100,8 +121,17 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) and obj.get("type") == "manifest" else None
 
 
+@dataclass
+class _Plan:
+    manifest: dict[str, Any]
+    chunks: list[Chunk]
+    embed: bool
+    cites: list[list[dict[str, Any]]]
+    sentences: list[list[dict[str, Any]]]  # per chunk: {text, paragraphs} (level-1 summaries, embedded)
+
+
 def _plan(md: Path, home: Path, max_tokens: int, embedder: Embedder | None,
-          recipe: str = RECIPE) -> tuple[dict, list[Chunk], bool, list[list[dict[str, Any]]]] | None:
+          recipe: str = RECIPE) -> _Plan | None:
     """What the sidecar of md must contain; None when the existing one is up to date."""
     meta, body = frontmatter.read(md)
     frontmatter.validate(meta, md)
@@ -119,12 +149,17 @@ def _plan(md: Path, home: Path, max_tokens: int, embedder: Embedder | None,
     if embed:
         manifest["embedding_model"] = embedder.model
         manifest["dimension"] = embedder.dimension
+    # An extractive summary's sentence is a paragraph's own words, which that paragraph's vector and
+    # BM25 row already carry: only written summaries (team, LLM) give the sentence branch rows.
+    with_sentences = (embed and meta["node_type"] == "summary" and meta["level"] == 1
+                      and meta.get("generator") != "extractive")
     current = read_manifest(sidecar_path(md))
     settings = chunking_settings(max_tokens)
     if current is not None:
         same = all(current.get(k) == manifest.get(k) for k in (*MANIFEST_KEYS, "embedding_model", "dimension"))
         same = same and current.get("chunking") == settings
         same = same and current.get("embedding_recipe") == (recipe if embed else None)
+        same = same and current.get("sentence_recipe") == (SENTENCE_RECIPE if with_sentences else None)
         if same:
             return None
     heading = meta["heading_path"]
@@ -133,16 +168,22 @@ def _plan(md: Path, home: Path, max_tokens: int, embedder: Embedder | None,
     if not chunks:
         raise BookragError(f"{md}: the body is empty; nothing to chunk")
     cites: list[list[dict[str, Any]]] = []
+    sentences: list[list[dict[str, Any]]] = []
     if meta["node_type"] == "summary":
         first_line = _body_first_line(md)
         cites = [_cites(md, home, rel, meta["level"], c, first_line, body) for c in chunks]
+        if with_sentences:
+            sentences = [[{"text": t, "paragraphs": list(units)} for t, units in anchored_sentences(c.text)]
+                         for c in chunks]
         chunks = [Chunk(c.index, stripped, count_tokens(stripped), c.paragraph)
                   for c in chunks for stripped in [strip_anchors(c.text)]]
     manifest["chunk_count"] = len(chunks)
     manifest["chunking"] = settings
     if embed:
         manifest["embedding_recipe"] = recipe
-    return manifest, chunks, embed, cites
+    if with_sentences:
+        manifest["sentence_recipe"] = SENTENCE_RECIPE
+    return _Plan(manifest, chunks, embed, cites, sentences)
 
 
 def _body_first_line(md: Path) -> int:
@@ -183,48 +224,68 @@ def write_sidecars(mds: Iterable[Path], home: Path, max_tokens: int, embedder: E
     """Write the sidecar of every .md that changed (hash, model, chunking or recipe);
     skip the others without embedding anything. Each write is atomic."""
     stats = SidecarStats()
-    todo = []
+    todo: list[tuple[Path, _Plan]] = []
     for md in mds:
         plan = _plan(md, home, max_tokens, embedder, recipe)
         if plan is None:
             stats.unchanged += 1
         else:
-            todo.append((md, *plan))
-    reuse = {md: _previous_vectors(md, manifest) if embed else {} for md, manifest, _c, embed, _x in todo}
-    total = sum(sum(c.text not in reuse[md] for c in chunks) for md, _m, chunks, embed, _x in todo if embed)
+            todo.append((md, plan))
+    reuse = {md: _previous_vectors(md, p.manifest) if p.embed else ({}, {}) for md, p in todo}
+    total = sum(sum(c.text not in reuse[md][0] for c in p.chunks)
+                + sum(s["text"] not in reuse[md][1] for ss in p.sentences for s in ss) for md, p in todo if p.embed)
     with tqdm(total=total, unit="chunk", desc="embedding", disable=not progress or total == 0) as bar:
-        for md, manifest, chunks, embed, cites in todo:
+        for md, p in todo:
             vectors = None
-            if embed:
-                heading = manifest["heading_path"]
-                known = reuse[md]
-                fresh = [c for c in chunks if c.text not in known]
+            sentences = None
+            if p.embed:
+                assert embedder is not None
+                heading = p.manifest["heading_path"]
+                known, known_sentences = reuse[md]
+                fresh = [c for c in p.chunks if c.text not in known]
                 if fresh:
                     computed = embedder.passages([embedding_input(heading, c.text, recipe) for c in fresh])
                     known = {**known, **{c.text: list(v) for c, v in zip(fresh, computed)}}
-                vectors = [known[c.text] for c in chunks]
-                bar.update(len(fresh))
+                vectors = [known[c.text] for c in p.chunks]
+                fresh_sentences = sorted({s["text"] for ss in p.sentences for s in ss} - set(known_sentences))
+                if fresh_sentences:
+                    computed = embedder.passages([embedding_input(None, t, SENTENCE_RECIPE) for t in fresh_sentences])
+                    known_sentences = {**known_sentences, **{t: list(v) for t, v in zip(fresh_sentences, computed)}}
+                sentences = [[{**s, "embedding": known_sentences[s["text"]]} for s in ss] for ss in p.sentences]
+                bar.update(len(fresh) + len(fresh_sentences))
                 stats.chunks_embedded += len(fresh)
-            frontmatter.write_atomic(sidecar_path(md), render_sidecar(manifest, chunks, vectors, cites))
+                stats.sentences_embedded += len(fresh_sentences)
+            frontmatter.write_atomic(sidecar_path(md), render_sidecar(p.manifest, p.chunks, vectors, p.cites, sentences))
             stats.written += 1
             stats.files.append(md)
     return stats
 
 
-def _previous_vectors(md: Path, manifest: dict[str, Any]) -> dict[str, list[float]]:
-    """text -> vector from the sidecar about to be replaced, when it embedded the same way
-    (model, heading path, recipe): a change of shape or of anchors does not re-embed."""
+def _previous_vectors(md: Path, manifest: dict[str, Any]) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """text -> vector of the chunks, and of the sentences, from the sidecar about to be
+    replaced, when it embedded the same way (model, heading path, recipes): a change of shape
+    or of anchors does not re-embed."""
     try:  # read leniently: the sidecar may be of an older format, whose vectors are still good
         lines = [json.loads(line) for line in sidecar_path(md).read_text(encoding="utf-8").splitlines()]
     except (OSError, ValueError):
-        return {}
+        return {}, {}
     m = lines[0] if lines and isinstance(lines[0], dict) else {}
-    if (m.get("embedding_model"), m.get("dimension"), m.get("heading_path"), m.get("embedding_recipe")) != (
-            manifest.get("embedding_model"), manifest.get("dimension"), manifest.get("heading_path"),
-            manifest.get("embedding_recipe")):
-        return {}
-    return {c["text"]: c["embedding"] for c in lines[1:] if isinstance(c, dict) and isinstance(c.get("text"), str)
-            and isinstance(c.get("embedding"), list) and len(c["embedding"]) == manifest.get("dimension")}
+    if (m.get("embedding_model"), m.get("dimension")) != (manifest.get("embedding_model"), manifest.get("dimension")):
+        return {}, {}
+    rows = [c for c in lines[1:] if isinstance(c, dict)]
+
+    def good(obj: Any) -> bool:
+        return (isinstance(obj, dict) and isinstance(obj.get("text"), str) and isinstance(obj.get("embedding"), list)
+                and len(obj["embedding"]) == manifest.get("dimension"))
+
+    chunks: dict[str, list[float]] = {}
+    if (m.get("heading_path"), m.get("embedding_recipe")) == (manifest.get("heading_path"), manifest.get("embedding_recipe")):
+        chunks = {c["text"]: c["embedding"] for c in rows if good(c)}
+    sentences: dict[str, list[float]] = {}
+    if m.get("sentence_recipe") == manifest.get("sentence_recipe"):
+        sentences = {s["text"]: s["embedding"] for c in rows if isinstance(c.get("sentences"), list)
+                     for s in c["sentences"] if good(s)}
+    return chunks, sentences
 
 
 def _reject_constant(name: str) -> float:
@@ -306,6 +367,7 @@ def _check_chunk(path: Path, n: int, obj: dict[str, Any], m: dict[str, Any] | No
                 isinstance(c, dict) and isinstance(c.get("source_file"), str)
                 and all(isinstance(p, int) and p >= 1 for p in c.get("paragraphs", [])) for c in cites):
             raise BookragError(f"{path}:{n}: cites must be a list of {{source_file, paragraphs?}} objects")
+    _check_sentences(path, n, obj, m)
     emb = obj.get("embedding")
     if m.get("embedding_model") is None:
         if emb is not None:
@@ -317,3 +379,29 @@ def _check_chunk(path: Path, n: int, obj: dict[str, Any], m: dict[str, Any] | No
         raise BookragError(f"{path}:{n}: embedding has {len(emb)} values, the manifest's dimension is {m.get('dimension')}")
     if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in emb):
         raise BookragError(f"{path}:{n}: embedding holds a non-finite or non-numeric value")
+
+
+def _check_sentences(path: Path, n: int, obj: dict[str, Any], m: dict[str, Any]) -> None:
+    """A chunk's `sentences`: only on an embedded chapter summary whose manifest names the
+    sentence recipe; each a non-empty text, the paragraphs it cites and a vector of the
+    manifest's dimension."""
+    sentences = obj.get("sentences")
+    if sentences is None:
+        return
+    if m.get("node_type") != "summary" or m.get("level") != 1 or not m.get("sentence_recipe"):
+        raise BookragError(f"{path}:{n}: sentences on a chunk that is not of an embedded chapter summary "
+                           "(only level-1 summaries with a sentence_recipe carry them)")
+    if not isinstance(sentences, list):
+        raise BookragError(f"{path}:{n}: sentences must be a list of {{text, paragraphs, embedding}} objects")
+    for i, s in enumerate(sentences, start=1):
+        where = f"{path}:{n}: sentence {i}"
+        if not isinstance(s, dict) or not isinstance(s.get("text"), str) or not s["text"].strip():
+            raise BookragError(f"{where}: text missing or empty")
+        paras = s.get("paragraphs")
+        if not isinstance(paras, list) or not paras or not all(isinstance(p, int) and p >= 1 for p in paras):
+            raise BookragError(f"{where}: paragraphs must be a non-empty list of positive integers")
+        emb = s.get("embedding")
+        if not isinstance(emb, list) or len(emb) != m.get("dimension"):
+            raise BookragError(f"{where}: embedding must hold {m.get('dimension')} values (the manifest's dimension)")
+        if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in emb):
+            raise BookragError(f"{where}: embedding holds a non-finite or non-numeric value")

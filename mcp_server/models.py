@@ -36,6 +36,7 @@ class Hit(Chunk):
     bm25_rank: int | None = None
     vector_rank: int | None = None
     section_score: float | None = None
+    sentence_rank: int | None = Field(None, description="placed by the sentence branch: its rank there (a chapter-summary sentence close to the query cites this paragraph)")
     parent: list[Chunk] | None = Field(None, description="the parent node's rows, when expand_parent")
     cited: list[Chunk] | None = Field(None, description="a summary hit: the rows its anchors cite, when expand_cited")
 

@@ -165,6 +165,8 @@ def search_tool(
     vector_weight: Annotated[float | None, Field(description="weight of the vector branch; default: the server's")] = None,
     chapter_weight: Annotated[float | None, Field(description="share of a paragraph's score taken from how well its chapter summary matches; default: the server's")] = None,
     cite_weight: Annotated[float | None, Field(description="share of a paragraph's score taken from the summary sentences whose anchors cite it; default: the server's")] = None,
+    sentence_after: Annotated[int | None, Field(description="hybrid: fused hits listed before the first paragraph found through a chapter-summary sentence that cites it; default: the server's")] = None,
+    sentence_every: Annotated[int | None, Field(description="hybrid: then one place in every N goes to such a paragraph (0 = none); default: the server's")] = None,
 ) -> SearchResult:
     """Search the loaded books and return ranked passages, each with its citation and its rank in the BM25 and vector branches. To read around a hit, search again with `within` = its chapter's summary.md."""
     state = _state(ctx)
@@ -174,7 +176,8 @@ def search_tool(
         raise ToolError(str(exc)) from exc
 
     req = SearchRequest(query, mode, k, book, levels, expand_parent, token_budget, within,
-                        fusion, normalisation, bm25_weight, vector_weight, chapter_weight, cite_weight, expand_cited)
+                        fusion, normalisation, bm25_weight, vector_weight, chapter_weight, cite_weight, expand_cited,
+                        sentence_after, sentence_every)
 
     def run() -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
         # The query is embedded before a connection is taken (embeddings run in parallel, one per
@@ -196,7 +199,7 @@ def search_tool(
         hits, context = run()
     out = SearchResult(query=query, mode=mode, hits=[
         Hit(**_chunk(h), rank=h["rank"], score=h["score"], bm25_rank=h["bm25_rank"], vector_rank=h["vector_rank"],
-            section_score=h["section_score"], cites=h["cites"] or None,
+            section_score=h["section_score"], sentence_rank=h["sentence_rank"], cites=h["cites"] or None,
             parent=[Chunk(**_chunk(p)) for p in h["parent"]] if expand_parent else None,
             cited=[Chunk(**_chunk(c)) for c in h["cited"]] if expand_cited else None)
         for h in hits])

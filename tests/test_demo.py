@@ -55,7 +55,7 @@ def test_demo_prints_each_stage_then_the_answers(tmp_path, pg_url, monkeypatch, 
         "prepare  essai: 5 source files",
         "check    1 books, 13 files checked, 0 problems",
         "paragraphs cited by a summary anchor: essai 5/13 (38 %)",
-        "sidecars 13 written, 0 unchanged, 8 chunks embedded",
+        "sidecars 13 written, 0 unchanged, 8 chunks and 5 summary sentences embedded",
         "load     13 inserted, 0 replaced, 0 unchanged, 0 removed (21 rows written; books: essai)",
         "ready in … s",
     ])

@@ -6,12 +6,16 @@ CREATE OR REPLACE FUNCTION rag._fusion_settings(
     p_vector_weight  FLOAT8,
     p_chapter_weight FLOAT8,
     p_cite_weight    FLOAT8 DEFAULT NULL,
+    p_sentence_after INT DEFAULT NULL,
+    p_sentence_every INT DEFAULT NULL,
     OUT fusion         TEXT,
     OUT normalisation  TEXT,
     OUT bm25_weight    FLOAT8,
     OUT vector_weight  FLOAT8,
     OUT chapter_weight FLOAT8,
-    OUT cite_weight    FLOAT8
+    OUT cite_weight    FLOAT8,
+    OUT sentence_after INT,
+    OUT sentence_every INT
 )
 LANGUAGE plpgsql IMMUTABLE
 AS $$
@@ -34,6 +38,12 @@ evalset, checked on the other; docs/decisions/0011-score-fusion.md):
   cite_weight    share of a paragraph's score taken from the best candidate summary chunk whose
                  anchors cite it (docs/anchors.md), within 0..1, chapter_weight + cite_weight
                  at most 1 (default 0: measured, see README).
+  sentence_after, sentence_every   the sentence branch's places in a hybrid list
+                 (rag.search_sentences: paragraphs found through the chapter-summary sentences
+                 that cite them, docs/anchors.md): the first sentence_after hits are the fused
+                 list's, then one place in every sentence_every goes to the sentence branch's
+                 next paragraph not already listed: with the defaults (1 and 3), places 2, 5, 8.
+                 Both within 0..1000; sentence_every 0 = no sentence branch.
 Bad values raise invalid_parameter_value (22023) naming the value; Python, the CLI and the MCP
 server pass values through and show this message.
 Cost: a few comparisons.
@@ -45,6 +55,8 @@ BEGIN
     vector_weight  := coalesce(p_vector_weight, 0.5);
     chapter_weight := coalesce(p_chapter_weight, 0.4);
     cite_weight    := coalesce(p_cite_weight, 0);
+    sentence_after := coalesce(p_sentence_after, 1);
+    sentence_every := coalesce(p_sentence_every, 3);
     IF fusion NOT IN ('rrf', 'convex') THEN
         RAISE EXCEPTION 'fusion must be ''rrf'' or ''convex'', got "%"', fusion
             USING ERRCODE = 'invalid_parameter_value';
@@ -68,6 +80,10 @@ BEGIN
     IF NOT cite_weight BETWEEN 0 AND 1 OR chapter_weight + cite_weight > 1 THEN
         RAISE EXCEPTION 'cite_weight must be within 0..1 and chapter_weight + cite_weight at most 1, got % and %',
             cite_weight, chapter_weight USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT sentence_after BETWEEN 0 AND 1000 OR NOT sentence_every BETWEEN 0 AND 1000 THEN
+        RAISE EXCEPTION 'sentence_after and sentence_every must be within 0..1000, got % and %',
+            sentence_after, sentence_every USING ERRCODE = 'invalid_parameter_value';
     END IF;
 END
 $$;

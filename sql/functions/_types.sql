@@ -8,7 +8,11 @@
 --   rank        1-based final rank;
 --   bm25_rank / bm25_score      rank and score in the BM25 branch (NULL if absent);
 --   vector_rank / vector_score  rank and cosine similarity in the kNN branch (NULL if absent);
---   section_score               two-stage only: the score of the section the chunk sits in.
+--   section_score               two-stage: the score of the section the chunk sits in; hybrid: the
+--                               chapter value of a paragraph's score;
+--   sentence_rank / sentence_score  rank and cosine similarity in the sentence branch
+--               (rag.search_sentences: the best chapter-summary sentence citing the paragraph),
+--               set on the rows that branch placed in a hybrid search (NULL otherwise).
 -- rag.search_result: what rag.search returns: a rag.search_hit's columns, then
 --   cites   JSON [{source_file, paragraphs}]: what a summary hit's anchors cite ([] otherwise);
 --   parent  JSON array of the hit's parent node rows in chunk order (p_expand has 'parent'), else NULL;
@@ -37,7 +41,9 @@ BEGIN
             bm25_score          FLOAT8,
             vector_rank         INT,
             vector_score        FLOAT8,
-            section_score       FLOAT8
+            section_score       FLOAT8,
+            sentence_rank       INT,
+            sentence_score      FLOAT8
         );
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
@@ -61,6 +67,8 @@ BEGIN
             vector_rank         INT,
             vector_score        FLOAT8,
             section_score       FLOAT8,
+            sentence_rank       INT,
+            sentence_score      FLOAT8,
             cites               JSON,
             parent              JSON,
             cited               JSON

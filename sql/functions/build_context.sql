@@ -15,7 +15,9 @@ CREATE OR REPLACE FUNCTION rag.build_context(
     p_bm25_weight     FLOAT8 DEFAULT NULL,
     p_vector_weight   FLOAT8 DEFAULT NULL,
     p_chapter_weight  FLOAT8 DEFAULT NULL,
-    p_cite_weight     FLOAT8 DEFAULT NULL
+    p_cite_weight     FLOAT8 DEFAULT NULL,
+    p_sentence_after  INT DEFAULT NULL,
+    p_sentence_every  INT DEFAULT NULL
 ) RETURNS SETOF rag.context_row
 LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
@@ -35,8 +37,8 @@ Parameters:
   p_expand   add each hit's parent node (default true).
   p_mode     which search ranks the hits (default 'hybrid').
   p_within   NULL or a source_file: hits only from that node's subtree (parents may lie above it).
-  p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight: passed to
-             rag.search (NULL = rag._fusion_settings()).
+  p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight,
+  p_sentence_after, p_sentence_every: passed to rag.search (NULL = rag._fusion_settings()).
 Cost: one search plus rag.pack_context (two indexed lookups per hit); p50 7.4 ms on the two books,
 8.2 ms at 100k rows (bench/bench_search.py, 2026-12-01).
 */
@@ -50,7 +52,8 @@ BEGIN
     SELECT * FROM rag.pack_context(
         ARRAY(SELECT h.id
               FROM rag.search(p_query, p_query_embedding, p_mode, p_k, p_book, p_levels, p_node_type, p_within,
-                              p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight) h
+                              p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight,
+                              p_sentence_after, p_sentence_every) h
               ORDER BY h.rank),
         p_budget, p_expand);
 END

@@ -14,6 +14,8 @@ CREATE OR REPLACE FUNCTION rag.search(
     p_vector_weight   FLOAT8 DEFAULT NULL,
     p_chapter_weight  FLOAT8 DEFAULT NULL,
     p_cite_weight     FLOAT8 DEFAULT NULL,
+    p_sentence_after  INT DEFAULT NULL,
+    p_sentence_every  INT DEFAULT NULL,
     p_expand          TEXT[] DEFAULT NULL,
     p_query_model     TEXT DEFAULT NULL
 ) RETURNS SETOF rag.search_result
@@ -23,7 +25,8 @@ AS $$
 Runs the search named by p_mode (rag._search_hits checks every argument and dispatches) and
 returns its rows (rag.search_result, best first: the called function's rag.search_hit columns,
 then cites, parent, cited):
-  'hybrid'     rag.search_hybrid (both branches fused; the default)
+  'hybrid'     rag.search_hybrid (both branches fused; the default), with places for the
+               sentence branch (rag.search_sentences; see rag._search_hits)
   'bm25'       rag.search_bm25
   'vector'     rag.search_vector (p_query unused; p_query_embedding required)
   'two-stage'  rag.search_two_stage (sections first; no levels or node_type filter)
@@ -31,7 +34,8 @@ Any other mode is an error naming it. The CLI, rag.build_context and the MCP ser
 function, so the list above is the product's one list of modes.
 Parameters: as in the function called; p_within restricts every mode to a node's subtree;
 p_fusion, p_normalisation, p_bm25_weight, p_vector_weight (NULL = rag._fusion_settings()) are
-used by 'hybrid' and 'two-stage', p_chapter_weight and p_cite_weight by 'hybrid'.
+used by 'hybrid' and 'two-stage', p_chapter_weight, p_cite_weight, p_sentence_after and
+p_sentence_every by 'hybrid'.
   p_expand       what to attach to each hit, any of:
                    'parent'  the hit's parent node rows (rag.get_node of parent_source_file), as JSON;
                    'cited'   the rows a summary hit's anchors cite (rag.get_citations), as JSON.
@@ -61,6 +65,6 @@ cached with a prepared statement) and an expansion not asked for is never run.
                 FROM rag.get_citations(h.source_file, h.chunk_index) g) END
     FROM rag._search_hits(p_query, p_query_embedding, p_mode, p_k, p_book, p_levels, p_node_type, p_within, p_fusion,
                           p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight,
-                          p_expand, p_query_model) h
+                          p_sentence_after, p_sentence_every, p_expand, p_query_model) h
     ORDER BY h.rank;
 $$;

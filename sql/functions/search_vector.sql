@@ -35,13 +35,8 @@ DECLARE
     v_dim   INT;
     v_within INT[];
 BEGIN
-    IF p_query_embedding IS NULL THEN
-        RAISE EXCEPTION 'query embedding is NULL; search_vector needs a vector (see `bookrag embed`)'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    PERFORM rag._check_search_args(NULL, p_k, p_book, p_levels, p_node_type, false);
-    v_within := rag._subtree_ids(p_within, p_book);
-    SELECT m.model, m.dimension INTO v_model, v_dim FROM rag._corpus_model(p_query_embedding) m;
+    SELECT a.model, a.dimension, a.within_ids INTO v_model, v_dim, v_within
+    FROM rag._knn_args('search_vector', p_query_embedding, p_k, p_book, p_levels, p_node_type, p_within) a;
     IF v_model IS NULL THEN
         RAISE NOTICE 'no embedded rows are loaded; the vector search returns nothing';
         RETURN;
@@ -50,7 +45,7 @@ BEGIN
     RETURN QUERY EXECUTE format(
         'SELECT n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path, '
         'n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, '
-        'v.s, v.r, NULL::int, NULL::float8, v.r, v.s, NULL::float8 '
+        'v.s, v.r, NULL::int, NULL::float8, v.r, v.s, NULL::float8, NULL::int, NULL::float8 '
         'FROM (%s) v JOIN rag.hierarchical_content_nodes n ON n.id = v.id ORDER BY v.r',
         rag._branch_sql('vector', v_model, v_dim, p_book, p_levels, p_node_type, p_parent_files, v_within))
     USING NULL::text, p_query_embedding, p_book, p_levels, p_node_type, p_parent_files, p_k, v_within;

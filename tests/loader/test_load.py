@@ -25,7 +25,8 @@ def checksum(conn: psycopg.Connection) -> str:
         "SELECT md5(coalesce((SELECT string_agg(t::text, '|' ORDER BY t.id) FROM rag.hierarchical_content_nodes t), '') "
         "|| coalesce((SELECT string_agg(b::text, '|' ORDER BY b.book) FROM rag.books b), '') "
         "|| coalesce((SELECT string_agg(m::text, '|' ORDER BY m.model) FROM rag.embedding_models m), '') "
-        "|| coalesce((SELECT string_agg(c::text, '|' ORDER BY c::text) FROM rag.citations c), ''))"
+        "|| coalesce((SELECT string_agg(c::text, '|' ORDER BY c::text) FROM rag.citations c), '') "
+        "|| coalesce((SELECT string_agg(s::text, '|' ORDER BY s::text) FROM rag.sentences s), ''))"
     ).fetchone()
     conn.rollback()
     return row[0]
@@ -119,6 +120,70 @@ BAD_CITES = [
     ("a node that is not a child, again", lambda p: edit_json(p, 1, cites=[{"source_file": f"corpus/{BOOK}/avant-propos/summary.md"}]),
      f"{SUMMARY_SC}:2: cites corpus/{BOOK}/avant-propos/summary.md, which is not a child of {SUMMARY_SC.removesuffix('.jsonl')}"),
 ]
+
+
+
+
+def edit_sentence(path: Path, **changes) -> None:
+    """Change the first sentence of the summary's first chunk."""
+    def fn(line: str) -> str:
+        obj = json.loads(line)
+        obj["sentences"][0].update(changes)
+        return json.dumps(obj, ensure_ascii=False)
+
+    rewrite_line(path, 1, fn)
+
+
+BAD_SENTENCES = [
+    ("a sentence citing what its chunk does not", lambda p: edit_sentence(p, paragraphs=[3]),
+     f"{SUMMARY_SC}:2: sentence 1 cites paragraph 3, which its chunk's cites do not (regenerate the sidecar with "
+     "`bookrag sidecars`)"),
+    ("a sentence without paragraphs", lambda p: edit_sentence(p, paragraphs=[]),
+     f"{SUMMARY_SC}:2: sentence 1: paragraphs must be a non-empty list of positive integers"),
+    ("a sentence vector of the wrong length", lambda p: edit_sentence(p, embedding=[0.5] * 3),
+     f"{SUMMARY_SC}:2: sentence 1: embedding must hold 384 values (the manifest's dimension)"),
+    ("an empty sentence", lambda p: edit_sentence(p, text="  "), f"{SUMMARY_SC}:2: sentence 1: text missing or empty"),
+]
+
+
+@pytest.mark.parametrize("name,corrupt,message", BAD_SENTENCES, ids=[b[0] for b in BAD_SENTENCES])
+def test_bad_sentence_is_named_and_loads_nothing(loaded, home, name, corrupt, message):
+    assert refused(loaded, home, SUMMARY_SC, corrupt) == message
+
+
+def test_sentences_on_a_source_chunk_are_refused(loaded, home):
+    def corrupt(p: Path) -> None:
+        edit_json(p, 1, sentences=[{"text": "Une phrase.", "paragraphs": [1], "embedding": [0.1] * 384}])
+    assert refused(loaded, home, ROUTES_SC, corrupt) == (
+        f"{ROUTES_SC}:2: sentences on a chunk that is not of an embedded chapter summary (only level-1 summaries "
+        "with a sentence_recipe carry them)")
+
+
+def test_sentences_are_loaded_with_their_paragraphs(loaded):
+    summary = SUMMARY_SC.removesuffix(".jsonl")
+    rows = loaded.execute("SELECT chunk_index, sentence_index, content, cited_source_file, cited_paragraphs, "
+                          "vector_dims(embedding), book FROM rag.sentences WHERE source_file = %s", (summary,)).fetchall()
+    assert rows == [(0, 0, "Le chapitre sur les routes montre que tout obstacle au transport agit comme une taxe : le "
+                     "réverbère du pont et le péage renchérissent la farine que paie le consommateur.", ROUTES, [1, 2],
+                     384, BOOK)]
+    # every anchored sentence of the book's chapter summaries, and none of the other levels
+    assert loaded.execute("SELECT count(*), count(DISTINCT source_file) FROM rag.sentences").fetchone() == (5, 5)
+
+
+def test_a_sidecar_whose_sentences_changed_is_reloaded(loaded, home):
+    summary_sc = home / SUMMARY_SC
+    edit_sentence(summary_sc, text="Une autre phrase sur les routes.")
+    report = load(loaded, home, [home / "corpus" / BOOK])
+    assert (report.replaced, report.unchanged) == (0, 13)  # same count: the state compares the number of sentences
+    lines = summary_sc.read_text(encoding="utf-8").splitlines()
+    obj = json.loads(lines[1])
+    obj["sentences"].append({**obj["sentences"][0], "text": "Une seconde phrase."})
+    lines[1] = json.dumps(obj, ensure_ascii=False)
+    summary_sc.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = load(loaded, home, [home / "corpus" / BOOK])
+    assert report.replaced == 1
+    assert loaded.execute("SELECT count(*) FROM rag.sentences WHERE source_file = %s",
+                          (SUMMARY_SC.removesuffix(".jsonl"),)).fetchone() == (2,)
 
 
 def refused(conn, home, sidecar, corrupt) -> str:

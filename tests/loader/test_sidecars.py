@@ -160,3 +160,44 @@ def test_a_malformed_anchor_stops_the_sidecar_naming_the_line(home, e5):
         write_sidecars([md], home, 400, e5, progress=False)
     assert str(err.value) == f"{md}:16: malformed anchor [§2–1]: the range 2–1 runs backwards"
     assert sidecar_path(md).read_bytes() == before
+
+
+SUMMARY = ROUTES.replace("source.md", "summary.md")
+
+
+def test_a_chapter_summary_carries_its_anchored_sentences_embedded_alone(corpus_home, e5):
+    import numpy as np
+
+    rows = lines(sidecar_path(corpus_home / SUMMARY))
+    assert rows[0]["sentence_recipe"] == "plain-v1"
+    [sentence] = rows[1]["sentences"]
+    assert sentence["text"] == rows[1]["text"]  # one sentence; its anchor [§1–2] is stripped
+    assert "[§" not in sentence["text"] and sentence["paragraphs"] == [1, 2]
+    assert rows[1]["cites"] == [{"source_file": ROUTES, "paragraphs": [1, 2]}]
+    # embedded alone, without the heading path the chunk's own vector carries
+    assert np.allclose(sentence["embedding"], e5.passages([sentence["text"]])[0], atol=1e-6)
+    assert not np.allclose(sentence["embedding"], rows[1]["embedding"], atol=1e-3)
+    # sources and summaries of other levels carry none
+    for other in (ROUTES, "corpus/traite-des-echanges/premiere-partie/summary.md"):
+        assert "sentence_recipe" not in lines(sidecar_path(corpus_home / other))[0]
+
+
+def test_an_edited_summary_embeds_only_its_new_sentence(home, e5):
+    md = home / SUMMARY
+    md.write_text(md.read_text(encoding="utf-8").rstrip("\n")
+                  + " Une route mal entretenue coûte plus qu'elle n'épargne [§3].\n", encoding="utf-8")
+    stats = write_sidecars(sorted((home / "corpus").rglob("*.md")), home, 400, e5, progress=False)
+    assert stats.files == [md] and (stats.chunks_embedded, stats.sentences_embedded) == (1, 1)
+    assert stats.embedded() == "1 chunks and 1 summary sentences embedded"
+    sentences = lines(sidecar_path(md))[1]["sentences"]
+    assert [s["paragraphs"] for s in sentences] == [[1, 2], [3]]
+
+
+def test_an_extractive_summary_gives_no_sentence_rows(home, e5):
+    # its sentences are its paragraphs' own words, which their vectors and BM25 rows already carry
+    md = home / SUMMARY
+    meta, body = frontmatter.read(md)
+    frontmatter.write_atomic(md, frontmatter.render({**meta, "generator": "extractive"}, body))
+    write_sidecars([md], home, 400, e5, progress=False)
+    rows = lines(sidecar_path(md))
+    assert "sentence_recipe" not in rows[0] and all("sentences" not in r for r in rows[1:])

@@ -1,0 +1,74 @@
+-- rag.search_sentences: the sentence branch: paragraphs ranked by the chapter-summary sentences that cite them.
+CREATE OR REPLACE FUNCTION rag.search_sentences(
+    p_query_embedding vector,
+    p_k      INT DEFAULT 10,
+    p_book   TEXT DEFAULT NULL,
+    p_within TEXT DEFAULT NULL
+) RETURNS SETOF rag.search_hit
+LANGUAGE plpgsql STABLE
+SET max_parallel_workers_per_gather = 0
+AS $$
+/*
+Returns the p_k source paragraphs (level-0 chunks) best cited by a chapter-summary sentence close
+to the query, best first (rag.search_hit): every anchored sentence of the level-1 summaries
+(rag.sentences, embedded alone) is compared with p_query_embedding; a paragraph scores the best
+cosine similarity among the sentences whose anchors cite it ([§12–14], docs/anchors.md), ties
+broken by the paragraph's own similarity. A paragraph split into several chunks is represented
+by its chunk closest to the query. score = sentence_score = that best sentence's similarity,
+rank = sentence_rank = 1..k; the branch columns (bm25_*, vector_*) and section_score are NULL.
+Reworded questions (a reader's modern French against the book's 1840s French) meet the
+summaries' wording, and the anchors lead back to the book's own paragraph: this is why the
+branch exists (measured in evaluation/experiments/sentence_anchors/ and README).
+Parameters:
+  p_query_embedding  the query's vector, of the corpus model (required).
+  p_k                how many paragraphs, 1..1000 (default 10).
+  p_book             NULL (all books) or one book.
+  p_within           NULL or a source_file: only paragraphs in that node's subtree.
+No sentence loaded (a corpus without anchors, or no vectors): no rows.
+Cost: an exact scan of the sentences of the corpus model (1,540 rows for the two books: about
+1 ms; no HNSW index, see docs/anchors.md), then one indexed lookup per cited paragraph.
+*/
+DECLARE
+    v_model  TEXT;
+    v_within INT[];
+BEGIN
+    SELECT a.model, a.within_ids INTO v_model, v_within
+    FROM rag._knn_args('search_sentences', p_query_embedding, p_k, p_book, NULL, NULL, p_within) a;
+    IF v_model IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH s AS (  -- the sentences closest to the query; a sentence cites 1-5 paragraphs
+        SELECT st.cited_source_file AS f, st.cited_paragraphs AS ps, 1 - (st.embedding <=> p_query_embedding) AS sim
+        FROM rag.sentences st
+        WHERE st.embedding_model = v_model
+          AND (p_book IS NULL OR st.book = p_book)
+          AND (v_within IS NULL OR st.cited_source_file IN
+               (SELECT w.source_file FROM rag.hierarchical_content_nodes w WHERE w.id = ANY(v_within)))
+        ORDER BY sim DESC
+        LIMIT greatest(3 * p_k, 30)
+    ), para AS (
+        SELECT s.f, p.n, max(s.sim) AS sim FROM s, unnest(s.ps) AS p(n) GROUP BY s.f, p.n
+    ), best AS (  -- one chunk per paragraph: the one closest to the query
+        SELECT DISTINCT ON (n.id) n.id, para.sim,
+               CASE WHEN n.embedding_model = v_model THEN 1 - (n.embedding <=> p_query_embedding) END AS own
+        FROM para
+        JOIN rag.hierarchical_content_nodes n ON n.source_file = para.f AND n.paragraph = para.n AND n.level = 0
+        WHERE v_within IS NULL OR n.id = ANY(v_within)
+    ), one AS (
+        SELECT DISTINCT ON (n.source_file, n.paragraph) b.id, b.sim, b.own
+        FROM best b JOIN rag.hierarchical_content_nodes n ON n.id = b.id
+        ORDER BY n.source_file, n.paragraph, b.own DESC NULLS LAST, n.chunk_index
+    ), top AS (
+        SELECT one.*, row_number() OVER (ORDER BY one.sim DESC, one.own DESC NULLS LAST, one.id)::int AS r
+        FROM one
+        ORDER BY r
+        LIMIT p_k
+    )
+    SELECT n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
+           n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order,
+           top.sim, top.r, NULL::int, NULL::float8, NULL::int, NULL::float8, NULL::float8, top.r, top.sim
+    FROM top JOIN rag.hierarchical_content_nodes n ON n.id = top.id
+    ORDER BY top.r;
+END
+$$;

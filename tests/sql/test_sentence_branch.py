@@ -1,0 +1,87 @@
+"""The sentence branch (issue 11): rag.search_sentences finds paragraphs through the chapter-summary
+sentences that cite them, and rag.search places them in a hybrid list (rag._search_hits)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+BOOK = "traite-des-echanges"
+C = f"corpus/{BOOK}"
+BOULANGER = f"{C}/premiere-partie/chapitre-01-le-boulanger/source.md"
+ROUTES = f"{C}/premiere-partie/chapitre-02-les-routes/source.md"
+QUERY = "Pourquoi la spécialisation des artisans rend-elle le village plus riche ?"
+
+
+def test_a_paragraph_is_found_through_the_sentence_that_cites_it(corpus, e5):
+    v = e5.query(QUERY)
+    hits = corpus.execute("SELECT source_file, level, rank, score, sentence_rank, sentence_score, bm25_rank, vector_rank "
+                          "FROM rag.search_sentences(%s, 4)", (v,)).fetchall()
+    # the boulanger summary's sentence cites its paragraphs 2 and 3: both come first, level-0 rows
+    assert [h[0] for h in hits[:2]] == [BOULANGER, BOULANGER]
+    assert all(h[1] == 0 for h in hits)
+    assert [h[2] for h in hits] == [h[4] for h in hits] == list(range(1, len(hits) + 1))
+    assert all(h[3] == h[5] for h in hits) and hits[0][5] >= hits[-1][5]
+    assert all(h[6] is None and h[7] is None for h in hits)
+    paragraphs = corpus.execute("SELECT n.paragraph FROM rag.search_sentences(%s, 2) s "
+                                "JOIN rag.hierarchical_content_nodes n ON n.id = s.id", (v,)).fetchall()
+    assert sorted(p for (p,) in paragraphs) == [2, 3]
+
+
+def test_sentence_scores_are_the_best_citing_sentence_similarity(corpus, e5):
+    v = e5.query(QUERY)
+    best = corpus.execute("SELECT 1 - (embedding <=> %s) FROM rag.sentences WHERE cited_source_file = %s",
+                          (v, BOULANGER)).fetchone()[0]
+    top = corpus.execute("SELECT sentence_score FROM rag.search_sentences(%s, 1)", (v,)).fetchone()[0]
+    assert top == pytest.approx(best)
+
+
+def test_filters_book_and_within(corpus, e5):
+    v = e5.query(QUERY)
+    inside = corpus.execute("SELECT DISTINCT source_file FROM rag.search_sentences(%s, 10, p_within => %s)",
+                            (v, ROUTES.replace("source.md", "summary.md"))).fetchall()
+    assert inside == [(ROUTES,)]
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=r'unknown book "nope"; known books: traite-des-echanges'):
+        corpus.execute("SELECT * FROM rag.search_sentences(%s, 5, 'nope')", (v,))
+
+
+def ids(conn, v, **settings):
+    args = ", ".join(f"p_{k} => %({k})s" for k in settings)
+    return conn.execute(f"SELECT id, sentence_rank FROM rag.search(%(q)s, %(v)s, 'hybrid', 6{', ' + args if args else ''})",
+                        {"q": QUERY, "v": v, **settings}).fetchall()
+
+
+def test_hybrid_places_the_sentence_branch_after_n_then_one_in_every_m(corpus, e5):
+    v = e5.query(QUERY)
+    fused = [i for (i, _) in ids(corpus, v, sentence_every=0)]
+    assert fused == [r[0] for r in corpus.execute("SELECT id FROM rag.search_hybrid(%s, %s, 6)", (QUERY, v))]
+    branch = [r[0] for r in corpus.execute("SELECT id FROM rag.search_sentences(%s, 12)", (v,))]
+    new = [i for i in branch if i not in fused]
+    assert new, "the fixture query must find a paragraph the fused list does not hold"
+    merged = ids(corpus, v, sentence_after=1, sentence_every=2)
+    expected, f, s = [], iter(fused), iter(new)
+    for place in range(1, 7):  # places 2, 4, 6 go to the sentence branch while it has new paragraphs
+        nxt = next(s, None) if place >= 2 and (place - 2) % 2 == 0 else None
+        expected.append(nxt if nxt is not None else next(f))
+    assert [i for (i, _) in merged] == expected
+    assert all((r is not None) == (i in new) for (i, r) in merged)
+
+
+def test_the_branch_is_skipped_when_filters_exclude_paragraphs(corpus, e5):
+    v = e5.query(QUERY)
+    summaries = corpus.execute("SELECT level, sentence_rank FROM rag.search(%s, %s, p_levels => '{1}')", (QUERY, v)).fetchall()
+    assert summaries and all(lvl == 1 and r is None for lvl, r in summaries)
+    bm25_only = corpus.execute("SELECT sentence_rank FROM rag.search(%s, NULL, 'hybrid')", (QUERY,)).fetchall()
+    assert bm25_only and all(r is None for (r,) in bm25_only)
+
+
+@pytest.mark.parametrize("args,message", [
+    ("p_sentence_after => -1", "sentence_after and sentence_every must be within 0..1000, got -1 and 3"),
+    ("p_sentence_every => 1001", "sentence_after and sentence_every must be within 0..1000, got 1 and 1001"),
+])
+def test_bad_sentence_settings_are_refused_by_name(corpus, e5, args, message):
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as info:
+        corpus.execute(f"SELECT * FROM rag.search(%s, %s, {args})", (QUERY, e5.query(QUERY)))
+    assert info.value.diag.message_primary == message
+    corpus.rollback()
+    assert corpus.execute("SELECT 1").fetchone() == (1,)
