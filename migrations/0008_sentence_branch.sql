@@ -11,14 +11,13 @@ CREATE TABLE IF NOT EXISTS rag.sentences (
     cited_source_file  TEXT NOT NULL CHECK (cited_source_file ~ '^corpus/[^/]+/.+\.md$'),
     cited_paragraphs   INT[] NOT NULL CHECK (cardinality(cited_paragraphs) >= 1 AND 1 <= ALL (cited_paragraphs)),
     embedding_model    TEXT NOT NULL,
-    embedding          vector NOT NULL,
+    embedding          vector STORAGE PLAIN NOT NULL,  -- neither compressed nor TOASTed: the exact scan reads every vector
     book               TEXT GENERATED ALWAYS AS (split_part(source_file, '/', 2)) STORED,
     FOREIGN KEY (source_file, chunk_index)
         REFERENCES rag.hierarchical_content_nodes (source_file, chunk_index) ON DELETE CASCADE,
     UNIQUE (source_file, chunk_index, sentence_index),
     CHECK (cited_source_file <> source_file)
 );
-CREATE INDEX IF NOT EXISTS sentences_model_book_idx ON rag.sentences (embedding_model, book);
 COMMENT ON TABLE rag.sentences IS
     'Each anchored sentence of a chapter (level-1) summary, embedded alone, with the paragraphs its anchors cite ([§12–14], docs/anchors.md): the rows of the sentence branch (rag.search_sentences). Loaded from the summary sidecars'' `sentences` with their chunk by `bookrag load`; deleted with it.';
 COMMENT ON COLUMN rag.sentences.id IS 'Surrogate key (a replica identity for logical replication, docs/scaling.md).';
@@ -787,7 +786,7 @@ BEGIN
 END
 $$;
 
--- function: search_sentences sha256:84b3c0419f87322e753a65df58b550509462945c8d99359c13b5532f336f78dd
+-- function: search_sentences sha256:7fc5d020e27f5909cdda5d3f3550b595ce773a3918551c8f76ba1ad83bb1a6c1
 -- rag.search_sentences: the sentence branch: paragraphs ranked by the chapter-summary sentences that cite them.
 CREATE OR REPLACE FUNCTION rag.search_sentences(
     p_query_embedding vector,
@@ -797,6 +796,7 @@ CREATE OR REPLACE FUNCTION rag.search_sentences(
 ) RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
+SET plan_cache_mode = force_generic_plan
 AS $$
 /*
 Returns the p_k source paragraphs (level-0 chunks) best cited by a chapter-summary sentence close
@@ -816,7 +816,9 @@ Parameters:
   p_within           NULL or a source_file: only paragraphs in that node's subtree.
 No sentence loaded (a corpus without anchors, or no vectors): no rows.
 Cost: an exact scan of the sentences of the corpus model (1,540 rows for the two books: about
-1 ms; no HNSW index, see docs/anchors.md), then one indexed lookup per cited paragraph.
+0.5 ms, their vectors stored in the row, not TOASTed; no HNSW index, see docs/anchors.md), then
+one indexed lookup per paragraph the p_k best sentences cite; about 1 ms in all on the two books.
+Its statement's plan is generic (planned once per session: replanning it each call cost 0.5 ms).
 */
 DECLARE
     v_model  TEXT;
@@ -828,7 +830,8 @@ BEGIN
         RETURN;
     END IF;
     RETURN QUERY
-    WITH s AS (  -- the sentences closest to the query; a sentence cites 1-5 paragraphs
+    WITH s AS (  -- the p_k sentences closest to the query (a sentence cites 1-5 paragraphs: the paragraphs
+                 -- they cite are exactly the best-ranked ones, each with its best sentence)
         SELECT st.cited_source_file AS f, st.cited_paragraphs AS ps, 1 - (st.embedding <=> p_query_embedding) AS sim
         FROM rag.sentences st
         WHERE st.embedding_model = v_model
@@ -836,29 +839,31 @@ BEGIN
           AND (v_within IS NULL OR st.cited_source_file IN
                (SELECT w.source_file FROM rag.hierarchical_content_nodes w WHERE w.id = ANY(v_within)))
         ORDER BY sim DESC
-        LIMIT greatest(3 * p_k, 30)
+        LIMIT p_k
     ), para AS (
         SELECT s.f, p.n, max(s.sim) AS sim FROM s, unnest(s.ps) AS p(n) GROUP BY s.f, p.n
-    ), best AS (  -- one chunk per paragraph: the one closest to the query
-        SELECT DISTINCT ON (n.id) n.id, para.sim,
-               CASE WHEN n.embedding_model = v_model THEN 1 - (n.embedding <=> p_query_embedding) END AS own
+    ), one AS (  -- one chunk per paragraph: the one closest to the query (an index lookup each)
+        SELECT c.*, para.sim
         FROM para
-        JOIN rag.hierarchical_content_nodes n ON n.source_file = para.f AND n.paragraph = para.n AND n.level = 0
-        WHERE v_within IS NULL OR n.id = ANY(v_within)
-    ), one AS (
-        SELECT DISTINCT ON (n.source_file, n.paragraph) b.id, b.sim, b.own
-        FROM best b JOIN rag.hierarchical_content_nodes n ON n.id = b.id
-        ORDER BY n.source_file, n.paragraph, b.own DESC NULLS LAST, n.chunk_index
+        CROSS JOIN LATERAL (
+            SELECT n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
+                   n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order,
+                   CASE WHEN n.embedding_model = v_model THEN 1 - (n.embedding <=> p_query_embedding) END AS own
+            FROM rag.hierarchical_content_nodes n
+            WHERE n.source_file = para.f AND n.paragraph = para.n AND n.level = 0
+              AND (v_within IS NULL OR n.id = ANY(v_within))
+            ORDER BY own DESC NULLS LAST, n.chunk_index
+            LIMIT 1
+        ) c
     ), top AS (
         SELECT one.*, row_number() OVER (ORDER BY one.sim DESC, one.own DESC NULLS LAST, one.id)::int AS r
         FROM one
-        ORDER BY r
-        LIMIT p_k
     )
-    SELECT n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
-           n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order,
+    SELECT top.id, top.source_file, top.chunk_index, top.level, top.node_type, top.heading_path,
+           top.parent_source_file, top.content, top.content_token_count, top.book, top.node_order,
            top.sim, top.r, NULL::int, NULL::float8, NULL::int, NULL::float8, NULL::float8, top.r, top.sim
-    FROM top JOIN rag.hierarchical_content_nodes n ON n.id = top.id
+    FROM top
+    WHERE top.r <= p_k
     ORDER BY top.r;
 END
 $$;
@@ -1046,7 +1051,7 @@ INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('search', 'e37627f6bc53884002c24a9c34d2da6ccd6365bb3fcce39072f995a511196e76', '0008_sentence_branch'),
     ('search_bm25', 'd961eeefb704ebb99a02ad0f3b5ce1444fb765babae509bdf664b9393828fcc2', '0008_sentence_branch'),
     ('search_hybrid', '6df7ec96e444e4c0b852134a27afedf710f0e3a517a2a99f52021a71b49cd393', '0008_sentence_branch'),
-    ('search_sentences', '84b3c0419f87322e753a65df58b550509462945c8d99359c13b5532f336f78dd', '0008_sentence_branch'),
+    ('search_sentences', '7fc5d020e27f5909cdda5d3f3550b595ce773a3918551c8f76ba1ad83bb1a6c1', '0008_sentence_branch'),
     ('search_two_stage', '0190ca1afc463955f7374653608b5d48b2859d9e40d4a8484a755737434519cd', '0008_sentence_branch'),
     ('search_vector', 'cb09a1745dc26b3e4279d075bc973e634980e3ca0acf9e833f2f6ab3b83d5f31', '0008_sentence_branch')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();
