@@ -1,11 +1,13 @@
 """Latency of the SQL retrieval functions at three scales.
 
-Measures p50/p95 latency (ms) of six statements:
+Measures p50/p95 latency (ms) of eight statements:
   bm25           SELECT * FROM rag.search_bm25(q, k)
   vector         SELECT * FROM rag.search_vector(e, k)
+  sentences      SELECT * FROM rag.search_sentences(e, 2k)  (the sentence branch, as the default calls it)
   hybrid-rrf     SELECT * FROM rag.search_hybrid(q, e, k, p_pool => 100, p_fusion => 'rrf', ...)  (the former default)
   hybrid         SELECT * FROM rag.search(q, e, 'hybrid', k)  (the default search)
   hybrid+parent  SELECT * FROM rag.search(q, e, 'hybrid', k, p_expand => '{parent}')  (as `bookrag search --expand parent`)
+  hybrid+parent, no sentences   the same with p_sentence_every => 0 (what the sentence branch costs)
   build_context  SELECT * FROM rag.build_context(q, e, 3000, 8)
 and, per scale, the ratio p50(hybrid+parent) / (p50(bm25) + p50(vector)): what fusion and
 expansion cost on top of the two index scans (issue 10's target: <= 1.3).
@@ -58,10 +60,13 @@ DIM = 384
 STATEMENTS: dict[str, str] = {
     "bm25": "SELECT * FROM rag.search_bm25(%(q)s, %(k)s)",
     "vector": "SELECT * FROM rag.search_vector(%(e)s, %(k)s)",
+    "sentences": "SELECT * FROM rag.search_sentences(%(e)s, 2 * %(k)s)",
     "hybrid-rrf": ("SELECT * FROM rag.search_hybrid(%(q)s, %(e)s, %(k)s, p_pool => 100, p_fusion => 'rrf', "
                    "p_bm25_weight => 1, p_vector_weight => 1, p_chapter_weight => 0)"),
     "hybrid": "SELECT * FROM rag.search(%(q)s, %(e)s, 'hybrid', %(k)s)",
     "hybrid+parent": "SELECT * FROM rag.search(%(q)s, %(e)s, 'hybrid', %(k)s, p_expand => '{parent}')",
+    "hybrid+parent, no sentences": ("SELECT * FROM rag.search(%(q)s, %(e)s, 'hybrid', %(k)s, p_expand => '{parent}', "
+                                    "p_sentence_every => 0)"),
     "build_context": "SELECT * FROM rag.build_context(%(q)s, %(e)s, 3000, 8)",
 }
 COPY_COLUMNS = ("level", "parent_source_file", "node_type", "source_file", "source_file_hash", "chunk_index",
@@ -77,10 +82,11 @@ class Scale:
     latency: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
-def ratio(scale: Scale) -> float:
-    """p50 of the default search with parent expansion over the sum of the two branches' p50."""
+def ratio(scale: Scale, statement: str = "hybrid+parent") -> float:
+    """p50 of the default search with parent expansion (or `statement`) over the sum of the two
+    branches' p50."""
     lat = scale.latency
-    return lat["hybrid+parent"]["p50_ms"] / (lat["bm25"]["p50_ms"] + lat["vector"]["p50_ms"])
+    return lat[statement]["p50_ms"] / (lat["bm25"]["p50_ms"] + lat["vector"]["p50_ms"])
 
 
 # --- timing --------------------------------------------------------------------------------
@@ -296,9 +302,11 @@ def main() -> None:
                          [[s.name, s.rows, name, st["p50_ms"], st["p95_ms"], st["mean_ms"], st["max_ms"], st["rows_per_call"]]
                           for s in scales for name, st in s.latency.items()]))
     print("\n## default search + parent expansion against the two index scans (p50)\n")
-    print(markdown_table(["scale", "rows", "bm25 p50", "vector p50", "hybrid+parent p50", "ratio", "hybrid-rrf p50"],
+    print(markdown_table(["scale", "rows", "bm25 p50", "vector p50", "hybrid+parent p50", "ratio",
+                          "no sentences p50", "ratio without the sentence branch", "hybrid-rrf p50"],
                          [[s.name, s.rows, s.latency["bm25"]["p50_ms"], s.latency["vector"]["p50_ms"],
-                           s.latency["hybrid+parent"]["p50_ms"], ratio(s), s.latency["hybrid-rrf"]["p50_ms"]] for s in scales]))
+                           s.latency["hybrid+parent"]["p50_ms"], ratio(s), s.latency["hybrid+parent, no sentences"]["p50_ms"],
+                           ratio(s, "hybrid+parent, no sentences"), s.latency["hybrid-rrf"]["p50_ms"]] for s in scales]))
     built = [s for s in scales if s.build]
     if built:
         print("\n## build (synthetic corpora)\n")
@@ -314,7 +322,8 @@ def main() -> None:
         print(f"\n## EXPLAIN (ANALYZE, BUFFERS) of the hybrid statement at {max(sizes):,} rows\n\n```\n{explain}\n```")
     write_json(args.json, {"machine": host, "args": vars(args),
                            "scales": [{"scale": s.name, "rows": s.rows, "build": s.build, "latency": s.latency,
-                                       "ratio_hybrid_parent_to_branches": ratio(s)} for s in scales],
+                                       "ratio_hybrid_parent_to_branches": ratio(s),
+                                       "ratio_without_sentences": ratio(s, "hybrid+parent, no sentences")} for s in scales],
                            "explain_hybrid": explain})
 
 
