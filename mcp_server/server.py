@@ -215,19 +215,16 @@ def get_node(
     source_file: Annotated[str, Field(min_length=1, max_length=500, description="a citation's source_file, e.g. corpus/<book>/.../summary.md")],
 ) -> Node:
     """A node's full text (all its chunks, in order) and metadata, by source file; a summary's chunks list the book's paragraphs their anchors cite."""
-    def go(conn: psycopg.Connection) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        return (_rows(conn, "SELECT * FROM rag.get_node(%s)", (source_file,)),
-                _rows(conn, "SELECT c.chunk_index, c.cited_source_file AS source_file, array_agg(c.cited_paragraph "
-                            "ORDER BY c.cited_paragraph) FILTER (WHERE c.cited_paragraph IS NOT NULL) AS paragraphs "
-                            "FROM rag.citations c WHERE c.source_file = %s GROUP BY 1, 2 ORDER BY 1, 2", (source_file,)))
+    def go(conn: psycopg.Connection) -> list[dict[str, Any]]:
+        return _rows(conn, "SELECT g.*, rag.cites(g.source_file, g.chunk_index) AS cites FROM rag.get_node(%s) g",
+                     (source_file,))
 
-    rows, cites = with_connection(_state(ctx), go)
+    rows = with_connection(_state(ctx), go)
     if not rows:
         raise _no_node(source_file)
     node = _node(rows)
-    for chunk in node.chunks:
-        chunk.cites = [Cites(source_file=c["source_file"], paragraphs=c["paragraphs"])
-                       for c in cites if c["chunk_index"] == chunk.citation.chunk_index] or None
+    for chunk, row in zip(node.chunks, rows):
+        chunk.cites = [Cites(**c) for c in row["cites"]] or None
     return node
 
 

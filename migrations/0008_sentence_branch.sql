@@ -466,7 +466,34 @@ BEGIN
 END
 $$;
 
--- function: search sha256:e37627f6bc53884002c24a9c34d2da6ccd6365bb3fcce39072f995a511196e76
+-- function: cites sha256:906c374385609a940d8d0c35f5ade5715c35c1f7d5b185d39135c33d8a0d8596
+-- rag.cites: what one summary chunk's anchors cite, compactly, as JSON.
+CREATE OR REPLACE FUNCTION rag.cites(
+    p_source_file TEXT,
+    p_chunk_index INT
+) RETURNS JSON
+LANGUAGE sql STABLE
+AS $$
+/*
+Returns [{source_file, paragraphs}] for the chunk (p_source_file, p_chunk_index), one object per
+cited file in path order: a chapter summary's chunk cites paragraphs of its section's source.md
+(paragraphs sorted, [§12–14] expanded), a part or book summary's chunk cites child summaries
+whole (paragraphs null). '[]' for a chunk without anchors or a source paragraph. rag.search
+fills its `cites` column with it; the MCP get_node tool shows it per chunk. Rows themselves:
+rag.get_citations. A SQL function the caller's statement inlines.
+Cost: one index scan of rag.citations (its primary key order) per call.
+*/
+    SELECT coalesce((
+        SELECT json_agg(json_build_object('source_file', c.f, 'paragraphs', c.p) ORDER BY c.f)
+        FROM (SELECT ct.cited_source_file AS f,
+                     array_agg(ct.cited_paragraph ORDER BY ct.cited_paragraph)
+                         FILTER (WHERE ct.cited_paragraph IS NOT NULL) AS p
+              FROM rag.citations ct
+              WHERE ct.source_file = p_source_file AND ct.chunk_index = p_chunk_index
+              GROUP BY ct.cited_source_file) c), '[]'::json);
+$$;
+
+-- function: search sha256:e74e6b20fc2885ea24c08e4ac1d6a8ffc88dfcba73374caf63d9beb60135d763
 -- rag.search: one entry point for every search mode, with each hit's cites and the expansions asked for.
 CREATE OR REPLACE FUNCTION rag.search(
     p_query           TEXT,
@@ -518,14 +545,7 @@ each expansion. A SQL function without settings, so the caller's statement inlin
 cached with a prepared statement) and an expansion not asked for is never run.
 */
     SELECT h.*,
-           CASE WHEN h.level = 0 THEN '[]'::json ELSE
-               (SELECT coalesce(json_agg(json_build_object('source_file', c.f, 'paragraphs', c.p) ORDER BY c.f), '[]'::json)
-                FROM (SELECT ct.cited_source_file AS f,
-                             array_agg(ct.cited_paragraph ORDER BY ct.cited_paragraph)
-                                 FILTER (WHERE ct.cited_paragraph IS NOT NULL) AS p
-                      FROM rag.citations ct
-                      WHERE ct.source_file = h.source_file AND ct.chunk_index = h.chunk_index
-                      GROUP BY ct.cited_source_file) c) END,
+           CASE WHEN h.level = 0 THEN '[]'::json ELSE rag.cites(h.source_file, h.chunk_index) END,
            CASE WHEN 'parent' = ANY(p_expand) THEN
                (SELECT coalesce(json_agg(row_to_json(p) ORDER BY p.chunk_index), '[]'::json)
                 FROM rag.get_node(h.parent_source_file) p) END,
@@ -1048,7 +1068,8 @@ INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_knn_args', '9455372d2d1ac03c0eef8b4b2ebbc8ff43eee1b4edebf14b0f4c04573a156946', '0008_sentence_branch'),
     ('_search_hits', 'abe29f1c45d9ada0fc18165e0e1a8d274e65534c49ecb5ba6a4c93b37a68ef7a', '0008_sentence_branch'),
     ('build_context', '0fb18d5888469b193b8790c5d59a352073708d6fd1f1c8dd07bebff5dddf219f', '0008_sentence_branch'),
-    ('search', 'e37627f6bc53884002c24a9c34d2da6ccd6365bb3fcce39072f995a511196e76', '0008_sentence_branch'),
+    ('cites', '906c374385609a940d8d0c35f5ade5715c35c1f7d5b185d39135c33d8a0d8596', '0008_sentence_branch'),
+    ('search', 'e74e6b20fc2885ea24c08e4ac1d6a8ffc88dfcba73374caf63d9beb60135d763', '0008_sentence_branch'),
     ('search_bm25', 'd961eeefb704ebb99a02ad0f3b5ce1444fb765babae509bdf664b9393828fcc2', '0008_sentence_branch'),
     ('search_hybrid', '6df7ec96e444e4c0b852134a27afedf710f0e3a517a2a99f52021a71b49cd393', '0008_sentence_branch'),
     ('search_sentences', '7fc5d020e27f5909cdda5d3f3550b595ce773a3918551c8f76ba1ad83bb1a6c1', '0008_sentence_branch'),

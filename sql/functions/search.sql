@@ -49,14 +49,7 @@ each expansion. A SQL function without settings, so the caller's statement inlin
 cached with a prepared statement) and an expansion not asked for is never run.
 */
     SELECT h.*,
-           CASE WHEN h.level = 0 THEN '[]'::json ELSE
-               (SELECT coalesce(json_agg(json_build_object('source_file', c.f, 'paragraphs', c.p) ORDER BY c.f), '[]'::json)
-                FROM (SELECT ct.cited_source_file AS f,
-                             array_agg(ct.cited_paragraph ORDER BY ct.cited_paragraph)
-                                 FILTER (WHERE ct.cited_paragraph IS NOT NULL) AS p
-                      FROM rag.citations ct
-                      WHERE ct.source_file = h.source_file AND ct.chunk_index = h.chunk_index
-                      GROUP BY ct.cited_source_file) c) END,
+           CASE WHEN h.level = 0 THEN '[]'::json ELSE rag.cites(h.source_file, h.chunk_index) END,
            CASE WHEN 'parent' = ANY(p_expand) THEN
                (SELECT coalesce(json_agg(row_to_json(p) ORDER BY p.chunk_index), '[]'::json)
                 FROM rag.get_node(h.parent_source_file) p) END,
