@@ -110,6 +110,12 @@ async def exercise(session: ClientSession) -> None:
 
     r = await session.call_tool("get_node", {"source_file": ROUTES})
     assert not r.is_error and r.structured_content["level"] == 0 and len(r.structured_content["chunks"]) == 3
+    assert all(c["cites"] is None for c in r.structured_content["chunks"])
+    r = await session.call_tool("get_node", {"source_file": ROUTES.replace("source.md", "summary.md")})
+    assert [c["cites"] for c in r.structured_content["chunks"]] == [[{"source_file": ROUTES, "paragraphs": [1, 2]}]]
+    r = await session.call_tool("get_node", {"source_file": f"{C}/premiere-partie/summary.md"})
+    assert r.structured_content["chunks"][1]["cites"] == [
+        {"source_file": f"{C}/premiere-partie/chapitre-02-les-routes/summary.md", "paragraphs": None}]
 
     r = await session.call_tool("get_parent", {"source_file": ROUTES})
     assert r.structured_content["source_file"] == ROUTES.replace("source.md", "summary.md")
