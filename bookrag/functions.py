@@ -99,7 +99,8 @@ _MODES = ("in", "out", "inout", "variadic")
 
 def signatures(text: str) -> dict[str, tuple[str, str]]:
     """function name -> (input argument types, result) as declared in a file, normalised. OUT
-    parameters are part of the result (DROP FUNCTION names the input arguments only)."""
+    parameters, with their names, are part of the result (DROP FUNCTION names the input arguments
+    only; CREATE OR REPLACE cannot rename an OUT parameter)."""
     text = _without_comments(text)
     out: dict[str, tuple[str, str]] = {}
     for m in _FUNCTION.finditer(text):
@@ -114,8 +115,8 @@ def signatures(text: str) -> dict[str, tuple[str, str]]:
             type_ = " ".join((words[1] if len(words) > 1 else words[0]).lower().split())
             if mode != "out":
                 types.append(type_)
-            if mode in ("out", "inout"):
-                outs.append(type_)
+            if mode in ("out", "inout"):  # names too: renaming an OUT parameter changes the result type
+                outs.append(" ".join(param.lower().split()))
         rest = text[m.end() + len(args) + 1:]
         result = re.match(r"\s*RETURNS\s+(.*?)\s+(?:LANGUAGE|AS|SET|STABLE|IMMUTABLE|VOLATILE|SECURITY)\b", rest, re.I | re.S)
         returns = " ".join((result[1] if result else "").lower().split()) or f"record({', '.join(outs)})"

@@ -24,9 +24,10 @@ from evaluation.evalset import KINDS, EvalItem, load_evalset
 from evaluation.metrics import QuestionResult, aggregate, score_question
 
 #: Strategies: a search mode, optionally with parent expansion or a built context; hybrid-rrf
-#: is hybrid with the former default fusion (RRF, equal weights, no chapter term), for comparison.
+#: is hybrid with the former default fusion (RRF, equal weights, no chapter term, no sentence
+#: branch), for comparison.
 STRATEGIES = ("bm25", "vector", "hybrid", "hybrid-rrf", "two-stage", "hybrid+parent", "context")
-RRF_SETTINGS = {"fusion": "rrf", "bm25_weight": 1.0, "vector_weight": 1.0, "chapter_weight": 0.0}
+RRF_SETTINGS = {"fusion": "rrf", "bm25_weight": 1.0, "vector_weight": 1.0, "chapter_weight": 0.0, "sentence_every": 0}
 
 
 def request_for(strategy: str, question: str, k: int, book: str | None, levels: list[int] | None,

@@ -14,6 +14,7 @@ removed. Any error rolls everything back.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -208,8 +209,7 @@ def _load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport
             order = orders[m["source_file"]] if m["source_file"] in orders else fallback[m["source_file"]]
             current = state.pop(m["source_file"], None)
             wanted = (m["source_file_hash"], m.get("embedding_model"), m["chunk_count"], order, m["parent_source_file"],
-                      m["heading_path"], m["level"], m["node_type"], True,
-                      sum(len(c.get("sentences") or []) for c in sc.chunks))
+                      m["heading_path"], m["level"], m["node_type"], True, _sentences_digest(sc))
             if current == wanted:
                 report.unchanged += 1
                 continue
@@ -286,11 +286,20 @@ def _db_state(conn: psycopg.Connection, books: set[str]) -> dict[str, tuple]:
     rows = conn.execute(
         "SELECT source_file, min(source_file_hash), min(embedding_model), count(*)::int, min(node_order), "
         "min(parent_source_file), min(heading_path), min(level), min(node_type), bool_and(paragraph IS NOT NULL), "
-        "(SELECT count(*)::int FROM rag.sentences s WHERE s.source_file = n.source_file) "
+        "(SELECT md5(string_agg(s.content || ':' || array_to_string(s.cited_paragraphs, ','), '|' "
+        "ORDER BY s.chunk_index, s.sentence_index)) FROM rag.sentences s WHERE s.source_file = n.source_file) "
         "FROM rag.hierarchical_content_nodes n WHERE book = ANY(%s) GROUP BY source_file",
         (sorted(books),),
     ).fetchall()
     return {r[0]: tuple(r[1:]) for r in rows}
+
+
+def _sentences_digest(sc: Sidecar) -> str | None:
+    """What _db_state computes from rag.sentences for the file: md5 of its sentences and their
+    paragraphs in order (None without sentences), so a changed sentence reloads its file."""
+    parts = [f"{s['text']}:{','.join(str(p) for p in s['paragraphs'])}"
+             for c in sc.chunks for s in c.get("sentences") or []]
+    return hashlib.md5("|".join(parts).encode("utf-8")).hexdigest() if parts else None
 
 
 def _fallback_orders(sidecars: list[Sidecar], orders: dict[str, int]) -> dict[str, int]:

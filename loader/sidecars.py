@@ -373,12 +373,17 @@ def _check_chunk(path: Path, n: int, obj: dict[str, Any], m: dict[str, Any] | No
         if emb is not None:
             raise BookragError(f"{path}:{n}: an embedding in a sidecar whose manifest has no embedding_model")
         return
+    _check_vector(f"{path}:{n}", emb, m)
+
+
+def _check_vector(where: str, emb: Any, m: dict[str, Any]) -> None:
+    """An embedding of an embedded sidecar: a list of the manifest's dimension of finite numbers."""
     if not isinstance(emb, list):
-        raise BookragError(f"{path}:{n}: embedding missing (the manifest says the file is embedded)")
+        raise BookragError(f"{where}: embedding missing (the manifest says the file is embedded)")
     if len(emb) != m.get("dimension"):
-        raise BookragError(f"{path}:{n}: embedding has {len(emb)} values, the manifest's dimension is {m.get('dimension')}")
+        raise BookragError(f"{where}: embedding has {len(emb)} values, the manifest's dimension is {m.get('dimension')}")
     if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in emb):
-        raise BookragError(f"{path}:{n}: embedding holds a non-finite or non-numeric value")
+        raise BookragError(f"{where}: embedding holds a non-finite or non-numeric value")
 
 
 def _check_sentences(path: Path, n: int, obj: dict[str, Any], m: dict[str, Any]) -> None:
@@ -388,7 +393,8 @@ def _check_sentences(path: Path, n: int, obj: dict[str, Any], m: dict[str, Any])
     sentences = obj.get("sentences")
     if sentences is None:
         return
-    if m.get("node_type") != "summary" or m.get("level") != 1 or not m.get("sentence_recipe"):
+    if (m.get("node_type") != "summary" or m.get("level") != 1 or not m.get("sentence_recipe")
+            or m.get("embedding_model") is None):
         raise BookragError(f"{path}:{n}: sentences on a chunk that is not of an embedded chapter summary "
                            "(only level-1 summaries with a sentence_recipe carry them)")
     if not isinstance(sentences, list):
@@ -398,10 +404,7 @@ def _check_sentences(path: Path, n: int, obj: dict[str, Any], m: dict[str, Any])
         if not isinstance(s, dict) or not isinstance(s.get("text"), str) or not s["text"].strip():
             raise BookragError(f"{where}: text missing or empty")
         paras = s.get("paragraphs")
-        if not isinstance(paras, list) or not paras or not all(isinstance(p, int) and p >= 1 for p in paras):
-            raise BookragError(f"{where}: paragraphs must be a non-empty list of positive integers")
-        emb = s.get("embedding")
-        if not isinstance(emb, list) or len(emb) != m.get("dimension"):
-            raise BookragError(f"{where}: embedding must hold {m.get('dimension')} values (the manifest's dimension)")
-        if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in emb):
-            raise BookragError(f"{where}: embedding holds a non-finite or non-numeric value")
+        if (not isinstance(paras, list) or not paras or not all(isinstance(p, int) and p >= 1 for p in paras)
+                or paras != sorted(set(paras))):
+            raise BookragError(f"{where}: paragraphs must be a non-empty, sorted list of distinct positive integers")
+        _check_vector(where, s.get("embedding"), m)

@@ -281,7 +281,7 @@ BEGIN
 END
 $$;
 
--- function: _search_hits sha256:abe29f1c45d9ada0fc18165e0e1a8d274e65534c49ecb5ba6a4c93b37a68ef7a
+-- function: _search_hits sha256:30ccf9e748405cb1bc71fbedef2c3c5a8a944894de30170293168cd49ece10c8
 -- rag._search_hits: the mode dispatcher behind rag.search (the mode list is defined and checked here).
 CREATE OR REPLACE FUNCTION rag._search_hits(
     p_query           TEXT,
@@ -307,16 +307,18 @@ LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
 AS $$
 /*
-Checks rag.search's arguments and runs the search named by p_mode, returning its rows unchanged
-(rag.search_hit, best first):
+Checks rag.search's arguments and runs the search named by p_mode, returning its rows
+(rag.search_hit, best first), unchanged except in 'hybrid':
   'hybrid'     rag.search_hybrid (both branches fused; the default), with the sentence
                branch's paragraphs (rag.search_sentences) in the places p_sentence_after
                and p_sentence_every give them (rag._fusion_settings): after the first
                sentence_after fused hits, one place in every sentence_every goes to the
-               sentence branch's best paragraph not already in the fused list; the merged list
-               is cut at p_k and ranked again 1..k (a placed row's score is its sentence
-               score; rank, not score, orders the list). Not applied when the filters exclude
-               paragraphs (levels without 0, node_type 'summary') or without a query vector.
+               sentence branch's best paragraph not already in the fused list (no chunk of
+               the same paragraph there); when the fused list runs out, the sentence branch
+               fills the remaining places. The merged list is cut at p_k and ranked again
+               1..k (a placed row's score is its sentence score; rank, not score, orders the
+               list). Not applied when the filters exclude paragraphs (levels without 0,
+               node_type 'summary') or without a query vector.
   'bm25'       rag.search_bm25
   'vector'     rag.search_vector (p_query unused; p_query_embedding required)
   'two-stage'  rag.search_two_stage (sections first; no levels or node_type filter)
@@ -324,8 +326,8 @@ Any other mode is an error naming it; so is a word of p_expand other than 'paren
 and a p_query_model that is not the corpus model. Parameters: as rag.search's (no defaults
 here: rag.search gives them). rag.search adds the expansions on top of these rows; it is a SQL
 function the caller's statement inlines, so its plan is cached with the caller's.
-Cost: the called function's (one extra PL/pgSQL call); hybrid adds rag.search_sentences's exact
-scan of the sentences (about 1 ms on the two books).
+Cost: the called function's (one extra PL/pgSQL call); hybrid adds rag.search_sentences (about
+2 ms per search on the two books, bench/bench_search.py) and the merge.
 */
 DECLARE
     v_model TEXT;
@@ -364,17 +366,23 @@ BEGIN
             RETURN;
         END IF;
         -- Merge: fused row i keeps key i; the sentence branch's j-th new paragraph gets key
-        -- after + (j - 1) * (every - 1) + 0.5, i.e. it lands at place after + 1 + (j - 1) * every.
+        -- after + (j - 1) * (every - 1) + 0.5, i.e. it lands at place after + 1 + (j - 1) * every
+        -- while fused rows remain, and fills the places after them (ties: sentence rank).
         RETURN QUERY
         WITH base AS (
             SELECT * FROM rag.search_hybrid(p_query, p_query_embedding, p_k, p_book, p_levels, p_node_type,
                 p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight, p_fusion => p_fusion,
                 p_normalisation => p_normalisation, p_chapter_weight => p_chapter_weight, p_within => p_within,
                 p_cite_weight => p_cite_weight)
+        ), listed AS (  -- the paragraphs the fused list holds (any of their chunks)
+            SELECT n.source_file, n.paragraph
+            FROM base b JOIN rag.hierarchical_content_nodes n ON n.id = b.id
+            WHERE b.level = 0
         ), placed AS (
             SELECT s.*, row_number() OVER (ORDER BY s.rank) AS j
             FROM rag.search_sentences(p_query_embedding, least(1000, 2 * p_k), p_book, p_within) s
-            WHERE s.id NOT IN (SELECT b.id FROM base b)
+            JOIN rag.hierarchical_content_nodes n ON n.id = s.id
+            WHERE NOT EXISTS (SELECT 1 FROM listed l WHERE l.source_file = n.source_file AND l.paragraph = n.paragraph)
         ), merged AS (
             SELECT b.*, b.rank::float8 AS key FROM base b
             UNION ALL
@@ -383,14 +391,13 @@ BEGIN
                    p.bm25_score, p.vector_rank, p.vector_score, p.section_score, p.sentence_rank, p.sentence_score,
                    st.sentence_after + (p.j - 1) * (st.sentence_every - 1) + 0.5
             FROM placed p
-            WHERE st.sentence_after + 1 + (p.j - 1) * st.sentence_every <= p_k
         )
         SELECT m.id, m.source_file, m.chunk_index, m.level, m.node_type, m.heading_path, m.parent_source_file,
                m.content, m.content_token_count, m.book, m.node_order, m.score,
-               (row_number() OVER (ORDER BY m.key))::int, m.bm25_rank, m.bm25_score, m.vector_rank, m.vector_score,
-               m.section_score, m.sentence_rank, m.sentence_score
+               (row_number() OVER (ORDER BY m.key, m.sentence_rank))::int, m.bm25_rank, m.bm25_score, m.vector_rank,
+               m.vector_score, m.section_score, m.sentence_rank, m.sentence_score
         FROM merged m
-        ORDER BY m.key
+        ORDER BY m.key, m.sentence_rank
         LIMIT p_k;
     ELSIF p_mode = 'two-stage' THEN
         RETURN QUERY SELECT * FROM rag.search_two_stage(p_query, p_query_embedding, p_k, p_book, p_within => p_within,
@@ -806,7 +813,7 @@ BEGIN
 END
 $$;
 
--- function: search_sentences sha256:7fc5d020e27f5909cdda5d3f3550b595ce773a3918551c8f76ba1ad83bb1a6c1
+-- function: search_sentences sha256:927000761339b8d0231e1af67fdf7baf6d975043e10d6e3b4e3915c1f8d80fbb
 -- rag.search_sentences: the sentence branch: paragraphs ranked by the chapter-summary sentences that cite them.
 CREATE OR REPLACE FUNCTION rag.search_sentences(
     p_query_embedding vector,
@@ -819,11 +826,12 @@ SET max_parallel_workers_per_gather = 0
 SET plan_cache_mode = force_generic_plan
 AS $$
 /*
-Returns the p_k source paragraphs (level-0 chunks) best cited by a chapter-summary sentence close
-to the query, best first (rag.search_hit): every anchored sentence of the level-1 summaries
-(rag.sentences, embedded alone) is compared with p_query_embedding; a paragraph scores the best
-cosine similarity among the sentences whose anchors cite it ([§12–14], docs/anchors.md), ties
-broken by the paragraph's own similarity. A paragraph split into several chunks is represented
+Returns at most p_k source paragraphs (level-0 chunks): those cited by the p_k chapter-summary
+sentences closest to the query, best first (rag.search_hit; fewer than p_k when those sentences
+cite fewer paragraphs). Every anchored sentence of the level-1 summaries (rag.sentences,
+embedded alone) is compared with p_query_embedding; a paragraph scores the best cosine
+similarity among the sentences whose anchors cite it ([§12–14], docs/anchors.md), ties broken
+by the paragraph's own similarity. A paragraph split into several chunks is represented
 by its chunk closest to the query. score = sentence_score = that best sentence's similarity,
 rank = sentence_rank = 1..k; the branch columns (bm25_*, vector_*) and section_score are NULL.
 Reworded questions (a reader's modern French against the book's 1840s French) meet the
@@ -837,7 +845,8 @@ Parameters:
 No sentence loaded (a corpus without anchors, or no vectors): no rows.
 Cost: an exact scan of the sentences of the corpus model (1,540 rows for the two books: about
 0.5 ms, their vectors stored in the row, not TOASTed; no HNSW index, see docs/anchors.md), then
-one indexed lookup per paragraph the p_k best sentences cite; about 1 ms in all on the two books.
+one indexed lookup per paragraph the p_k best sentences cite: about 1 ms inside the server on
+the two books, 2.6 ms p50 from Python with the round trip (bench/bench_search.py).
 Its statement's plan is generic (planned once per session: replanning it each call cost 0.5 ms).
 */
 DECLARE
@@ -1066,13 +1075,13 @@ INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_types', '3fbee2a50342f919379de1b86fbcf29677b7cc029c4c5db653e6bb6e1ff0a02e', '0008_sentence_branch'),
     ('_fusion_settings', '6f8e8af1b85b29549b7010305d695ea8c7caebd73511375242535ae736420b00', '0008_sentence_branch'),
     ('_knn_args', '9455372d2d1ac03c0eef8b4b2ebbc8ff43eee1b4edebf14b0f4c04573a156946', '0008_sentence_branch'),
-    ('_search_hits', 'abe29f1c45d9ada0fc18165e0e1a8d274e65534c49ecb5ba6a4c93b37a68ef7a', '0008_sentence_branch'),
+    ('_search_hits', '30ccf9e748405cb1bc71fbedef2c3c5a8a944894de30170293168cd49ece10c8', '0008_sentence_branch'),
     ('build_context', '0fb18d5888469b193b8790c5d59a352073708d6fd1f1c8dd07bebff5dddf219f', '0008_sentence_branch'),
     ('cites', '906c374385609a940d8d0c35f5ade5715c35c1f7d5b185d39135c33d8a0d8596', '0008_sentence_branch'),
     ('search', 'e74e6b20fc2885ea24c08e4ac1d6a8ffc88dfcba73374caf63d9beb60135d763', '0008_sentence_branch'),
     ('search_bm25', 'd961eeefb704ebb99a02ad0f3b5ce1444fb765babae509bdf664b9393828fcc2', '0008_sentence_branch'),
     ('search_hybrid', '6df7ec96e444e4c0b852134a27afedf710f0e3a517a2a99f52021a71b49cd393', '0008_sentence_branch'),
-    ('search_sentences', '7fc5d020e27f5909cdda5d3f3550b595ce773a3918551c8f76ba1ad83bb1a6c1', '0008_sentence_branch'),
+    ('search_sentences', '927000761339b8d0231e1af67fdf7baf6d975043e10d6e3b4e3915c1f8d80fbb', '0008_sentence_branch'),
     ('search_two_stage', '0190ca1afc463955f7374653608b5d48b2859d9e40d4a8484a755737434519cd', '0008_sentence_branch'),
     ('search_vector', 'cb09a1745dc26b3e4279d075bc973e634980e3ca0acf9e833f2f6ab3b83d5f31', '0008_sentence_branch')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

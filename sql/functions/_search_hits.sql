@@ -23,16 +23,18 @@ LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
 AS $$
 /*
-Checks rag.search's arguments and runs the search named by p_mode, returning its rows unchanged
-(rag.search_hit, best first):
+Checks rag.search's arguments and runs the search named by p_mode, returning its rows
+(rag.search_hit, best first), unchanged except in 'hybrid':
   'hybrid'     rag.search_hybrid (both branches fused; the default), with the sentence
                branch's paragraphs (rag.search_sentences) in the places p_sentence_after
                and p_sentence_every give them (rag._fusion_settings): after the first
                sentence_after fused hits, one place in every sentence_every goes to the
-               sentence branch's best paragraph not already in the fused list; the merged list
-               is cut at p_k and ranked again 1..k (a placed row's score is its sentence
-               score; rank, not score, orders the list). Not applied when the filters exclude
-               paragraphs (levels without 0, node_type 'summary') or without a query vector.
+               sentence branch's best paragraph not already in the fused list (no chunk of
+               the same paragraph there); when the fused list runs out, the sentence branch
+               fills the remaining places. The merged list is cut at p_k and ranked again
+               1..k (a placed row's score is its sentence score; rank, not score, orders the
+               list). Not applied when the filters exclude paragraphs (levels without 0,
+               node_type 'summary') or without a query vector.
   'bm25'       rag.search_bm25
   'vector'     rag.search_vector (p_query unused; p_query_embedding required)
   'two-stage'  rag.search_two_stage (sections first; no levels or node_type filter)
@@ -40,8 +42,8 @@ Any other mode is an error naming it; so is a word of p_expand other than 'paren
 and a p_query_model that is not the corpus model. Parameters: as rag.search's (no defaults
 here: rag.search gives them). rag.search adds the expansions on top of these rows; it is a SQL
 function the caller's statement inlines, so its plan is cached with the caller's.
-Cost: the called function's (one extra PL/pgSQL call); hybrid adds rag.search_sentences's exact
-scan of the sentences (about 1 ms on the two books).
+Cost: the called function's (one extra PL/pgSQL call); hybrid adds rag.search_sentences (about
+2 ms per search on the two books, bench/bench_search.py) and the merge.
 */
 DECLARE
     v_model TEXT;
@@ -80,17 +82,23 @@ BEGIN
             RETURN;
         END IF;
         -- Merge: fused row i keeps key i; the sentence branch's j-th new paragraph gets key
-        -- after + (j - 1) * (every - 1) + 0.5, i.e. it lands at place after + 1 + (j - 1) * every.
+        -- after + (j - 1) * (every - 1) + 0.5, i.e. it lands at place after + 1 + (j - 1) * every
+        -- while fused rows remain, and fills the places after them (ties: sentence rank).
         RETURN QUERY
         WITH base AS (
             SELECT * FROM rag.search_hybrid(p_query, p_query_embedding, p_k, p_book, p_levels, p_node_type,
                 p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight, p_fusion => p_fusion,
                 p_normalisation => p_normalisation, p_chapter_weight => p_chapter_weight, p_within => p_within,
                 p_cite_weight => p_cite_weight)
+        ), listed AS (  -- the paragraphs the fused list holds (any of their chunks)
+            SELECT n.source_file, n.paragraph
+            FROM base b JOIN rag.hierarchical_content_nodes n ON n.id = b.id
+            WHERE b.level = 0
         ), placed AS (
             SELECT s.*, row_number() OVER (ORDER BY s.rank) AS j
             FROM rag.search_sentences(p_query_embedding, least(1000, 2 * p_k), p_book, p_within) s
-            WHERE s.id NOT IN (SELECT b.id FROM base b)
+            JOIN rag.hierarchical_content_nodes n ON n.id = s.id
+            WHERE NOT EXISTS (SELECT 1 FROM listed l WHERE l.source_file = n.source_file AND l.paragraph = n.paragraph)
         ), merged AS (
             SELECT b.*, b.rank::float8 AS key FROM base b
             UNION ALL
@@ -99,14 +107,13 @@ BEGIN
                    p.bm25_score, p.vector_rank, p.vector_score, p.section_score, p.sentence_rank, p.sentence_score,
                    st.sentence_after + (p.j - 1) * (st.sentence_every - 1) + 0.5
             FROM placed p
-            WHERE st.sentence_after + 1 + (p.j - 1) * st.sentence_every <= p_k
         )
         SELECT m.id, m.source_file, m.chunk_index, m.level, m.node_type, m.heading_path, m.parent_source_file,
                m.content, m.content_token_count, m.book, m.node_order, m.score,
-               (row_number() OVER (ORDER BY m.key))::int, m.bm25_rank, m.bm25_score, m.vector_rank, m.vector_score,
-               m.section_score, m.sentence_rank, m.sentence_score
+               (row_number() OVER (ORDER BY m.key, m.sentence_rank))::int, m.bm25_rank, m.bm25_score, m.vector_rank,
+               m.vector_score, m.section_score, m.sentence_rank, m.sentence_score
         FROM merged m
-        ORDER BY m.key
+        ORDER BY m.key, m.sentence_rank
         LIMIT p_k;
     ELSIF p_mode = 'two-stage' THEN
         RETURN QUERY SELECT * FROM rag.search_two_stage(p_query, p_query_embedding, p_k, p_book, p_within => p_within,

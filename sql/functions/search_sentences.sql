@@ -10,11 +10,12 @@ SET max_parallel_workers_per_gather = 0
 SET plan_cache_mode = force_generic_plan
 AS $$
 /*
-Returns the p_k source paragraphs (level-0 chunks) best cited by a chapter-summary sentence close
-to the query, best first (rag.search_hit): every anchored sentence of the level-1 summaries
-(rag.sentences, embedded alone) is compared with p_query_embedding; a paragraph scores the best
-cosine similarity among the sentences whose anchors cite it ([§12–14], docs/anchors.md), ties
-broken by the paragraph's own similarity. A paragraph split into several chunks is represented
+Returns at most p_k source paragraphs (level-0 chunks): those cited by the p_k chapter-summary
+sentences closest to the query, best first (rag.search_hit; fewer than p_k when those sentences
+cite fewer paragraphs). Every anchored sentence of the level-1 summaries (rag.sentences,
+embedded alone) is compared with p_query_embedding; a paragraph scores the best cosine
+similarity among the sentences whose anchors cite it ([§12–14], docs/anchors.md), ties broken
+by the paragraph's own similarity. A paragraph split into several chunks is represented
 by its chunk closest to the query. score = sentence_score = that best sentence's similarity,
 rank = sentence_rank = 1..k; the branch columns (bm25_*, vector_*) and section_score are NULL.
 Reworded questions (a reader's modern French against the book's 1840s French) meet the
@@ -28,7 +29,8 @@ Parameters:
 No sentence loaded (a corpus without anchors, or no vectors): no rows.
 Cost: an exact scan of the sentences of the corpus model (1,540 rows for the two books: about
 0.5 ms, their vectors stored in the row, not TOASTed; no HNSW index, see docs/anchors.md), then
-one indexed lookup per paragraph the p_k best sentences cite; about 1 ms in all on the two books.
+one indexed lookup per paragraph the p_k best sentences cite: about 1 ms inside the server on
+the two books, 2.6 ms p50 from Python with the round trip (bench/bench_search.py).
 Its statement's plan is generic (planned once per session: replanning it each call cost 0.5 ms).
 */
 DECLARE

@@ -139,9 +139,11 @@ BAD_SENTENCES = [
      f"{SUMMARY_SC}:2: sentence 1 cites paragraph 3, which its chunk's cites do not (regenerate the sidecar with "
      "`bookrag sidecars`)"),
     ("a sentence without paragraphs", lambda p: edit_sentence(p, paragraphs=[]),
-     f"{SUMMARY_SC}:2: sentence 1: paragraphs must be a non-empty list of positive integers"),
+     f"{SUMMARY_SC}:2: sentence 1: paragraphs must be a non-empty, sorted list of distinct positive integers"),
+    ("paragraphs out of order", lambda p: edit_sentence(p, paragraphs=[2, 1]),
+     f"{SUMMARY_SC}:2: sentence 1: paragraphs must be a non-empty, sorted list of distinct positive integers"),
     ("a sentence vector of the wrong length", lambda p: edit_sentence(p, embedding=[0.5] * 3),
-     f"{SUMMARY_SC}:2: sentence 1: embedding must hold 384 values (the manifest's dimension)"),
+     f"{SUMMARY_SC}:2: sentence 1: embedding has 3 values, the manifest's dimension is 384"),
     ("an empty sentence", lambda p: edit_sentence(p, text="  "), f"{SUMMARY_SC}:2: sentence 1: text missing or empty"),
 ]
 
@@ -174,7 +176,11 @@ def test_a_sidecar_whose_sentences_changed_is_reloaded(loaded, home):
     summary_sc = home / SUMMARY_SC
     edit_sentence(summary_sc, text="Une autre phrase sur les routes.")
     report = load(loaded, home, [home / "corpus" / BOOK])
-    assert (report.replaced, report.unchanged) == (0, 13)  # same count: the state compares the number of sentences
+    assert (report.replaced, report.unchanged) == (1, 12)
+    assert loaded.execute("SELECT content FROM rag.sentences WHERE source_file = %s",
+                          (SUMMARY_SC.removesuffix(".jsonl"),)).fetchall() == [("Une autre phrase sur les routes.",)]
+    loaded.rollback()
+    assert load(loaded, home, [home / "corpus" / BOOK]).unchanged == 13  # and the next load finds it in place
     lines = summary_sc.read_text(encoding="utf-8").splitlines()
     obj = json.loads(lines[1])
     obj["sentences"].append({**obj["sentences"][0], "text": "Une seconde phrase."})

@@ -141,6 +141,8 @@ async def exercise(session: ClientSession) -> None:
         ("search", (("query", "pain"), ("chapter_weight", 2.0))): "chapter_weight must be within 0..1, got 2",
         ("search", (("query", "pain"), ("bm25_weight", -1.0))): "branch weights must be finite and >= 0, got bm25 -1 and vector 0.5",
         ("search", (("query", "pain"), ("within", "corpus/x/summary.md"))): 'within "corpus/x/summary.md" names no loaded node',
+        ("search", (("query", "pain"), ("sentence_every", -1))): "sentence_after and sentence_every must be within 0..1000, got 1 and -1",
+        ("search", (("query", "pain"), ("sentence_after", 2**40))): f"sentence_after is out of range: {2**40}",
         ("get_node", (("source_file", "corpus/x/summary.md"),)): "no node 'corpus/x/summary.md'",
         ("get_parent", (("source_file", f"{C}/summary.md"),)): "is the root of its book: it has no parent",
         ("read_only_sql", (("sql", "DELETE FROM rag.books"),)): "rejected: only SELECT is allowed, got DELETE",

@@ -158,3 +158,9 @@ $$;
     apply_migrations(fresh_db, migrations)
     with psycopg.connect(fresh_db) as c:
         assert c.execute("SELECT * FROM rag.zz_out(1)").fetchone() == (1, 2)
+    # a renamed OUT parameter is a changed result too
+    (functions / "zz_out.sql").write_text(out_probe.format(extra=",\n    OUT c INT", body=", p_a + 1"))
+    assert "DROP FUNCTION IF EXISTS rag.zz_out(int);" in generate(tree, "out_renamed")
+    apply_migrations(fresh_db, migrations)
+    with psycopg.connect(fresh_db) as c:
+        assert c.execute("SELECT c FROM rag.zz_out(1)").fetchone() == (2,)

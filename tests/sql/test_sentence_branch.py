@@ -30,10 +30,19 @@ def test_a_paragraph_is_found_through_the_sentence_that_cites_it(corpus, e5):
 
 def test_sentence_scores_are_the_best_citing_sentence_similarity(corpus, e5):
     v = e5.query(QUERY)
-    best = corpus.execute("SELECT 1 - (embedding <=> %s) FROM rag.sentences WHERE cited_source_file = %s",
-                          (v, BOULANGER)).fetchone()[0]
+    before = corpus.execute("SELECT max(1 - (embedding <=> %s)) FROM rag.sentences WHERE cited_source_file = %s "
+                            "AND 2 = ANY(cited_paragraphs)", (v, BOULANGER)).fetchone()[0]
     top = corpus.execute("SELECT sentence_score FROM rag.search_sentences(%s, 1)", (v,)).fetchone()[0]
-    assert top == pytest.approx(best)
+    assert top == pytest.approx(before)
+    # a second sentence citing the routes' paragraph 3 alone, worded as the query: it now leads,
+    # with its own similarity (1), and the paragraph's other citing sentence does not lower it
+    corpus.execute("INSERT INTO rag.sentences (source_file, chunk_index, sentence_index, content, cited_source_file, "
+                   "cited_paragraphs, embedding_model, embedding) SELECT source_file, chunk_index, 1, %s, "
+                   "cited_source_file, '{3}', embedding_model, %s FROM rag.sentences WHERE cited_source_file = %s",
+                   (QUERY, v, ROUTES))
+    top = corpus.execute("SELECT s.sentence_score, n.source_file, n.paragraph FROM rag.search_sentences(%s, 1) s "
+                         "JOIN rag.hierarchical_content_nodes n ON n.id = s.id", (v,)).fetchone()
+    assert top[0] == pytest.approx(1.0, abs=1e-6) and top[1:] == (ROUTES, 3)
 
 
 def test_filters_book_and_within(corpus, e5):
@@ -51,20 +60,41 @@ def ids(conn, v, **settings):
                         {"q": QUERY, "v": v, **settings}).fetchall()
 
 
-def test_hybrid_places_the_sentence_branch_after_n_then_one_in_every_m(corpus, e5):
+def paragraph(conn, row_id):
+    return conn.execute("SELECT source_file, paragraph FROM rag.hierarchical_content_nodes WHERE id = %s",
+                        (row_id,)).fetchone()
+
+
+def expected_merge(conn, fused, branch, after, every, k=6):
+    """The documented merge, computed here: fused row i has key i, the branch's j-th paragraph not
+    in the fused list key after + (j - 1) * (every - 1) + 0.5 (ties by branch rank); cut at k."""
+    listed = {paragraph(conn, i) for i in fused}
+    new = [i for i in branch if paragraph(conn, i) not in listed]
+    keyed = [(i + 1, 0, x) for i, x in enumerate(fused)]
+    keyed += [(after + j * (every - 1) + 0.5, j + 1, x) for j, x in enumerate(new)]
+    return [x for _, _, x in sorted(keyed)][:k], new
+
+
+@pytest.mark.parametrize("after,every,within", [
+    (1, 2, None), (1, 3, None), (0, 1, None), (2, 1, None),
+    # inside a part: both lists keep to its subtree
+    (1, 3, f"{C}/premiere-partie/summary.md"),
+])
+def test_hybrid_places_the_sentence_branch_after_n_then_one_in_every_m(corpus, e5, after, every, within):
     v = e5.query(QUERY)
-    fused = [i for (i, _) in ids(corpus, v, sentence_every=0)]
-    assert fused == [r[0] for r in corpus.execute("SELECT id FROM rag.search_hybrid(%s, %s, 6)", (QUERY, v))]
-    branch = [r[0] for r in corpus.execute("SELECT id FROM rag.search_sentences(%s, 12)", (v,))]
-    new = [i for i in branch if i not in fused]
+    fused = [r[0] for r in corpus.execute("SELECT id FROM rag.search_hybrid(%s, %s, 6, p_within => %s)", (QUERY, v, within))]
+    assert [i for (i, _) in ids(corpus, v, sentence_every=0, within=within)] == fused
+    branch = [r[0] for r in corpus.execute("SELECT id FROM rag.search_sentences(%s, 12, p_within => %s)", (v, within))]
+    expected, new = expected_merge(corpus, fused, branch, after, every)
     assert new, "the fixture query must find a paragraph the fused list does not hold"
-    merged = ids(corpus, v, sentence_after=1, sentence_every=2)
-    expected, f, s = [], iter(fused), iter(new)
-    for place in range(1, 7):  # places 2, 4, 6 go to the sentence branch while it has new paragraphs
-        nxt = next(s, None) if place >= 2 and (place - 2) % 2 == 0 else None
-        expected.append(nxt if nxt is not None else next(f))
+    merged = ids(corpus, v, sentence_after=after, sentence_every=every, within=within)
     assert [i for (i, _) in merged] == expected
     assert all((r is not None) == (i in new) for (i, r) in merged)
+    placed = [paragraph(corpus, i) for (i, r) in merged if r is not None]
+    assert not set(placed) & {paragraph(corpus, i) for (i, r) in merged if r is None}
+    if within:
+        inside = {r[0] for r in corpus.execute("SELECT unnest(rag._subtree_ids(%s))", (within,))}
+        assert {i for (i, _) in merged} <= inside
 
 
 def test_the_branch_is_skipped_when_filters_exclude_paragraphs(corpus, e5):
@@ -85,3 +115,10 @@ def test_bad_sentence_settings_are_refused_by_name(corpus, e5, args, message):
     assert info.value.diag.message_primary == message
     corpus.rollback()
     assert corpus.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_the_branch_stays_out_of_summary_only_searches(corpus, e5):
+    v = e5.query(QUERY)
+    rows = corpus.execute("SELECT node_type, sentence_rank FROM rag.search(%s, %s, p_node_type => 'summary')",
+                          (QUERY, v)).fetchall()
+    assert rows and all(t == "summary" and r is None for t, r in rows)
