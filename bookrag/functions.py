@@ -10,7 +10,9 @@ changed file with the version the last migration installed and writes, in order:
   DROP FUNCTION old-signature for a function whose arguments or result changed;
   the files' CREATE OR REPLACE statements;
   GRANT EXECUTE to bookrag_reader for every function dropped and re-created (migration 0003's
-    default privileges grant the rest).
+    default privileges grant the rest);
+  and, for a function file deleted since, `-- dropped: name`, its DROP FUNCTION and the removal of
+    its rag.function_versions row.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "sql" / "functions"
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 READER_ROLE = "bookrag_reader"
 _MARKER = re.compile(r"^-- function: (?P<name>\w+) sha256:(?P<sha>[0-9a-f]{64})$", re.M)
+_DROPPED = re.compile(r"^-- dropped: (?P<name>\w+)$", re.M)
 _FUNCTION = re.compile(r"CREATE\s+OR\s+REPLACE\s+FUNCTION\s+(?P<name>rag\.\w+)\s*\(", re.I)
 _TYPE = re.compile(r"CREATE\s+TYPE\s+(?P<name>rag\.\w+)\s+AS\s*\(", re.I)
 
@@ -47,11 +50,16 @@ def function_files(folder: Path = FUNCTIONS_DIR) -> list[FunctionFile]:
 
 
 def recorded_versions(folder: Path = MIGRATIONS_DIR) -> dict[str, str]:
-    """The newest sha256 each migration installs per function (later migrations win)."""
+    """The newest sha256 each migration installs per function (later migrations win; a function
+    a migration drops, `-- dropped: name`, is no longer recorded)."""
     versions: dict[str, str] = {}
     for path in sorted(folder.glob("*.sql")):
-        for m in _MARKER.finditer(path.read_text(encoding="utf-8")):
-            versions[m["name"]] = m["sha"]
+        body = path.read_text(encoding="utf-8")
+        for m in sorted([*_MARKER.finditer(body), *_DROPPED.finditer(body)], key=lambda m: m.start()):
+            if m.re is _DROPPED:
+                versions.pop(m["name"], None)
+            else:
+                versions[m["name"]] = m["sha"]
     return versions
 
 
@@ -133,12 +141,18 @@ def row_types(text: str) -> dict[str, str]:
 # --- writing a migration ---------------------------------------------------------------------
 
 def render_migration(name: str, files: list[FunctionFile], reason: str, previous: dict[str, str] | None = None,
-                     all_files: list[FunctionFile] | None = None, folder: Path = MIGRATIONS_DIR) -> str:
+                     all_files: list[FunctionFile] | None = None, folder: Path = MIGRATIONS_DIR,
+                     removed: list[str] | None = None) -> str:
     """A migration installing the given files verbatim and recording their versions; `previous`
-    (file name -> text last installed) decides what must be dropped first."""
+    (file name -> text last installed) decides what must be dropped first; `removed` names
+    function files deleted since: their functions are dropped."""
     previous = previous or {}
     all_files = all_files or files
     drops: list[str] = []
+    for gone in removed or []:
+        drops.append(f"-- dropped: {gone}")
+        drops += [f"DROP FUNCTION IF EXISTS {fn}({args});  -- its file was deleted"
+                  for fn, (args, _result) in signatures(previous.get(gone, "")).items()]
     grants: list[str] = []
     install = list(files)
     changed_types = []
@@ -173,13 +187,16 @@ def render_migration(name: str, files: list[FunctionFile], reason: str, previous
         parts += [f"-- function: {f.name} sha256:{f.sha256}", f.text.rstrip(), ""]
     if grants:
         parts += [*grants, ""]
-    values = ",\n    ".join(f"('{f.name}', '{f.sha256}', '{name}')" for f in install)
-    parts += [
-        "INSERT INTO rag.function_versions (name, sha256, migration) VALUES",
-        f"    {values}",
-        "ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();",
-        "",
-    ]
+    if removed:
+        parts += [f"DELETE FROM rag.function_versions WHERE name IN ({', '.join(repr(g) for g in removed)});", ""]
+    if install:
+        values = ",\n    ".join(f"('{f.name}', '{f.sha256}', '{name}')" for f in install)
+        parts += [
+            "INSERT INTO rag.function_versions (name, sha256, migration) VALUES",
+            f"    {values}",
+            "ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();",
+            "",
+        ]
     return "\n".join(parts)
 
 
@@ -195,10 +212,12 @@ def write_function_migration(slug: str, reason: str, folder: Path = MIGRATIONS_D
     recorded = recorded_versions(folder)
     files = function_files(functions)
     changed = [f for f in files if recorded.get(f.name) != f.sha256]
-    if not changed:
+    removed = sorted(set(recorded) - {f.name for f in files})
+    if not changed and not removed:
         return None
     number = len(list(folder.glob("*.sql"))) + 1
     name = f"{number:04d}_{slug}"
     path = folder / f"{name}.sql"
-    path.write_text(render_migration(name, changed, reason, recorded_texts(folder), files, folder), encoding="utf-8")
+    path.write_text(render_migration(name, changed, reason, recorded_texts(folder), files, folder, removed),
+                    encoding="utf-8")
     return path

@@ -33,6 +33,8 @@ COMMENT ON COLUMN rag.sentences.book IS 'Book slug (second path segment of sourc
 GRANT SELECT ON rag.sentences TO bookrag_reader;
 
 -- Signatures or row types changed: drop what CREATE OR REPLACE cannot change.
+-- dropped: _filter_sql
+DROP FUNCTION IF EXISTS rag._filter_sql(text, int[], text, text[], int[]);  -- its file was deleted
 DROP TYPE IF EXISTS rag.search_hit CASCADE;  -- its attributes changed; dependants re-created below
 CREATE TYPE rag.search_hit AS (id int, source_file text, chunk_index int, level int, node_type text, heading_path text, parent_source_file text, content text, content_token_count int, book text, node_order int, score float8, rank int, bm25_rank int, bm25_score float8, vector_rank int, vector_score float8, section_score float8, sentence_rank int, sentence_score float8);
 DROP TYPE IF EXISTS rag.search_result CASCADE;  -- its attributes changed; dependants re-created below
@@ -152,6 +154,69 @@ BEGIN
             used_tokens         INT      -- running total of tokens in reading order
         );
     END IF;
+END
+$$;
+
+-- function: _branch_sql sha256:7a273ff2766967dde01da7b2b2f3c49758e4817d4911b0d0e35896a4ed6f636e
+-- SQL text of one retrieval branch (BM25 or kNN), shared by search_bm25, search_vector and search_hybrid.
+CREATE OR REPLACE FUNCTION rag._branch_sql(
+    p_branch       TEXT,
+    p_model        TEXT,
+    p_dimension    INT,
+    p_book         TEXT,
+    p_levels       INT[],
+    p_node_type    TEXT,
+    p_parent_files TEXT[],
+    p_within_ids   INT[]
+) RETURNS TEXT
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+/*
+Returns a SELECT yielding (id, s, r, lvl, nt, sf, pf): row id, branch score, 1-based branch
+rank, and the row's level, node_type, source_file and parent_source_file (read from the heap
+tuple the scan visits anyway, for the fusion's chapter term), for at most $7 rows (the
+candidate pool). Placeholders: $1 query text, $2 query embedding, $3 book, $4 levels,
+$5 node_type, $6 parent files, $7 pool size, $8 the ids of the `within` subtree
+(rag._subtree_ids). The filters that are set, and only those, become ' AND ...' conditions
+identical in both branches, so pg_search pushes each one into its index scan and the kNN
+branch filters the same rows.
+  'bm25'   : pg_search match of any query term (|||) on content, scored by pdb.score; the
+             query is tokenized by the index's tokenizer (French stemmer, folding), never
+             parsed, so operators and quotes are plain characters.
+  'vector' : cosine kNN on embedding::vector(p_dimension) restricted to rows of p_model, the
+             expression and predicate of that model's partial HNSW index; s = 1 - distance.
+             When p_model is NULL (no vectors loaded) the branch is empty.
+The model name and dimension are formatted as literal/number (%L, %s); values go through USING.
+*/
+DECLARE
+    v_filters TEXT := concat(
+        CASE WHEN p_book IS NOT NULL THEN ' AND n.book = $3' END,
+        CASE WHEN p_levels IS NOT NULL THEN ' AND n.level = ANY($4)' END,
+        CASE WHEN p_node_type IS NOT NULL THEN ' AND n.node_type = $5' END,
+        CASE WHEN p_parent_files IS NOT NULL THEN ' AND n.parent_source_file = ANY($6)' END,
+        CASE WHEN p_within_ids IS NOT NULL THEN ' AND n.id = ANY($8)' END);
+BEGIN
+    IF p_branch = 'bm25' THEN
+        RETURN format(
+            'SELECT x.id, x.s, row_number() OVER (ORDER BY x.s DESC, x.id)::int AS r, x.lvl, x.nt, x.sf, x.pf FROM ('
+            'SELECT n.id, pdb.score(n.id)::float8 AS s, n.level AS lvl, n.node_type AS nt, n.source_file AS sf, '
+            'n.parent_source_file AS pf FROM rag.hierarchical_content_nodes n '
+            'WHERE n.content ||| $1%s ORDER BY pdb.score(n.id) DESC LIMIT $7) x', v_filters);
+    ELSIF p_branch = 'vector' THEN
+        IF p_model IS NULL THEN
+            RETURN 'SELECT NULL::int AS id, NULL::float8 AS s, NULL::int AS r, NULL::int AS lvl, NULL::text AS nt, '
+                   'NULL::text AS sf, NULL::text AS pf WHERE false';
+        END IF;
+        RETURN format(
+            'SELECT y.id, 1 - y.d AS s, row_number() OVER (ORDER BY y.d, y.id)::int AS r, y.lvl, y.nt, y.sf, y.pf FROM ('
+            'SELECT n.id, (n.embedding::vector(%1$s) <=> $2::vector(%1$s))::float8 AS d, n.level AS lvl, '
+            'n.node_type AS nt, n.source_file AS sf, n.parent_source_file AS pf '
+            'FROM rag.hierarchical_content_nodes n '
+            'WHERE n.embedding_model = %2$L AND n.embedding IS NOT NULL%3$s '
+            'ORDER BY n.embedding::vector(%1$s) <=> $2::vector(%1$s) LIMIT $7) y',
+            p_dimension, p_model, v_filters);
+    END IF;
+    RAISE EXCEPTION 'unknown branch "%"', p_branch USING ERRCODE = 'invalid_parameter_value';
 END
 $$;
 
@@ -281,7 +346,7 @@ BEGIN
 END
 $$;
 
--- function: _search_hits sha256:30ccf9e748405cb1bc71fbedef2c3c5a8a944894de30170293168cd49ece10c8
+-- function: _search_hits sha256:37eebd5b13f75b10910f80e59dfb11ee656ad8df7cd60a8bbfcce68d2e13bf15
 -- rag._search_hits: the mode dispatcher behind rag.search (the mode list is defined and checked here).
 CREATE OR REPLACE FUNCTION rag._search_hits(
     p_query           TEXT,
@@ -374,15 +439,15 @@ BEGIN
                 p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight, p_fusion => p_fusion,
                 p_normalisation => p_normalisation, p_chapter_weight => p_chapter_weight, p_within => p_within,
                 p_cite_weight => p_cite_weight)
-        ), listed AS (  -- the paragraphs the fused list holds (any of their chunks)
-            SELECT n.source_file, n.paragraph
-            FROM base b JOIN rag.hierarchical_content_nodes n ON n.id = b.id
+        ), listed AS (  -- the paragraphs the fused list holds (any of their chunks; a primary-key lookup each)
+            SELECT b.source_file, (SELECT n.paragraph FROM rag.hierarchical_content_nodes n WHERE n.id = b.id) AS paragraph
+            FROM base b
             WHERE b.level = 0
         ), placed AS (
             SELECT s.*, row_number() OVER (ORDER BY s.rank) AS j
             FROM rag.search_sentences(p_query_embedding, least(1000, 2 * p_k), p_book, p_within) s
-            JOIN rag.hierarchical_content_nodes n ON n.id = s.id
-            WHERE NOT EXISTS (SELECT 1 FROM listed l WHERE l.source_file = n.source_file AND l.paragraph = n.paragraph)
+            WHERE NOT EXISTS (SELECT 1 FROM listed l WHERE l.source_file = s.source_file AND l.paragraph =
+                              (SELECT n.paragraph FROM rag.hierarchical_content_nodes n WHERE n.id = s.id))
         ), merged AS (
             SELECT b.*, b.rank::float8 AS key FROM base b
             UNION ALL
@@ -1071,11 +1136,14 @@ GRANT EXECUTE ON FUNCTION rag.search_sentences(vector, int, text, text) TO bookr
 GRANT EXECUTE ON FUNCTION rag.search_two_stage(text, vector, int, text, int, float8, int, text, text, text, float8, float8) TO bookrag_reader;
 GRANT EXECUTE ON FUNCTION rag.search_vector(vector, int, text, int[], text, text[], text) TO bookrag_reader;
 
+DELETE FROM rag.function_versions WHERE name IN ('_filter_sql');
+
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_types', '3fbee2a50342f919379de1b86fbcf29677b7cc029c4c5db653e6bb6e1ff0a02e', '0008_sentence_branch'),
+    ('_branch_sql', '7a273ff2766967dde01da7b2b2f3c49758e4817d4911b0d0e35896a4ed6f636e', '0008_sentence_branch'),
     ('_fusion_settings', '6f8e8af1b85b29549b7010305d695ea8c7caebd73511375242535ae736420b00', '0008_sentence_branch'),
     ('_knn_args', '9455372d2d1ac03c0eef8b4b2ebbc8ff43eee1b4edebf14b0f4c04573a156946', '0008_sentence_branch'),
-    ('_search_hits', '30ccf9e748405cb1bc71fbedef2c3c5a8a944894de30170293168cd49ece10c8', '0008_sentence_branch'),
+    ('_search_hits', '37eebd5b13f75b10910f80e59dfb11ee656ad8df7cd60a8bbfcce68d2e13bf15', '0008_sentence_branch'),
     ('build_context', '0fb18d5888469b193b8790c5d59a352073708d6fd1f1c8dd07bebff5dddf219f', '0008_sentence_branch'),
     ('cites', '906c374385609a940d8d0c35f5ade5715c35c1f7d5b185d39135c33d8a0d8596', '0008_sentence_branch'),
     ('search', 'e74e6b20fc2885ea24c08e4ac1d6a8ffc88dfcba73374caf63d9beb60135d763', '0008_sentence_branch'),

@@ -15,8 +15,11 @@ AS $$
 Returns a SELECT yielding (id, s, r, lvl, nt, sf, pf): row id, branch score, 1-based branch
 rank, and the row's level, node_type, source_file and parent_source_file (read from the heap
 tuple the scan visits anyway, for the fusion's chapter term), for at most $7 rows (the
-candidate pool). Placeholders: $1 query text, $2 query embedding, $3..$6 and $8
-filters (see rag._filter_sql), $7 pool size.
+candidate pool). Placeholders: $1 query text, $2 query embedding, $3 book, $4 levels,
+$5 node_type, $6 parent files, $7 pool size, $8 the ids of the `within` subtree
+(rag._subtree_ids). The filters that are set, and only those, become ' AND ...' conditions
+identical in both branches, so pg_search pushes each one into its index scan and the kNN
+branch filters the same rows.
   'bm25'   : pg_search match of any query term (|||) on content, scored by pdb.score; the
              query is tokenized by the index's tokenizer (French stemmer, folding), never
              parsed, so operators and quotes are plain characters.
@@ -26,7 +29,12 @@ filters (see rag._filter_sql), $7 pool size.
 The model name and dimension are formatted as literal/number (%L, %s); values go through USING.
 */
 DECLARE
-    v_filters TEXT := rag._filter_sql(p_book, p_levels, p_node_type, p_parent_files, p_within_ids);
+    v_filters TEXT := concat(
+        CASE WHEN p_book IS NOT NULL THEN ' AND n.book = $3' END,
+        CASE WHEN p_levels IS NOT NULL THEN ' AND n.level = ANY($4)' END,
+        CASE WHEN p_node_type IS NOT NULL THEN ' AND n.node_type = $5' END,
+        CASE WHEN p_parent_files IS NOT NULL THEN ' AND n.parent_source_file = ANY($6)' END,
+        CASE WHEN p_within_ids IS NOT NULL THEN ' AND n.id = ANY($8)' END);
 BEGIN
     IF p_branch = 'bm25' THEN
         RETURN format(

@@ -90,15 +90,15 @@ BEGIN
                 p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight, p_fusion => p_fusion,
                 p_normalisation => p_normalisation, p_chapter_weight => p_chapter_weight, p_within => p_within,
                 p_cite_weight => p_cite_weight)
-        ), listed AS (  -- the paragraphs the fused list holds (any of their chunks)
-            SELECT n.source_file, n.paragraph
-            FROM base b JOIN rag.hierarchical_content_nodes n ON n.id = b.id
+        ), listed AS (  -- the paragraphs the fused list holds (any of their chunks; a primary-key lookup each)
+            SELECT b.source_file, (SELECT n.paragraph FROM rag.hierarchical_content_nodes n WHERE n.id = b.id) AS paragraph
+            FROM base b
             WHERE b.level = 0
         ), placed AS (
             SELECT s.*, row_number() OVER (ORDER BY s.rank) AS j
             FROM rag.search_sentences(p_query_embedding, least(1000, 2 * p_k), p_book, p_within) s
-            JOIN rag.hierarchical_content_nodes n ON n.id = s.id
-            WHERE NOT EXISTS (SELECT 1 FROM listed l WHERE l.source_file = n.source_file AND l.paragraph = n.paragraph)
+            WHERE NOT EXISTS (SELECT 1 FROM listed l WHERE l.source_file = s.source_file AND l.paragraph =
+                              (SELECT n.paragraph FROM rag.hierarchical_content_nodes n WHERE n.id = s.id))
         ), merged AS (
             SELECT b.*, b.rank::float8 AS key FROM base b
             UNION ALL

@@ -164,3 +164,14 @@ $$;
     apply_migrations(fresh_db, migrations)
     with psycopg.connect(fresh_db) as c:
         assert c.execute("SELECT c FROM rag.zz_out(1)").fetchone() == (2,)
+
+    # a deleted function file: its function is dropped, and the next migration does not drop it again
+    (functions / "zz_probe.sql").unlink()
+    text = generate(tree, "deleted_function")
+    assert "-- dropped: zz_probe" in text and "DROP FUNCTION IF EXISTS rag.zz_probe(int, int);" in text
+    assert "INSERT INTO rag.function_versions" not in text
+    apply_migrations(fresh_db, migrations)
+    assert overloads(fresh_db, "zz_probe") == []
+    with psycopg.connect(fresh_db) as c:
+        assert c.execute("SELECT count(*) FROM rag.function_versions WHERE name = 'zz_probe'").fetchone() == (0,)
+    assert write_function_migration("again", "nothing", folder=migrations, functions=functions) is None
