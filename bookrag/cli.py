@@ -189,12 +189,12 @@ def cmd_load(args: argparse.Namespace, s: Settings) -> None:
          "  bookrag search \"le soleil\" --within corpus/bastiat-sophismes-economiques/premiere-serie/"
          "chapitre-07-petition-des-fabricants-de-chandelles/summary.md --fusion rrf")
 def cmd_search(args: argparse.Namespace, s: Settings) -> None:
-    from bookrag.search import SearchRequest, build_context, check_int, search
+    from bookrag.search import SearchRequest, build_context, search
 
     req = SearchRequest(args.query, args.mode, args.k, args.book, args.levels, args.expand == "parent", args.budget,
                         args.within, args.fusion, args.normalisation, args.bm25_weight, args.vector_weight,
-                        args.chapter_weight, args.cite_weight, args.expand == "cited",
-                        check_int("--sentence-after", args.sentence_after), check_int("--sentence-every", args.sentence_every))
+                        args.chapter_weight, args.cite_weight, args.expand == "cited", args.sentence_after,
+                        args.sentence_every)
     conn = _conn(s, migrate=False)
     try:
         if args.budget is not None:

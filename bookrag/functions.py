@@ -117,8 +117,9 @@ def signatures(text: str) -> dict[str, tuple[str, str]]:
         for param in _split_top(args):
             param = re.split(r"\s+DEFAULT\s+|\s*:=\s*|\s*=\s*", param, maxsplit=1, flags=re.I)[0].strip()
             mode = "in"
-            if param.split(None, 1)[0].lower() in _MODES:
-                mode, param = param.split(None, 1)[0].lower(), param.split(None, 1)[1]
+            head, _, tail = param.partition(" ")
+            if head.lower() in _MODES:
+                mode, param = head.lower(), tail.strip()
             words = param.split(None, 1)
             type_ = " ".join((words[1] if len(words) > 1 else words[0]).lower().split())
             if mode != "out":

@@ -60,6 +60,13 @@ class SearchRequest:
         """rag.search's p_expand."""
         return [name for name, on in (("parent", self.expand_parent), ("cited", self.expand_cited)) if on] or None
 
+    def check_ints(self) -> None:
+        """Every integer field is bound as INT: a value beyond it is refused here, by name (see
+        check_int), for the fields there are now and any added later."""
+        for f in fields(self):
+            if f.type in ("int", "int | None"):
+                check_int(f.name, getattr(self, f.name))
+
     def params(self) -> dict[str, Any]:
         """Every value the calls below bind, by field name (the query vector and model apart)."""
         return {**{f.name: getattr(self, f.name) for f in fields(self)}, "expand": self.expand()}
@@ -175,7 +182,7 @@ def search(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray |
     checked by the SQL, whose message a BookragError carries. `model` names the model
     `embedding` came from (rag.search refuses another than the corpus's)."""
     query = check_query(req.query)
-    check_int("k", req.k)
+    req.check_ints()
     if embedding is None and req.mode != "bm25":
         embedding, model = embed_query_with_model(conn, query)
     _check_vector(req, embedding)
@@ -187,8 +194,7 @@ def search_and_pack(conn: psycopg.Connection, req: SearchRequest, embedding: np.
     """rag.search's hits and, when req.budget, the context rag.pack_context builds from the first
     context_k of them (each with its parent), in one statement: one search, one round trip."""
     query = check_query(req.query)
-    check_int("k", req.k)
-    check_int("budget", req.budget)
+    req.check_ints()
     _check_vector(req, embedding)
     row = _fetch(conn, SEARCH_AND_PACK, {**req.params(), "query": query, "e": embedding, "model": model,
                                          "budget": req.budget, "context_k": context_k})[0]
@@ -199,8 +205,7 @@ def build_context(conn: psycopg.Connection, req: SearchRequest, embedding: np.nd
     """rag.build_context rows: search + parent expansion within req.budget tokens, reading order
     (3,000 tokens when req.budget is None; the SQL function refuses a budget out of its range)."""
     query = check_query(req.query)
-    check_int("k", req.k)
-    check_int("budget", req.budget)
+    req.check_ints()
     if embedding is None and req.mode != "bm25":
         embedding = embed_query(conn, query)
     return _fetch(conn, f"SELECT * FROM {CONTEXT_CALL}",

@@ -38,8 +38,8 @@ from pydantic import Field
 from bookrag import db
 from bookrag.config import Settings
 from bookrag.errors import BookragError, database_reason
-from bookrag.search import (MODEL_REFUSED, Fusion, Mode, Normalisation, SearchRequest, check_int, check_query,
-                            corpus_model, query_vector, search_and_pack)
+from bookrag.search import (MODEL_REFUSED, Fusion, Mode, Normalisation, SearchRequest, check_query, corpus_model,
+                            query_vector, search_and_pack)
 from mcp_server.models import (Book, Books, Children, Chunk, Cites, ContextChunk, Hit, LeftOut, Node, Outline, OutlineEntry,
                                SearchResult, SqlResult)
 from mcp_server.sql_guard import UnsafeSQL, check_select
@@ -172,8 +172,6 @@ def search_tool(
     state = _state(ctx)
     try:
         query = check_query(query)
-        check_int("sentence_after", sentence_after)
-        check_int("sentence_every", sentence_every)
     except BookragError as exc:
         raise ToolError(str(exc)) from exc
 

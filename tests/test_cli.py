@@ -117,6 +117,7 @@ SEARCH_ERRORS = [
     (["search", "\udcff\udcfe soleil", "--mode", "bm25"],
      "error: the query is not valid UTF-8 (byte 0xff at character 1); type it again or check the terminal's encoding\n"),
     (["search", "pain", "--k", "100000000000000000000"], "error: k is out of range: 100000000000000000000\n"),
+    (["search", "pain", "--sentence-every", "9999999999"], "error: sentence_every is out of range: 9999999999\n"),
     (["search", "pain", "--k", "0", "--mode", "bm25"], "error: k must be between 1 and 1000, got 0\n"),
     (["search", "pain", "--budget", "0", "--mode", "bm25"], "error: budget must be between 1 and 1000000 tokens, got 0\n"),
     (["search", "x" * 120_000], "error: query is 120000 characters long; the limit is 10000\n"),
@@ -124,7 +125,7 @@ SEARCH_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("argv,expected", SEARCH_ERRORS, ids=["bad bytes", "huge k", "k 0", "budget 0", "120 KB query", "empty"])
+@pytest.mark.parametrize("argv,expected", SEARCH_ERRORS, ids=["bad bytes", "huge k", "huge sentence_every", "k 0", "budget 0", "120 KB query", "empty"])
 def test_search_errors_are_one_sentence(loaded_cli, capsys, argv, expected):
     """Bad bytes on the command line (what Python makes of $'\\xff\\xfe'), out-of-range numbers, a
     query refused before it is embedded: one sentence, exit 1, no traceback."""
