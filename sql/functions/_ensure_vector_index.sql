@@ -9,7 +9,8 @@ AS $$
 Registers (p_model, p_dimension) in rag.embedding_models and creates, if missing, the HNSW
 cosine index on embedding::vector(p_dimension) restricted to rows WHERE embedding_model =
 p_model: the exact expression and predicate rag._branch_sql uses, so the kNN branch can use it
-whatever the model's dimension. Returns the index name. A model already registered with
+whatever the model's dimension; and the same index on rag.sentences (named sent_hnsw_…), the
+one rag.search_sentences scans. Returns the chunks' index name. A model already registered with
 another dimension is an error. Cost: index creation is O(rows of the model) (100k 384-d rows in 140 s with the default
 64MB maintenance_work_mem); instant when it exists.
 */
@@ -33,6 +34,10 @@ BEGIN
         'CREATE INDEX IF NOT EXISTS %I ON rag.hierarchical_content_nodes '
         'USING hnsw ((embedding::vector(%s)) vector_cosine_ops) WHERE embedding_model = %L',
         v_index, p_dimension, p_model);
+    EXECUTE format(
+        'CREATE INDEX IF NOT EXISTS %I ON rag.sentences '
+        'USING hnsw ((embedding::vector(%s)) vector_cosine_ops) WHERE embedding_model = %L',
+        'sent_hnsw_' || substr(md5(p_model), 1, 12), p_dimension, p_model);
     RETURN v_index;
 END
 $$;

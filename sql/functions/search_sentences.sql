@@ -8,16 +8,19 @@ CREATE OR REPLACE FUNCTION rag.search_sentences(
 LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
 SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET hnsw.ef_search = 40
+SET hnsw.iterative_scan = off
 AS $$
 /*
 Returns at most p_k source paragraphs (level-0 chunks): those cited by the p_k chapter-summary
 sentences closest to the query, best first (rag.search_hit; fewer than p_k when those sentences
 cite fewer paragraphs). Every anchored sentence of the level-1 summaries (rag.sentences,
-embedded alone) is compared with p_query_embedding; a paragraph scores the best cosine
-similarity among the sentences whose anchors cite it ([§12–14], docs/anchors.md), ties broken
-by the paragraph's own similarity. A paragraph split into several chunks is represented
-by its chunk closest to the query. score = sentence_score = that best sentence's similarity,
-rank = sentence_rank = 1..k; the branch columns (bm25_*, vector_*) and section_score are NULL.
+embedded alone) is a candidate; a paragraph scores the best cosine similarity among the
+sentences whose anchors cite it ([§12–14], docs/anchors.md), ties broken by the paragraph's
+own similarity. A paragraph split into several chunks is represented by its chunk closest to
+the query. score = sentence_score = that best sentence's similarity, rank = sentence_rank =
+1..k; the branch columns (bm25_*, vector_*) and section_score are NULL.
 Reworded questions (a reader's modern French against the book's 1840s French) meet the
 summaries' wording, and the anchors lead back to the book's own paragraph: this is why the
 branch exists (measured in evaluation/experiments/sentence_anchors/ and README).
@@ -27,34 +30,43 @@ Parameters:
   p_book             NULL (all books) or one book.
   p_within           NULL or a source_file: only paragraphs in that node's subtree.
 No sentence loaded (a corpus without anchors, or no vectors): no rows.
-Cost: an exact scan of the sentences of the corpus model (1,540 rows for the two books: about
-0.5 ms, their vectors stored in the row, not TOASTed; no HNSW index, see docs/anchors.md), then
-one indexed lookup per paragraph the p_k best sentences cite: about 1 ms inside the server on
-the two books, 2.6 ms p50 from Python with the round trip (bench/bench_search.py).
-Its statement's plan is generic (planned once per session: replanning it each call cost 0.5 ms).
+Cost: an HNSW scan of the sentences' partial index for the corpus model (rag._ensure_vector_index;
+ef_search raised to p_k, iterative scan so the book and within filters do not starve it), a
+small dynamic statement planned in microseconds; then a static statement (plan cached) that
+looks up, for each paragraph the p_k best sentences cite, its chunks by index. About 0.6 ms
+inside the server on the two books (bench/bench_search.py).
 */
 DECLARE
     v_model  TEXT;
+    v_dim    INT;
     v_within INT[];
+    c_file   TEXT[];    -- the sentences' cited paragraphs, one element each: file, number, distance
+    c_par    INT[];
+    c_dist   FLOAT8[];
 BEGIN
-    SELECT a.model, a.within_ids INTO v_model, v_within
+    SELECT a.model, a.dimension, a.within_ids INTO v_model, v_dim, v_within
     FROM rag._knn_args('search_sentences', p_query_embedding, p_k, p_book, NULL, NULL, p_within) a;
     IF v_model IS NULL THEN
         RETURN;
     END IF;
+    PERFORM rag._set_hnsw(p_k);
+    -- The p_k nearest sentences (the paragraphs they cite are exactly the best-ranked ones,
+    -- each with its best sentence); the dimension is part of the indexed expression, hence format.
+    EXECUTE format(
+        'SELECT array_agg(s.f), array_agg(p.n), array_agg(s.d) FROM ('
+        'SELECT st.cited_source_file AS f, st.cited_paragraphs AS ps, '
+        '(st.embedding::vector(%1$s) <=> $1::vector(%1$s))::float8 AS d '
+        'FROM rag.sentences st WHERE st.embedding_model = %2$L%3$s%4$s '
+        'ORDER BY st.embedding::vector(%1$s) <=> $1::vector(%1$s) LIMIT $2) s, unnest(s.ps) AS p(n)',
+        v_dim, v_model,
+        CASE WHEN p_book IS NOT NULL THEN ' AND st.book = $3' END,
+        CASE WHEN v_within IS NOT NULL THEN ' AND st.cited_source_file IN '
+            '(SELECT w.source_file FROM rag.hierarchical_content_nodes w WHERE w.id = ANY($4))' END)
+    INTO c_file, c_par, c_dist
+    USING p_query_embedding, p_k, p_book, v_within;
     RETURN QUERY
-    WITH s AS (  -- the p_k sentences closest to the query (a sentence cites 1-5 paragraphs: the paragraphs
-                 -- they cite are exactly the best-ranked ones, each with its best sentence)
-        SELECT st.cited_source_file AS f, st.cited_paragraphs AS ps, 1 - (st.embedding <=> p_query_embedding) AS sim
-        FROM rag.sentences st
-        WHERE st.embedding_model = v_model
-          AND (p_book IS NULL OR st.book = p_book)
-          AND (v_within IS NULL OR st.cited_source_file IN
-               (SELECT w.source_file FROM rag.hierarchical_content_nodes w WHERE w.id = ANY(v_within)))
-        ORDER BY sim DESC
-        LIMIT p_k
-    ), para AS (
-        SELECT s.f, p.n, max(s.sim) AS sim FROM s, unnest(s.ps) AS p(n) GROUP BY s.f, p.n
+    WITH para AS (
+        SELECT c.f, c.n, 1 - min(c.d) AS sim FROM unnest(c_file, c_par, c_dist) AS c(f, n, d) GROUP BY c.f, c.n
     ), one AS (  -- one chunk per paragraph: the one closest to the query (an index lookup each)
         SELECT c.*, para.sim
         FROM para

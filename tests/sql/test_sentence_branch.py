@@ -45,6 +45,19 @@ def test_sentence_scores_are_the_best_citing_sentence_similarity(corpus, e5):
     assert top[0] == pytest.approx(1.0, abs=1e-6) and top[1:] == (ROUTES, 3)
 
 
+def test_the_sentences_are_searched_through_their_hnsw_index(corpus, e5):
+    # rag._ensure_vector_index (run by the load) made the sentences' index; search_sentences scans
+    # it once per call (this transaction's own index-scan count), and filters keep it in use
+    index = corpus.execute("SELECT 'rag.sent_hnsw_' || substr(md5(model), 1, 12) FROM rag.embedding_models").fetchone()[0]
+    scans = "SELECT pg_stat_get_xact_numscans(%s::regclass)"
+    before = corpus.execute(scans, (index,)).fetchone()[0]
+    v = e5.query(QUERY)
+    assert corpus.execute("SELECT count(*) FROM rag.search_sentences(%s, 3)", (v,)).fetchone()[0] == 3
+    corpus.execute("SELECT * FROM rag.search_sentences(%s, 3, %s, %s)",
+                   (v, BOOK, ROUTES.replace("source.md", "summary.md"))).fetchall()
+    assert corpus.execute(scans, (index,)).fetchone()[0] == before + 2
+
+
 def test_filters_book_and_within(corpus, e5):
     v = e5.query(QUERY)
     inside = corpus.execute("SELECT DISTINCT source_file FROM rag.search_sentences(%s, 10, p_within => %s)",
