@@ -16,7 +16,10 @@ Phases:
            the sentence branch off, or after N fused hits one place in every M) on the tuning half of each evalset; the chosen setting is the best mean, over
            the three sets, of (recall@5 + MRR@10) / 2 among the settings at least as good as the
            best single branch (bm25 or vector) on every set at both measures, measured on the same
-           half. Without such a setting, the best mean wins and the table says so.
+           half. Without such a setting, the best mean wins and the table says so. Stability: the
+           installed default (rag._fusion_settings(), when it is in the grid and passes) is kept
+           unless the best mean beats it by at least what one question of the smallest set moves
+           the mean (`one_question`): a smaller lead is one question's noise, not a better setting.
   heldout  the chosen setting, the former default (RRF) and the two branches on the held-out half.
   full     every mode on the full evalsets (with chapter recall@5 and two-step recall@5).
 
@@ -39,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg.rows import dict_row
 
 from bookrag import db
 from bookrag.config import load_settings
@@ -166,7 +170,25 @@ def evaluate_settings(runner: Runner, sets: dict[str, list[EvalItem]], settings:
     return out
 
 
-def choose(results: dict[str, dict[str, dict[str, float]]], candidates: list[Setting]) -> tuple[Setting, bool]:
+def one_question(results: dict[str, dict[str, dict[str, float]]]) -> float:
+    """How much one question of the smallest set moves the mean of (recall@5 + MRR@10) / 2 over
+    the sets when it flips from missed to found at rank 1: 1 / questions / len(sets)."""
+    sizes = next(iter(results.values()))
+    return 1 / min(agg["questions"] for agg in sizes.values()) / len(sizes)
+
+
+def is_installed(s: Setting, defaults: dict[str, Any]) -> bool:
+    """Whether a setting is what rag._fusion_settings() installs (its None fields are defaults)."""
+    return s.mode == "hybrid" and all(
+        v is None or (abs(v - defaults[f]) < 1e-9 if isinstance(v, float) else v == defaults[f])
+        for f, v in ((f, getattr(s, f)) for f in ("fusion", "normalisation", "vector_weight", "chapter_weight",
+                                                  "cite_weight", "sentence_after", "sentence_every")))
+
+
+def choose(results: dict[str, dict[str, dict[str, float]]], candidates: list[Setting],
+           defaults: dict[str, Any] | None = None) -> tuple[Setting, bool]:
+    """The passing setting with the best mean; the installed one (defaults) when the best leads it
+    by less than one_question(results)."""
     set_names = list(next(iter(results.values())))
     floor = {n: tuple(max(measures(n, results[b.name][n])[j] for b in BRANCHES) for j in (0, 1)) for n in set_names}
 
@@ -178,7 +200,18 @@ def choose(results: dict[str, dict[str, dict[str, float]]], candidates: list[Set
 
     passing = [s for s in candidates if ok(s)]
     best = max(passing or candidates, key=mean)
+    installed = [s for s in passing if defaults is not None and is_installed(s, defaults)]
+    if installed and mean(best) - mean(installed[0]) < one_question(results):
+        return installed[0], True
     return best, bool(passing)
+
+
+def installed_defaults(conn: psycopg.Connection) -> dict[str, Any]:
+    """rag._fusion_settings()'s defaults, as the database has them."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        row = cur.execute("SELECT * FROM rag._fusion_settings(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)").fetchone()
+    conn.rollback()
+    return dict(row)
 
 
 def rows_for(results: dict[str, dict[str, dict[str, float]]], names: list[str]) -> list[list[Any]]:
@@ -236,11 +269,14 @@ def main(argv: list[str] | None = None) -> None:
     if "tune" in phases and chosen is None:
         t0 = time.perf_counter()
         res = evaluate_settings(runner, halves["tune"], BRANCHES + candidates)
-        chosen, passed = choose(res, candidates)
+        chosen, passed = choose(res, candidates, installed_defaults(conn))
         ranked = sorted(candidates, key=lambda s: -rows_for(res, [s.name])[0][-1])
         print(f"## tuning half: branches and the 15 best settings of {len(candidates)} ({time.perf_counter() - t0:.0f} s)\n")
         print(table(headers_for(res), rows_for(res, [b.name for b in BRANCHES] + [s.name for s in ranked[:15]])))
-        print(f"\nchosen: {chosen.name}" + ("" if passed else "  (NO setting reached the best branch on every set)"))
+        kept = passed and chosen.name != choose(res, candidates)[0].name
+        print(f"\nchosen: {chosen.name}" + ("" if passed else "  (NO setting reached the best branch on every set)")
+              + (f"  (the installed default, kept: {choose(res, candidates)[0].name} leads it by less than one "
+                 f"question of the smallest set, {one_question(res):.4f})" if kept else ""))
         report["tune"] = res
     if chosen is None:
         chosen = Setting("default (rag._fusion_settings)")

@@ -149,4 +149,4 @@ ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.
 
 -- The sentences' HNSW index for every model already registered (later loads make it through
 -- rag._ensure_vector_index, the one definition of both indexes).
-SELECT rag._ensure_vector_index(m.model, m.dimension) FROM rag.embedding_models m;
+DO $$ BEGIN PERFORM rag._ensure_vector_index(m.model, m.dimension) FROM rag.embedding_models m; END $$;

@@ -1,0 +1,55 @@
+"""evaluation.tune_fusion's choice: the best passing setting, except that the installed default is
+kept when the best leads it by less than one question of the smallest set."""
+
+from __future__ import annotations
+
+import psycopg
+
+from evaluation.tune_fusion import Setting, choose, installed_defaults, is_installed, one_question
+
+INSTALLED = {"fusion": "convex", "normalisation": "zscore", "bm25_weight": 0.5, "vector_weight": 0.5,
+             "chapter_weight": 0.4, "cite_weight": 0.0, "sentence_after": 1, "sentence_every": 3}
+A = Setting("after=1 every=3", sentence_after=1, sentence_every=3)  # the installed one
+B = Setting("after=2 every=2", sentence_after=2, sentence_every=2)
+
+
+def results(a: tuple[float, float], b: tuple[float, float], questions: tuple[int, int] = (20, 60)) -> dict:
+    """Two sets; the branches score 0.1 everywhere; A and B score (recall@5, MRR@10) on both."""
+    def agg(r5: float, mrr: float, n: int) -> dict[str, float]:
+        return {"recall@5": r5, "mrr@10": mrr, "questions": n}
+    sets = ("small", "large")
+    out = {name: {s: agg(0.1, 0.1, n) for s, n in zip(sets, questions)} for name in ("bm25", "vector")}
+    out[A.name] = {s: agg(*a, n) for s, n in zip(sets, questions)}
+    out[B.name] = {s: agg(*b, n) for s, n in zip(sets, questions)}
+    return out
+
+
+def test_one_question_is_the_smallest_sets_step():
+    assert one_question(results((0.5, 0.5), (0.5, 0.5), (20, 60))) == 1 / 20 / 2
+
+
+def test_a_lead_under_one_question_keeps_the_installed_default():
+    res = results((0.50, 0.60), (0.50, 0.62))  # B leads by 0.01 < 0.025
+    assert choose(res, [A, B]) == (B, True)  # without the defaults: the best mean
+    assert choose(res, [A, B], INSTALLED) == (A, True)
+
+
+def test_a_lead_of_one_question_or_more_changes_the_default():
+    res = results((0.50, 0.60), (0.56, 0.60))  # B leads by 0.03
+    assert choose(res, [A, B], INSTALLED) == (B, True)
+
+
+def test_an_installed_default_below_a_branch_is_not_kept():
+    res = results((0.05, 0.60), (0.50, 0.61))  # A's recall@5 is under the branches' 0.1
+    assert choose(res, [A, B], INSTALLED) == (B, True)
+
+
+def test_installed_defaults_are_the_databases(corpus: psycopg.Connection):
+    defaults = installed_defaults(corpus)
+    sql = corpus.execute("SELECT sentence_after, sentence_every, fusion "
+                         "FROM rag._fusion_settings(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)").fetchone()
+    assert (defaults["sentence_after"], defaults["sentence_every"], defaults["fusion"]) == sql
+    assert is_installed(Setting("default"), defaults)
+    assert is_installed(Setting("same", sentence_every=defaults["sentence_every"]), defaults)
+    assert not is_installed(Setting("other", sentence_every=defaults["sentence_every"] + 1), defaults)
+    assert not is_installed(Setting("bm25", "bm25"), defaults)
