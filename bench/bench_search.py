@@ -25,7 +25,8 @@ Scales:
             French-like text sampled from the loaded corpus' vocabulary (pseudo-words when it is
             empty), random unit 384-d vectors under the model 'bench/model', inserted with binary
             COPY (the BM25 index is maintained during COPY; "COPY s" covers both tables), then
-            rag._ensure_vector_index (both HNSW builds) and ANALYZE. Query vectors are random unit vectors; query texts a few sampled words.
+            rag._ensure_vector_index (both HNSW builds) and ANALYZE. Query vectors are random
+            unit vectors; query texts a few sampled words.
 
 Also reports build times (COPY rows/s, HNSW build s) and prints EXPLAIN (ANALYZE, BUFFERS) of
 the two branch statements rag.search_hybrid executes (rag._collect_sql of rag._branch_sql,

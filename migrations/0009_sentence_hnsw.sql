@@ -46,7 +46,7 @@ BEGIN
 END
 $$;
 
--- function: search_sentences sha256:b08e0db6438e4c466c0919135c7395c6716c9d5051af17de29ca1ccf8f5c2d13
+-- function: search_sentences sha256:1e6ff3c746b30a9d3dc2f4372e98a10ce482e8993c12001e05f2e9e3dbdc3a8d
 -- rag.search_sentences: the sentence branch: paragraphs ranked by the chapter-summary sentences that cite them.
 CREATE OR REPLACE FUNCTION rag.search_sentences(
     p_query_embedding vector,
@@ -82,8 +82,8 @@ No sentence loaded (a corpus without anchors, or no vectors): no rows.
 Cost: an HNSW scan of the sentences' partial index for the corpus model (rag._ensure_vector_index;
 ef_search raised to p_k, iterative scan so the book and within filters do not starve it), a
 small dynamic statement planned in microseconds; then a static statement (plan cached) that
-looks up, for each paragraph the p_k best sentences cite, its chunks by index. About 0.6 ms
-inside the server on the two books (bench/bench_search.py).
+looks up, for each paragraph the p_k best sentences cite, its chunks by index. About 0.75 ms
+inside the server on the two books, 1.2-1.5 ms p50 from Python (bench/bench_search.py).
 */
 DECLARE
     v_model  TEXT;
@@ -144,7 +144,7 @@ $$;
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_ensure_vector_index', '0129b50c35b7fca99a33e196b5c82158e8deb0eb0a992cb086bb133ab83fd875', '0009_sentence_hnsw'),
-    ('search_sentences', 'b08e0db6438e4c466c0919135c7395c6716c9d5051af17de29ca1ccf8f5c2d13', '0009_sentence_hnsw')
+    ('search_sentences', '1e6ff3c746b30a9d3dc2f4372e98a10ce482e8993c12001e05f2e9e3dbdc3a8d', '0009_sentence_hnsw')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();
 
 -- The sentences' HNSW index for every model already registered (later loads make it through

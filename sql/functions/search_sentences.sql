@@ -33,8 +33,8 @@ No sentence loaded (a corpus without anchors, or no vectors): no rows.
 Cost: an HNSW scan of the sentences' partial index for the corpus model (rag._ensure_vector_index;
 ef_search raised to p_k, iterative scan so the book and within filters do not starve it), a
 small dynamic statement planned in microseconds; then a static statement (plan cached) that
-looks up, for each paragraph the p_k best sentences cite, its chunks by index. About 0.6 ms
-inside the server on the two books (bench/bench_search.py).
+looks up, for each paragraph the p_k best sentences cite, its chunks by index. About 0.75 ms
+inside the server on the two books, 1.2-1.5 ms p50 from Python (bench/bench_search.py).
 */
 DECLARE
     v_model  TEXT;
