@@ -168,7 +168,7 @@ def search_tool(
     sentence_after: Annotated[int | None, Field(description="hybrid: fused hits listed before the first paragraph found through a chapter-summary sentence that cites it; default: the server's")] = None,
     sentence_every: Annotated[int | None, Field(description="hybrid: then one place in every N goes to such a paragraph (0 = none); default: the server's")] = None,
 ) -> SearchResult:
-    """Search the loaded books and return ranked passages, each with its citation and its rank in the BM25 and vector branches. To read around a hit, search again with `within` = its chapter's summary.md."""
+    """Search the loaded books and return ranked passages, each with its citation and its rank in the BM25 and vector branches. To read around a hit, search again with `within` = its chapter's summary.md. When no hit carries the claim, search again in the book's own plain words (the names and terms the author would use, not periphrases): the lexical branch matches words, and a search costs milliseconds."""
     state = _state(ctx)
     try:
         query = check_query(query)
