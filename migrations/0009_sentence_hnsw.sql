@@ -1,6 +1,11 @@
 -- 0009_sentence_hnsw: issue 10/11: the sentence branch scans an HNSW index on rag.sentences (one per model, made by rag._ensure_vector_index) instead of every sentence
 -- depends: 0008_sentence_branch
 
+-- A subtree's sentences (rag.search_sentences with p_within): found by the file they cite.
+CREATE INDEX IF NOT EXISTS sentences_cited_idx ON rag.sentences (cited_source_file);
+COMMENT ON INDEX rag.sentences_cited_idx IS
+    'The sentences citing a file: rag.search_sentences ranks a subtree''s sentences exactly through it.';
+
 -- function: _ensure_vector_index sha256:0129b50c35b7fca99a33e196b5c82158e8deb0eb0a992cb086bb133ab83fd875
 -- Register an embedding model and create its partial HNSW index (loader only).
 CREATE OR REPLACE FUNCTION rag._ensure_vector_index(
@@ -46,7 +51,137 @@ BEGIN
 END
 $$;
 
--- function: search_sentences sha256:1e6ff3c746b30a9d3dc2f4372e98a10ce482e8993c12001e05f2e9e3dbdc3a8d
+-- function: _search_hits sha256:327f825946b06d1ac0d3b0ef6fc4d369a290f8e7542259ba7209e9aba0ad1154
+-- rag._search_hits: the mode dispatcher behind rag.search (the mode list is defined and checked here).
+CREATE OR REPLACE FUNCTION rag._search_hits(
+    p_query           TEXT,
+    p_query_embedding vector,
+    p_mode            TEXT,
+    p_k               INT,
+    p_book            TEXT,
+    p_levels          INT[],
+    p_node_type       TEXT,
+    p_within          TEXT,
+    p_fusion          TEXT,
+    p_normalisation   TEXT,
+    p_bm25_weight     FLOAT8,
+    p_vector_weight   FLOAT8,
+    p_chapter_weight  FLOAT8,
+    p_cite_weight     FLOAT8,
+    p_sentence_after  INT,
+    p_sentence_every  INT,
+    p_expand          TEXT[],
+    p_query_model     TEXT
+) RETURNS SETOF rag.search_hit
+LANGUAGE plpgsql STABLE
+SET max_parallel_workers_per_gather = 0
+AS $$
+/*
+Checks rag.search's arguments and runs the search named by p_mode, returning its rows
+(rag.search_hit, best first), unchanged except in 'hybrid':
+  'hybrid'     rag.search_hybrid (both branches fused; the default), with the sentence
+               branch's paragraphs (rag.search_sentences) in the places p_sentence_after
+               and p_sentence_every give them (rag._fusion_settings): after the first
+               sentence_after fused hits, one place in every sentence_every goes to the
+               sentence branch's best paragraph not already in the fused list (no chunk of
+               the same paragraph there); when the fused list runs out, the sentence branch
+               fills the remaining places. The merged list is cut at p_k and ranked again
+               1..k (a placed row's score is its sentence score; rank, not score, orders the
+               list). Not applied when the filters exclude paragraphs (levels without 0,
+               node_type 'summary') or without a query vector.
+  'bm25'       rag.search_bm25
+  'vector'     rag.search_vector (p_query unused; p_query_embedding required)
+  'two-stage'  rag.search_two_stage (sections first; no levels or node_type filter)
+Any other mode is an error naming it; so is a word of p_expand other than 'parent' and 'cited',
+and a p_query_model that is not the corpus model. Parameters: as rag.search's (no defaults
+here: rag.search gives them). rag.search adds the expansions on top of these rows; it is a SQL
+function the caller's statement inlines, so its plan is cached with the caller's.
+Cost: the called function's (one extra PL/pgSQL call); hybrid adds rag.search_sentences and
+the merge (about 1.2 ms per search on the two books, 2.6 ms at 100k rows: bench/bench_search.py).
+*/
+DECLARE
+    v_model TEXT;
+    st      RECORD;
+BEGIN
+    IF p_mode IS NULL OR p_mode NOT IN ('hybrid', 'two-stage', 'bm25', 'vector') THEN
+        RAISE EXCEPTION 'mode must be hybrid, two-stage, bm25 or vector, got "%"', p_mode
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_mode = 'two-stage' AND (p_levels IS NOT NULL OR p_node_type IS NOT NULL) THEN
+        RAISE EXCEPTION 'two-stage search ranks paragraphs inside the best sections: it takes no levels or node_type filter'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_expand IS NOT NULL AND NOT p_expand <@ ARRAY['parent', 'cited'] THEN
+        RAISE EXCEPTION 'expand takes parent and cited, got "%"',
+            (SELECT string_agg(coalesce(e, 'NULL'), ', ') FROM unnest(p_expand) e WHERE e IS NULL OR e NOT IN ('parent', 'cited'))
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_query_model IS NOT NULL AND p_query_embedding IS NOT NULL THEN
+        SELECT m.model INTO v_model FROM rag._corpus_model(NULL) m;
+        IF v_model IS DISTINCT FROM p_query_model THEN
+            RAISE EXCEPTION 'the query was embedded with "%" but the corpus model is "%"; embed it with the corpus model',
+                p_query_model, coalesce(v_model, 'none (no vectors loaded)')
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    IF p_mode = 'hybrid' THEN
+        SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight,
+                                                   p_chapter_weight, p_cite_weight, p_sentence_after, p_sentence_every);
+        IF st.sentence_every = 0 OR st.sentence_after >= p_k OR p_query_embedding IS NULL
+           OR NOT 0 = ANY(coalesce(p_levels, ARRAY[0])) OR p_node_type = 'summary' THEN
+            RETURN QUERY SELECT * FROM rag.search_hybrid(p_query, p_query_embedding, p_k, p_book, p_levels, p_node_type,
+                p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight, p_fusion => p_fusion,
+                p_normalisation => p_normalisation, p_chapter_weight => p_chapter_weight, p_within => p_within,
+                p_cite_weight => p_cite_weight);
+            RETURN;
+        END IF;
+        -- Merge: fused row i keeps key i; the sentence branch's j-th new paragraph gets key
+        -- after + (j - 1) * (every - 1) + 0.5, i.e. it lands at place after + 1 + (j - 1) * every
+        -- while fused rows remain, and fills the places after them (ties: sentence rank).
+        RETURN QUERY
+        WITH base AS (
+            SELECT * FROM rag.search_hybrid(p_query, p_query_embedding, p_k, p_book, p_levels, p_node_type,
+                p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight, p_fusion => p_fusion,
+                p_normalisation => p_normalisation, p_chapter_weight => p_chapter_weight, p_within => p_within,
+                p_cite_weight => p_cite_weight)
+        ), listed AS (  -- the paragraphs the fused list holds (any of their chunks; a primary-key lookup each)
+            SELECT b.source_file, (SELECT n.paragraph FROM rag.hierarchical_content_nodes n WHERE n.id = b.id) AS paragraph
+            FROM base b
+            WHERE b.level = 0
+        ), placed AS (
+            SELECT s.*, row_number() OVER (ORDER BY s.rank) AS j
+            FROM rag.search_sentences(p_query_embedding, least(1000, 2 * p_k), p_book, p_within) s
+            WHERE NOT EXISTS (SELECT 1 FROM listed l WHERE l.source_file = s.source_file AND l.paragraph =
+                              (SELECT n.paragraph FROM rag.hierarchical_content_nodes n WHERE n.id = s.id))
+        ), merged AS (
+            SELECT b.*, b.rank::float8 AS key FROM base b
+            UNION ALL
+            SELECT p.id, p.source_file, p.chunk_index, p.level, p.node_type, p.heading_path, p.parent_source_file,
+                   p.content, p.content_token_count, p.book, p.node_order, p.score, p.rank, p.bm25_rank,
+                   p.bm25_score, p.vector_rank, p.vector_score, p.section_score, p.sentence_rank, p.sentence_score,
+                   st.sentence_after + (p.j - 1) * (st.sentence_every - 1) + 0.5
+            FROM placed p
+        )
+        SELECT m.id, m.source_file, m.chunk_index, m.level, m.node_type, m.heading_path, m.parent_source_file,
+               m.content, m.content_token_count, m.book, m.node_order, m.score,
+               (row_number() OVER (ORDER BY m.key, m.sentence_rank))::int, m.bm25_rank, m.bm25_score, m.vector_rank,
+               m.vector_score, m.section_score, m.sentence_rank, m.sentence_score
+        FROM merged m
+        ORDER BY m.key, m.sentence_rank
+        LIMIT p_k;
+    ELSIF p_mode = 'two-stage' THEN
+        RETURN QUERY SELECT * FROM rag.search_two_stage(p_query, p_query_embedding, p_k, p_book, p_within => p_within,
+            p_fusion => p_fusion, p_normalisation => p_normalisation, p_bm25_weight => p_bm25_weight,
+            p_vector_weight => p_vector_weight);
+    ELSIF p_mode = 'bm25' THEN
+        RETURN QUERY SELECT * FROM rag.search_bm25(p_query, p_k, p_book, p_levels, p_node_type, p_within => p_within);
+    ELSE
+        RETURN QUERY SELECT * FROM rag.search_vector(p_query_embedding, p_k, p_book, p_levels, p_node_type, p_within => p_within);
+    END IF;
+END
+$$;
+
+-- function: search_sentences sha256:03d7156928397b2bb0da46e87c174b351ed7bb8af2584a68c4b491bbd7783434
 -- rag.search_sentences: the sentence branch: paragraphs ranked by the chapter-summary sentences that cite them.
 CREATE OR REPLACE FUNCTION rag.search_sentences(
     p_query_embedding vector,
@@ -63,7 +198,7 @@ SET hnsw.iterative_scan = off
 AS $$
 /*
 Returns at most p_k source paragraphs (level-0 chunks): those cited by the p_k chapter-summary
-sentences closest to the query, best first (rag.search_hit; fewer than p_k when those sentences
+sentences nearest to the query (see below), best first (rag.search_hit; fewer than p_k when those sentences
 cite fewer paragraphs). Every anchored sentence of the level-1 summaries (rag.sentences,
 embedded alone) is a candidate; a paragraph scores the best cosine similarity among the
 sentences whose anchors cite it ([§12–14], docs/anchors.md), ties broken by the paragraph's
@@ -79,11 +214,13 @@ Parameters:
   p_book             NULL (all books) or one book.
   p_within           NULL or a source_file: only paragraphs in that node's subtree.
 No sentence loaded (a corpus without anchors, or no vectors): no rows.
+The nearest sentences are approximate (HNSW), except within a subtree, where they are exact.
 Cost: an HNSW scan of the sentences' partial index for the corpus model (rag._ensure_vector_index;
-ef_search raised to p_k, iterative scan so the book and within filters do not starve it), a
-small dynamic statement planned in microseconds; then a static statement (plan cached) that
-looks up, for each paragraph the p_k best sentences cite, its chunks by index. About 0.75 ms
-inside the server on the two books, 1.2-1.5 ms p50 from Python (bench/bench_search.py).
+ef_search raised to p_k, iterative scan so a book filter does not starve it) or, with p_within,
+an exact ranking of the subtree's sentences (rag.sentences_cited_idx); a small dynamic
+statement planned in microseconds; then a static statement (plan cached) that looks up, for
+each paragraph the p_k best sentences cite, its chunks by index. About 0.75 ms inside the
+server on the two books, 1.2-1.5 ms p50 from Python (bench/bench_search.py).
 */
 DECLARE
     v_model  TEXT;
@@ -100,14 +237,19 @@ BEGIN
     END IF;
     PERFORM rag._set_hnsw(p_k);
     -- The p_k nearest sentences (the paragraphs they cite are exactly the best-ranked ones,
-    -- each with its best sentence); the dimension is part of the indexed expression, hence format.
+    -- each with its best sentence). Whole corpus or a book: the HNSW index (its expression has
+    -- the dimension in it, hence format). Within a subtree: the few sentences citing its files,
+    -- found by rag.sentences_cited_idx and ranked exactly (an expression the HNSW index does not
+    -- match), because an index scan filtered that narrowly can stop (hnsw.max_scan_tuples) before
+    -- it has found p_k of them.
     EXECUTE format(
         'SELECT array_agg(s.f), array_agg(p.n), array_agg(s.d) FROM ('
-        'SELECT st.cited_source_file AS f, st.cited_paragraphs AS ps, '
-        '(st.embedding::vector(%1$s) <=> $1::vector(%1$s))::float8 AS d '
+        'SELECT st.cited_source_file AS f, st.cited_paragraphs AS ps, (%1$s)::float8 AS d '
         'FROM rag.sentences st WHERE st.embedding_model = %2$L%3$s%4$s '
-        'ORDER BY st.embedding::vector(%1$s) <=> $1::vector(%1$s) LIMIT $2) s, unnest(s.ps) AS p(n)',
-        v_dim, v_model,
+        'ORDER BY %1$s LIMIT $2) s, unnest(s.ps) AS p(n)',
+        CASE WHEN v_within IS NULL THEN format('st.embedding::vector(%1$s) <=> $1::vector(%1$s)', v_dim)
+             ELSE 'st.embedding <=> $1' END,
+        v_model,
         CASE WHEN p_book IS NOT NULL THEN ' AND st.book = $3' END,
         CASE WHEN v_within IS NOT NULL THEN ' AND st.cited_source_file IN '
             '(SELECT w.source_file FROM rag.hierarchical_content_nodes w WHERE w.id = ANY($4))' END)
@@ -144,7 +286,8 @@ $$;
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_ensure_vector_index', '0129b50c35b7fca99a33e196b5c82158e8deb0eb0a992cb086bb133ab83fd875', '0009_sentence_hnsw'),
-    ('search_sentences', '1e6ff3c746b30a9d3dc2f4372e98a10ce482e8993c12001e05f2e9e3dbdc3a8d', '0009_sentence_hnsw')
+    ('_search_hits', '327f825946b06d1ac0d3b0ef6fc4d369a290f8e7542259ba7209e9aba0ad1154', '0009_sentence_hnsw'),
+    ('search_sentences', '03d7156928397b2bb0da46e87c174b351ed7bb8af2584a68c4b491bbd7783434', '0009_sentence_hnsw')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();
 
 -- The sentences' HNSW index for every model already registered (later loads make it through

@@ -42,8 +42,8 @@ Any other mode is an error naming it; so is a word of p_expand other than 'paren
 and a p_query_model that is not the corpus model. Parameters: as rag.search's (no defaults
 here: rag.search gives them). rag.search adds the expansions on top of these rows; it is a SQL
 function the caller's statement inlines, so its plan is cached with the caller's.
-Cost: the called function's (one extra PL/pgSQL call); hybrid adds rag.search_sentences (about
-2 ms per search on the two books, bench/bench_search.py) and the merge.
+Cost: the called function's (one extra PL/pgSQL call); hybrid adds rag.search_sentences and
+the merge (about 1.2 ms per search on the two books, 2.6 ms at 100k rows: bench/bench_search.py).
 */
 DECLARE
     v_model TEXT;

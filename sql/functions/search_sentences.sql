@@ -14,7 +14,7 @@ SET hnsw.iterative_scan = off
 AS $$
 /*
 Returns at most p_k source paragraphs (level-0 chunks): those cited by the p_k chapter-summary
-sentences closest to the query, best first (rag.search_hit; fewer than p_k when those sentences
+sentences nearest to the query (see below), best first (rag.search_hit; fewer than p_k when those sentences
 cite fewer paragraphs). Every anchored sentence of the level-1 summaries (rag.sentences,
 embedded alone) is a candidate; a paragraph scores the best cosine similarity among the
 sentences whose anchors cite it ([§12–14], docs/anchors.md), ties broken by the paragraph's
@@ -30,11 +30,13 @@ Parameters:
   p_book             NULL (all books) or one book.
   p_within           NULL or a source_file: only paragraphs in that node's subtree.
 No sentence loaded (a corpus without anchors, or no vectors): no rows.
+The nearest sentences are approximate (HNSW), except within a subtree, where they are exact.
 Cost: an HNSW scan of the sentences' partial index for the corpus model (rag._ensure_vector_index;
-ef_search raised to p_k, iterative scan so the book and within filters do not starve it), a
-small dynamic statement planned in microseconds; then a static statement (plan cached) that
-looks up, for each paragraph the p_k best sentences cite, its chunks by index. About 0.75 ms
-inside the server on the two books, 1.2-1.5 ms p50 from Python (bench/bench_search.py).
+ef_search raised to p_k, iterative scan so a book filter does not starve it) or, with p_within,
+an exact ranking of the subtree's sentences (rag.sentences_cited_idx); a small dynamic
+statement planned in microseconds; then a static statement (plan cached) that looks up, for
+each paragraph the p_k best sentences cite, its chunks by index. About 0.75 ms inside the
+server on the two books, 1.2-1.5 ms p50 from Python (bench/bench_search.py).
 */
 DECLARE
     v_model  TEXT;
@@ -51,14 +53,19 @@ BEGIN
     END IF;
     PERFORM rag._set_hnsw(p_k);
     -- The p_k nearest sentences (the paragraphs they cite are exactly the best-ranked ones,
-    -- each with its best sentence); the dimension is part of the indexed expression, hence format.
+    -- each with its best sentence). Whole corpus or a book: the HNSW index (its expression has
+    -- the dimension in it, hence format). Within a subtree: the few sentences citing its files,
+    -- found by rag.sentences_cited_idx and ranked exactly (an expression the HNSW index does not
+    -- match), because an index scan filtered that narrowly can stop (hnsw.max_scan_tuples) before
+    -- it has found p_k of them.
     EXECUTE format(
         'SELECT array_agg(s.f), array_agg(p.n), array_agg(s.d) FROM ('
-        'SELECT st.cited_source_file AS f, st.cited_paragraphs AS ps, '
-        '(st.embedding::vector(%1$s) <=> $1::vector(%1$s))::float8 AS d '
+        'SELECT st.cited_source_file AS f, st.cited_paragraphs AS ps, (%1$s)::float8 AS d '
         'FROM rag.sentences st WHERE st.embedding_model = %2$L%3$s%4$s '
-        'ORDER BY st.embedding::vector(%1$s) <=> $1::vector(%1$s) LIMIT $2) s, unnest(s.ps) AS p(n)',
-        v_dim, v_model,
+        'ORDER BY %1$s LIMIT $2) s, unnest(s.ps) AS p(n)',
+        CASE WHEN v_within IS NULL THEN format('st.embedding::vector(%1$s) <=> $1::vector(%1$s)', v_dim)
+             ELSE 'st.embedding <=> $1' END,
+        v_model,
         CASE WHEN p_book IS NOT NULL THEN ' AND st.book = $3' END,
         CASE WHEN v_within IS NOT NULL THEN ' AND st.cited_source_file IN '
             '(SELECT w.source_file FROM rag.hierarchical_content_nodes w WHERE w.id = ANY($4))' END)

@@ -47,15 +47,27 @@ def test_sentence_scores_are_the_best_citing_sentence_similarity(corpus, e5):
 
 def test_the_sentences_are_searched_through_their_hnsw_index(corpus, e5):
     # rag._ensure_vector_index (run by the load) made the sentences' index; search_sentences scans
-    # it once per call (this transaction's own index-scan count), and filters keep it in use
-    index = corpus.execute("SELECT 'rag.sent_hnsw_' || substr(md5(model), 1, 12) FROM rag.embedding_models").fetchone()[0]
-    scans = "SELECT pg_stat_get_xact_numscans(%s::regclass)"
-    before = corpus.execute(scans, (index,)).fetchone()[0]
+    # it (this transaction's own index-scan counts), with or without a book; within a subtree it
+    # ranks that subtree's sentences exactly, found through rag.sentences_cited_idx instead
+    hnsw = corpus.execute("SELECT 'rag.sent_hnsw_' || substr(md5(model), 1, 12) FROM rag.embedding_models").fetchone()[0]
+
+    def scans(index: str) -> int:
+        return corpus.execute("SELECT pg_stat_get_xact_numscans(%s::regclass)", (index,)).fetchone()[0]
+
     v = e5.query(QUERY)
+    before = scans(hnsw)
     assert corpus.execute("SELECT count(*) FROM rag.search_sentences(%s, 3)", (v,)).fetchone()[0] == 3
-    corpus.execute("SELECT * FROM rag.search_sentences(%s, 3, %s, %s)",
-                   (v, BOOK, ROUTES.replace("source.md", "summary.md"))).fetchall()
-    assert corpus.execute(scans, (index,)).fetchone()[0] == before + 2
+    after_all = scans(hnsw)
+    assert after_all > before
+    corpus.execute("SELECT * FROM rag.search_sentences(%s, 3, %s)", (v, BOOK)).fetchall()
+    assert scans(hnsw) > after_all
+    hnsw_before, cited_before = scans(hnsw), scans("rag.sentences_cited_idx")
+    top = corpus.execute("SELECT sentence_score FROM rag.search_sentences(%s, 3, %s, %s)",
+                         (v, BOOK, ROUTES.replace("source.md", "summary.md"))).fetchone()[0]
+    assert scans(hnsw) == hnsw_before and scans("rag.sentences_cited_idx") > cited_before
+    exact = corpus.execute("SELECT max(1 - (embedding <=> %s)) FROM rag.sentences WHERE cited_source_file = %s",
+                           (v, ROUTES)).fetchone()[0]
+    assert top == pytest.approx(exact)
 
 
 def test_filters_book_and_within(corpus, e5):
