@@ -178,11 +178,14 @@ def one_question(results: dict[str, dict[str, dict[str, float]]]) -> float:
 
 
 def is_installed(s: Setting, defaults: dict[str, Any]) -> bool:
-    """Whether a setting is what rag._fusion_settings() installs (its None fields are defaults)."""
+    """Whether a setting is what rag._fusion_settings() installs (its None fields are defaults;
+    its BM25 weight is the one Setting.request() derives: 1 - vector_weight)."""
+    fields = {f: getattr(s, f) for f in ("fusion", "normalisation", "vector_weight", "chapter_weight", "cite_weight",
+                                         "sentence_after", "sentence_every")}
+    if s.vector_weight is not None:
+        fields["bm25_weight"] = round(1 - s.vector_weight, 3)
     return s.mode == "hybrid" and all(
-        v is None or (abs(v - defaults[f]) < 1e-9 if isinstance(v, float) else v == defaults[f])
-        for f, v in ((f, getattr(s, f)) for f in ("fusion", "normalisation", "vector_weight", "chapter_weight",
-                                                  "cite_weight", "sentence_after", "sentence_every")))
+        v is None or (abs(v - defaults[f]) < 1e-9 if isinstance(v, float) else v == defaults[f]) for f, v in fields.items())
 
 
 def choose(results: dict[str, dict[str, dict[str, float]]], candidates: list[Setting],
@@ -201,7 +204,7 @@ def choose(results: dict[str, dict[str, dict[str, float]]], candidates: list[Set
     passing = [s for s in candidates if ok(s)]
     best = max(passing or candidates, key=mean)
     installed = [s for s in passing if defaults is not None and is_installed(s, defaults)]
-    if installed and mean(best) - mean(installed[0]) < one_question(results):
+    if installed and mean(best) - mean(installed[0]) < one_question(results) - 1e-9:  # a lead of one question is not noise
         return installed[0], True
     return best, bool(passing)
 

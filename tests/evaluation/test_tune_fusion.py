@@ -39,8 +39,13 @@ def test_a_lead_of_one_question_or_more_changes_the_default():
     assert choose(res, [A, B], INSTALLED) == (B, True)
 
 
+def test_a_lead_of_exactly_one_question_changes_the_default():
+    res = results((0.50, 0.60), (0.55, 0.60))  # B leads by 0.025, computed as 0.02499…
+    assert choose(res, [A, B], INSTALLED) == (B, True)
+
+
 def test_an_installed_default_below_a_branch_is_not_kept():
-    res = results((0.05, 0.60), (0.50, 0.61))  # A's recall@5 is under the branches' 0.1
+    res = results((0.09, 0.90), (0.50, 0.51))  # A leads B by 0.01 of mean but its recall@5 is under the branches' 0.1
     assert choose(res, [A, B], INSTALLED) == (B, True)
 
 
@@ -53,3 +58,5 @@ def test_installed_defaults_are_the_databases(corpus: psycopg.Connection):
     assert is_installed(Setting("same", sentence_every=defaults["sentence_every"]), defaults)
     assert not is_installed(Setting("other", sentence_every=defaults["sentence_every"] + 1), defaults)
     assert not is_installed(Setting("bm25", "bm25"), defaults)
+    v = defaults["vector_weight"]
+    assert is_installed(Setting("weights", vector_weight=v), defaults) == (abs(1 - v - defaults["bm25_weight"]) < 1e-9)
