@@ -178,14 +178,12 @@ def one_question(results: dict[str, dict[str, dict[str, float]]]) -> float:
 
 
 def is_installed(s: Setting, defaults: dict[str, Any]) -> bool:
-    """Whether a setting is what rag._fusion_settings() installs (its None fields are defaults;
-    its BM25 weight is the one Setting.request() derives: 1 - vector_weight)."""
-    fields = {f: getattr(s, f) for f in ("fusion", "normalisation", "vector_weight", "chapter_weight", "cite_weight",
-                                         "sentence_after", "sentence_every")}
-    if s.vector_weight is not None:
-        fields["bm25_weight"] = round(1 - s.vector_weight, 3)
+    """Whether a setting searches as rag._fusion_settings()'s defaults do: every setting its
+    request passes (None = the default) equals the installed one."""
+    req = s.request()
     return s.mode == "hybrid" and all(
-        v is None or (abs(v - defaults[f]) < 1e-9 if isinstance(v, float) else v == defaults[f]) for f, v in fields.items())
+        (v := getattr(req, f)) is None or (abs(v - d) < 1e-9 if isinstance(v, float) else v == d)
+        for f, d in defaults.items())
 
 
 def choose(results: dict[str, dict[str, dict[str, float]]], candidates: list[Setting],

@@ -6,7 +6,7 @@ CREATE INDEX IF NOT EXISTS sentences_cited_idx ON rag.sentences (cited_source_fi
 COMMENT ON INDEX rag.sentences_cited_idx IS
     'The sentences citing a file: rag.search_sentences ranks a subtree''s sentences exactly through it.';
 
--- function: _ensure_vector_index sha256:0129b50c35b7fca99a33e196b5c82158e8deb0eb0a992cb086bb133ab83fd875
+-- function: _ensure_vector_index sha256:524e62f50833219a504cf08624c11e64ca952a1b9d4f47a9c1bd240576f0fef8
 -- Register an embedding model and create its partial HNSW index (loader only).
 CREATE OR REPLACE FUNCTION rag._ensure_vector_index(
     p_model     TEXT,
@@ -26,6 +26,8 @@ another dimension is an error. Cost: index creation is O(rows of the model) (100
 DECLARE
     v_dim   INT;
     v_index TEXT := 'hcn_hnsw_' || substr(md5(p_model), 1, 12);
+    v_table TEXT;
+    v_name  TEXT;
 BEGIN
     IF p_model IS NULL OR p_dimension IS NULL OR p_dimension NOT BETWEEN 1 AND 2000 THEN
         RAISE EXCEPTION 'model and a dimension within 1..2000 are required, got "%" and %', p_model, p_dimension
@@ -39,14 +41,13 @@ BEGIN
     IF v_dim IS NULL THEN
         INSERT INTO rag.embedding_models (model, dimension, index_name) VALUES (p_model, p_dimension, v_index);
     END IF;
-    EXECUTE format(
-        'CREATE INDEX IF NOT EXISTS %I ON rag.hierarchical_content_nodes '
-        'USING hnsw ((embedding::vector(%s)) vector_cosine_ops) WHERE embedding_model = %L',
-        v_index, p_dimension, p_model);
-    EXECUTE format(
-        'CREATE INDEX IF NOT EXISTS %I ON rag.sentences '
-        'USING hnsw ((embedding::vector(%s)) vector_cosine_ops) WHERE embedding_model = %L',
-        'sent_hnsw_' || substr(md5(p_model), 1, 12), p_dimension, p_model);
+    FOR v_table, v_name IN VALUES ('hierarchical_content_nodes', v_index),
+                                  ('sentences', 'sent_hnsw_' || substr(md5(p_model), 1, 12)) LOOP
+        EXECUTE format(
+            'CREATE INDEX IF NOT EXISTS %I ON rag.%I '
+            'USING hnsw ((embedding::vector(%s)) vector_cosine_ops) WHERE embedding_model = %L',
+            v_name, v_table, p_dimension, p_model);
+    END LOOP;
     RETURN v_index;
 END
 $$;
@@ -285,7 +286,7 @@ END
 $$;
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
-    ('_ensure_vector_index', '0129b50c35b7fca99a33e196b5c82158e8deb0eb0a992cb086bb133ab83fd875', '0009_sentence_hnsw'),
+    ('_ensure_vector_index', '524e62f50833219a504cf08624c11e64ca952a1b9d4f47a9c1bd240576f0fef8', '0009_sentence_hnsw'),
     ('_search_hits', '327f825946b06d1ac0d3b0ef6fc4d369a290f8e7542259ba7209e9aba0ad1154', '0009_sentence_hnsw'),
     ('search_sentences', '03d7156928397b2bb0da46e87c174b351ed7bb8af2584a68c4b491bbd7783434', '0009_sentence_hnsw')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

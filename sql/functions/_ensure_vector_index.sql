@@ -17,6 +17,8 @@ another dimension is an error. Cost: index creation is O(rows of the model) (100
 DECLARE
     v_dim   INT;
     v_index TEXT := 'hcn_hnsw_' || substr(md5(p_model), 1, 12);
+    v_table TEXT;
+    v_name  TEXT;
 BEGIN
     IF p_model IS NULL OR p_dimension IS NULL OR p_dimension NOT BETWEEN 1 AND 2000 THEN
         RAISE EXCEPTION 'model and a dimension within 1..2000 are required, got "%" and %', p_model, p_dimension
@@ -30,14 +32,13 @@ BEGIN
     IF v_dim IS NULL THEN
         INSERT INTO rag.embedding_models (model, dimension, index_name) VALUES (p_model, p_dimension, v_index);
     END IF;
-    EXECUTE format(
-        'CREATE INDEX IF NOT EXISTS %I ON rag.hierarchical_content_nodes '
-        'USING hnsw ((embedding::vector(%s)) vector_cosine_ops) WHERE embedding_model = %L',
-        v_index, p_dimension, p_model);
-    EXECUTE format(
-        'CREATE INDEX IF NOT EXISTS %I ON rag.sentences '
-        'USING hnsw ((embedding::vector(%s)) vector_cosine_ops) WHERE embedding_model = %L',
-        'sent_hnsw_' || substr(md5(p_model), 1, 12), p_dimension, p_model);
+    FOR v_table, v_name IN VALUES ('hierarchical_content_nodes', v_index),
+                                  ('sentences', 'sent_hnsw_' || substr(md5(p_model), 1, 12)) LOOP
+        EXECUTE format(
+            'CREATE INDEX IF NOT EXISTS %I ON rag.%I '
+            'USING hnsw ((embedding::vector(%s)) vector_cosine_ops) WHERE embedding_model = %L',
+            v_name, v_table, p_dimension, p_model);
+    END LOOP;
     RETURN v_index;
 END
 $$;

