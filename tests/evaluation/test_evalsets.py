@@ -1,5 +1,5 @@
 """The team's evalsets: enough questions, spread over the books, the kinds in proportion, every
-answer fragment really in its expected passage, and paraphrase questions that share no content
+answer fragment really in its expected passage (inside one chunk), and paraphrase questions that share no content
 word with the paragraph holding the answer."""
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from bookrag.config import DEFAULT_HOME
 from evaluation.evalset import load_evalset
 from evaluation.metrics import normalise
 from loader import frontmatter
-from loader.chunking import paragraphs
+from loader.chunking import chunk_body, paragraphs
 from loader.manifest import book_tree, find_book
 
 EVALS = DEFAULT_HOME / "evals"
+MAX_CHUNK_TOKENS = 400  # the default chunking threshold (BOOKRAG_MAX_CHUNK_TOKENS)
 BOOKS = ("bastiat-sophismes-economiques", "tocqueville-democratie-en-amerique")
 STOP = {"alors", "aussi", "autre", "autres", "avec", "avoir", "cela", "celle", "celles", "celui", "ceux", "cette", "chaque",
         "comme", "comment", "dans", "depuis", "donc", "elle", "elles", "entre", "etre", "fait", "faire", "leur", "leurs",
@@ -58,13 +59,15 @@ def prepared(prepared_home: Path) -> Path:
 def test_fragments_are_in_their_passage_and_paraphrases_share_no_word(slug, prepared):
     for item in load_evalset(EVALS / f"{slug}.jsonl"):
         source = next(f for f in item.expected_files if f.endswith("source.md"))
-        paras = paragraphs(frontmatter.read(prepared / source)[1])
+        body = frontmatter.read(prepared / source)[1]
+        # What search returns is a chunk, and a long paragraph is cut into several: a fragment
+        # across a cut can never be found (bastiat-007 and -023 were, until 2026-12-01).
+        chunks = [c.text for c in chunk_body(body, MAX_CHUNK_TOKENS)]
+        paras = paragraphs(body)
         for frag in item.answers:
+            assert any(normalise(frag) in normalise(c) for c in chunks), \
+                f"{item.id}: fragment not inside one chunk of {source}: {frag!r}"
             holding = [p for p in paras if normalise(frag) in normalise(p)]
-            if item.kind != "lexical":
-                assert holding, f"{item.id}: fragment not in one paragraph of {source}: {frag!r}"
-            else:
-                assert holding or normalise(frag) in normalise(" ".join(paras)), f"{item.id}: {frag!r}"
             if item.kind == "paraphrase":
                 stems = {fold(w)[:5] for p in holding for w in re.findall(r"[^\W\d_]+", p)}
                 words = [fold(w) for w in re.findall(r"[^\W\d_]+", item.question.replace("’", "'"))
