@@ -27,14 +27,16 @@ Checks rag.search's arguments and runs the search named by p_mode, returning its
 (rag.search_hit, best first), unchanged except in 'hybrid':
   'hybrid'     rag.search_hybrid (both branches fused; the default), with the sentence
                branch's paragraphs (rag.search_sentences) in the places p_sentence_after
-               and p_sentence_every give them (rag._fusion_settings): after the first
-               sentence_after fused hits, one place in every sentence_every goes to the
-               sentence branch's best paragraph not already in the fused list (no chunk of
-               the same paragraph there); when the fused list runs out, the sentence branch
-               fills the remaining places. The merged list is cut at p_k and ranked again
-               1..k (a placed row's score is its sentence score; rank, not score, orders the
-               list). Not applied when the filters exclude paragraphs (levels without 0,
-               node_type 'summary') or without a query vector.
+               and p_sentence_every give them (rag._fusion_settings), interleaved: place
+               p (1..k) is the sentence branch's when p > sentence_after and
+               (p - sentence_after - 1) is a multiple of sentence_every, the fused list's
+               otherwise; each place takes its list's next row whose paragraph (any of its
+               chunks) is not placed yet, so a paragraph both lists hold takes the better of
+               its two places; when one list runs out, the other fills the remaining places.
+               The merged list is ranked again 1..k (a placed row's score is its sentence
+               score; rank, not score, orders the list). Not applied when the filters
+               exclude paragraphs (levels without 0, node_type 'summary') or without a
+               query vector.
   'bm25'       rag.search_bm25
   'vector'     rag.search_vector (p_query unused; p_query_embedding required)
   'two-stage'  rag.search_two_stage (sections first; no levels or node_type filter)
@@ -48,6 +50,17 @@ the merge (about 1.2 ms per search on the two books, 2.6 ms at 100k rows: bench/
 DECLARE
     v_model TEXT;
     st      RECORD;
+    f_rows  rag.search_hit[];  -- the fused list, best first, and each row's paragraph key
+    f_keys  TEXT[];
+    s_rows  rag.search_hit[];  -- the sentence branch's paragraphs, best first, and their keys
+    s_keys  TEXT[];
+    v_fi    INT := 1;
+    v_si    INT := 1;
+    v_n     INT := 0;
+    v_seen  TEXT[] := '{}';    -- the keys placed so far, and those the sentence branch placed
+    v_seen_s TEXT[] := '{}';
+    v_take  BOOLEAN;
+    r       rag.search_hit;
 BEGIN
     IF p_mode IS NULL OR p_mode NOT IN ('hybrid', 'two-stage', 'bm25', 'vector') THEN
         RAISE EXCEPTION 'mode must be hybrid, two-stage, bm25 or vector, got "%"', p_mode
@@ -81,40 +94,50 @@ BEGIN
                 p_cite_weight => p_cite_weight);
             RETURN;
         END IF;
-        -- Merge: fused row i keeps key i; the sentence branch's j-th new paragraph gets key
-        -- after + (j - 1) * (every - 1) + 0.5, i.e. it lands at place after + 1 + (j - 1) * every
-        -- while fused rows remain, and fills the places after them (ties: sentence rank).
-        RETURN QUERY
-        WITH base AS (
-            SELECT * FROM rag.search_hybrid(p_query, p_query_embedding, p_k, p_book, p_levels, p_node_type,
-                p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight, p_fusion => p_fusion,
-                p_normalisation => p_normalisation, p_chapter_weight => p_chapter_weight, p_within => p_within,
-                p_cite_weight => p_cite_weight)
-        ), listed AS (  -- the paragraphs the fused list holds (any of their chunks; a primary-key lookup each)
-            SELECT b.source_file, (SELECT n.paragraph FROM rag.hierarchical_content_nodes n WHERE n.id = b.id) AS paragraph
-            FROM base b
-            WHERE b.level = 0
-        ), placed AS (
-            SELECT s.*, row_number() OVER (ORDER BY s.rank) AS j
-            FROM rag.search_sentences(p_query_embedding, least(1000, 2 * p_k), p_book, p_within) s
-            WHERE NOT EXISTS (SELECT 1 FROM listed l WHERE l.source_file = s.source_file AND l.paragraph =
-                              (SELECT n.paragraph FROM rag.hierarchical_content_nodes n WHERE n.id = s.id))
-        ), merged AS (
-            SELECT b.*, b.rank::float8 AS key FROM base b
-            UNION ALL
-            SELECT p.id, p.source_file, p.chunk_index, p.level, p.node_type, p.heading_path, p.parent_source_file,
-                   p.content, p.content_token_count, p.book, p.node_order, p.score, p.rank, p.bm25_rank,
-                   p.bm25_score, p.vector_rank, p.vector_score, p.section_score, p.sentence_rank, p.sentence_score,
-                   st.sentence_after + (p.j - 1) * (st.sentence_every - 1) + 0.5
-            FROM placed p
-        )
-        SELECT m.id, m.source_file, m.chunk_index, m.level, m.node_type, m.heading_path, m.parent_source_file,
-               m.content, m.content_token_count, m.book, m.node_order, m.score,
-               (row_number() OVER (ORDER BY m.key, m.sentence_rank))::int, m.bm25_rank, m.bm25_score, m.vector_rank,
-               m.vector_score, m.section_score, m.sentence_rank, m.sentence_score
-        FROM merged m
-        ORDER BY m.key, m.sentence_rank
-        LIMIT p_k;
+        -- Merge: the greedy interleave of evaluation/experiments/sentence_anchors/slots.py. A
+        -- paragraph's key is its file and number (its chunks are one paragraph); other rows keep
+        -- their id. Two chunks of one paragraph in the fused list both stay. At most k + 2k rows,
+        -- so the loop and its ANY() are cheap.
+        SELECT array_agg(b ORDER BY b.rank),
+               array_agg(CASE WHEN b.level = 0 THEN b.source_file || '#' || n.paragraph ELSE b.id::text END ORDER BY b.rank)
+        INTO f_rows, f_keys
+        FROM rag.search_hybrid(p_query, p_query_embedding, p_k, p_book, p_levels, p_node_type,
+                 p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight, p_fusion => p_fusion,
+                 p_normalisation => p_normalisation, p_chapter_weight => p_chapter_weight, p_within => p_within,
+                 p_cite_weight => p_cite_weight) b
+        JOIN rag.hierarchical_content_nodes n ON n.id = b.id;
+        SELECT array_agg(s ORDER BY s.rank), array_agg(s.source_file || '#' || n.paragraph ORDER BY s.rank)
+        INTO s_rows, s_keys
+        FROM rag.search_sentences(p_query_embedding, least(1000, 2 * p_k), p_book, p_within) s
+        JOIN rag.hierarchical_content_nodes n ON n.id = s.id;
+        f_rows := coalesce(f_rows, '{}');
+        s_rows := coalesce(s_rows, '{}');
+        WHILE v_n < p_k AND (v_fi <= cardinality(f_rows) OR v_si <= cardinality(s_rows)) LOOP
+            v_take := (v_si <= cardinality(s_rows) AND v_n >= st.sentence_after
+                       AND (v_n - st.sentence_after) % st.sentence_every = 0)
+                      OR v_fi > cardinality(f_rows);
+            IF v_take THEN
+                WHILE v_si <= cardinality(s_rows) AND s_keys[v_si] = ANY(v_seen) LOOP
+                    v_si := v_si + 1;
+                END LOOP;
+                CONTINUE WHEN v_si > cardinality(s_rows);
+                r := s_rows[v_si];
+                v_seen := v_seen || s_keys[v_si];
+                v_seen_s := v_seen_s || s_keys[v_si];
+                v_si := v_si + 1;
+            ELSE
+                WHILE v_fi <= cardinality(f_rows) AND f_keys[v_fi] = ANY(v_seen_s) LOOP
+                    v_fi := v_fi + 1;
+                END LOOP;
+                CONTINUE WHEN v_fi > cardinality(f_rows);
+                r := f_rows[v_fi];
+                v_seen := v_seen || f_keys[v_fi];
+                v_fi := v_fi + 1;
+            END IF;
+            v_n := v_n + 1;
+            r.rank := v_n;
+            RETURN NEXT r;
+        END LOOP;
     ELSIF p_mode = 'two-stage' THEN
         RETURN QUERY SELECT * FROM rag.search_two_stage(p_query, p_query_embedding, p_k, p_book, p_within => p_within,
             p_fusion => p_fusion, p_normalisation => p_normalisation, p_bm25_weight => p_bm25_weight,

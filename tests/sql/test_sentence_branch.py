@@ -91,13 +91,32 @@ def paragraph(conn, row_id):
 
 
 def expected_merge(conn, fused, branch, after, every, k=6):
-    """The documented merge, computed here: fused row i has key i, the branch's j-th paragraph not
-    in the fused list key after + (j - 1) * (every - 1) + 0.5 (ties by branch rank); cut at k."""
-    listed = {paragraph(conn, i) for i in fused}
-    new = [i for i in branch if paragraph(conn, i) not in listed]
-    keyed = [(i + 1, 0, x) for i, x in enumerate(fused)]
-    keyed += [(after + j * (every - 1) + 0.5, j + 1, x) for j, x in enumerate(new)]
-    return [x for _, _, x in sorted(keyed)][:k], new
+    """The documented merge, computed here: with n rows placed, the next place is the branch's when
+    n >= after and (n - after) % every == 0, the fused list's otherwise; each place takes its
+    list's next row whose paragraph is not placed yet (a fused row: not placed by the branch); a
+    list that runs out leaves the places to the other. Returns the merged ids and those taken
+    from the branch."""
+    out, from_branch, seen, seen_branch = [], [], set(), set()
+    fi = si = 0
+    while len(out) < k and (fi < len(fused) or si < len(branch)):
+        n = len(out)
+        if (si < len(branch) and n >= after and (n - after) % every == 0) or fi >= len(fused):
+            while si < len(branch) and paragraph(conn, branch[si]) in seen:
+                si += 1
+            if si == len(branch):
+                continue
+            x, si = branch[si], si + 1
+            seen_branch.add(paragraph(conn, x))
+            from_branch.append(x)
+        else:
+            while fi < len(fused) and paragraph(conn, fused[fi]) in seen_branch:
+                fi += 1
+            if fi == len(fused):
+                continue
+            x, fi = fused[fi], fi + 1
+        seen.add(paragraph(conn, x))
+        out.append(x)
+    return out, from_branch
 
 
 @pytest.mark.parametrize("after,every,within", [
@@ -110,16 +129,30 @@ def test_hybrid_places_the_sentence_branch_after_n_then_one_in_every_m(corpus, e
     fused = [r[0] for r in corpus.execute("SELECT id FROM rag.search_hybrid(%s, %s, 6, p_within => %s)", (QUERY, v, within))]
     assert [i for (i, _) in ids(corpus, v, sentence_every=0, within=within)] == fused
     branch = [r[0] for r in corpus.execute("SELECT id FROM rag.search_sentences(%s, 12, p_within => %s)", (v, within))]
-    expected, new = expected_merge(corpus, fused, branch, after, every)
-    assert new, "the fixture query must find a paragraph the fused list does not hold"
+    expected, from_branch = expected_merge(corpus, fused, branch, after, every)
+    assert from_branch, "the branch must place at least one paragraph"
     merged = ids(corpus, v, sentence_after=after, sentence_every=every, within=within)
     assert [i for (i, _) in merged] == expected
-    assert all((r is not None) == (i in new) for (i, r) in merged)
+    assert all((r is not None) == (i in from_branch) for (i, r) in merged)
     placed = [paragraph(corpus, i) for (i, r) in merged if r is not None]
     assert not set(placed) & {paragraph(corpus, i) for (i, r) in merged if r is None}
     if within:
         inside = {r[0] for r in corpus.execute("SELECT unnest(rag._subtree_ids(%s))", (within,))}
         assert {i for (i, _) in merged} <= inside
+
+
+def test_a_paragraph_both_lists_hold_takes_the_better_of_its_two_places(corpus, e5):
+    # the branch's best paragraph is also in the fused list, below the first place: with the
+    # branch given the first place, it moves up there and is not listed twice
+    v = e5.query(QUERY)
+    fused = [paragraph(corpus, r[0]) for r in corpus.execute("SELECT id FROM rag.search_hybrid(%s, %s, 6)", (QUERY, v))]
+    best = paragraph(corpus, corpus.execute("SELECT id FROM rag.search_sentences(%s, 1)", (v,)).fetchone()[0])
+    assert best in fused[1:], "the fixture query's best cited paragraph must be in the fused list, not first"
+    merged = [paragraph(corpus, i) for (i, _) in ids(corpus, v, sentence_after=0, sentence_every=2)]
+    assert merged[0] == best and merged.count(best) == 1
+    assert merged[1] == fused[0]
+    # and a paragraph only the branch holds enters the list
+    assert set(paragraph(corpus, i) for (i, _) in ids(corpus, v, sentence_after=1, sentence_every=2)) - set(fused)
 
 
 def test_the_branch_is_skipped_when_filters_exclude_paragraphs(corpus, e5):

@@ -1,0 +1,159 @@
+-- 0010_sentence_interleave: the sentence branch is interleaved with the fused list (a paragraph both hold takes the better of its two places), as the experiment that justified the branch measured it
+-- depends: 0009_sentence_hnsw
+
+-- function: _search_hits sha256:341e2acd488121f7da8d7ca323e250929e9ecbf21faceaf89a7500c6455418c4
+-- rag._search_hits: the mode dispatcher behind rag.search (the mode list is defined and checked here).
+CREATE OR REPLACE FUNCTION rag._search_hits(
+    p_query           TEXT,
+    p_query_embedding vector,
+    p_mode            TEXT,
+    p_k               INT,
+    p_book            TEXT,
+    p_levels          INT[],
+    p_node_type       TEXT,
+    p_within          TEXT,
+    p_fusion          TEXT,
+    p_normalisation   TEXT,
+    p_bm25_weight     FLOAT8,
+    p_vector_weight   FLOAT8,
+    p_chapter_weight  FLOAT8,
+    p_cite_weight     FLOAT8,
+    p_sentence_after  INT,
+    p_sentence_every  INT,
+    p_expand          TEXT[],
+    p_query_model     TEXT
+) RETURNS SETOF rag.search_hit
+LANGUAGE plpgsql STABLE
+SET max_parallel_workers_per_gather = 0
+AS $$
+/*
+Checks rag.search's arguments and runs the search named by p_mode, returning its rows
+(rag.search_hit, best first), unchanged except in 'hybrid':
+  'hybrid'     rag.search_hybrid (both branches fused; the default), with the sentence
+               branch's paragraphs (rag.search_sentences) in the places p_sentence_after
+               and p_sentence_every give them (rag._fusion_settings), interleaved: place
+               p (1..k) is the sentence branch's when p > sentence_after and
+               (p - sentence_after - 1) is a multiple of sentence_every, the fused list's
+               otherwise; each place takes its list's next row whose paragraph (any of its
+               chunks) is not placed yet, so a paragraph both lists hold takes the better of
+               its two places; when one list runs out, the other fills the remaining places.
+               The merged list is ranked again 1..k (a placed row's score is its sentence
+               score; rank, not score, orders the list). Not applied when the filters
+               exclude paragraphs (levels without 0, node_type 'summary') or without a
+               query vector.
+  'bm25'       rag.search_bm25
+  'vector'     rag.search_vector (p_query unused; p_query_embedding required)
+  'two-stage'  rag.search_two_stage (sections first; no levels or node_type filter)
+Any other mode is an error naming it; so is a word of p_expand other than 'parent' and 'cited',
+and a p_query_model that is not the corpus model. Parameters: as rag.search's (no defaults
+here: rag.search gives them). rag.search adds the expansions on top of these rows; it is a SQL
+function the caller's statement inlines, so its plan is cached with the caller's.
+Cost: the called function's (one extra PL/pgSQL call); hybrid adds rag.search_sentences and
+the merge (about 1.2 ms per search on the two books, 2.6 ms at 100k rows: bench/bench_search.py).
+*/
+DECLARE
+    v_model TEXT;
+    st      RECORD;
+    f_rows  rag.search_hit[];  -- the fused list, best first, and each row's paragraph key
+    f_keys  TEXT[];
+    s_rows  rag.search_hit[];  -- the sentence branch's paragraphs, best first, and their keys
+    s_keys  TEXT[];
+    v_fi    INT := 1;
+    v_si    INT := 1;
+    v_n     INT := 0;
+    v_seen  TEXT[] := '{}';    -- the keys placed so far, and those the sentence branch placed
+    v_seen_s TEXT[] := '{}';
+    v_take  BOOLEAN;
+    r       rag.search_hit;
+BEGIN
+    IF p_mode IS NULL OR p_mode NOT IN ('hybrid', 'two-stage', 'bm25', 'vector') THEN
+        RAISE EXCEPTION 'mode must be hybrid, two-stage, bm25 or vector, got "%"', p_mode
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_mode = 'two-stage' AND (p_levels IS NOT NULL OR p_node_type IS NOT NULL) THEN
+        RAISE EXCEPTION 'two-stage search ranks paragraphs inside the best sections: it takes no levels or node_type filter'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_expand IS NOT NULL AND NOT p_expand <@ ARRAY['parent', 'cited'] THEN
+        RAISE EXCEPTION 'expand takes parent and cited, got "%"',
+            (SELECT string_agg(coalesce(e, 'NULL'), ', ') FROM unnest(p_expand) e WHERE e IS NULL OR e NOT IN ('parent', 'cited'))
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_query_model IS NOT NULL AND p_query_embedding IS NOT NULL THEN
+        SELECT m.model INTO v_model FROM rag._corpus_model(NULL) m;
+        IF v_model IS DISTINCT FROM p_query_model THEN
+            RAISE EXCEPTION 'the query was embedded with "%" but the corpus model is "%"; embed it with the corpus model',
+                p_query_model, coalesce(v_model, 'none (no vectors loaded)')
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    IF p_mode = 'hybrid' THEN
+        SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight,
+                                                   p_chapter_weight, p_cite_weight, p_sentence_after, p_sentence_every);
+        IF st.sentence_every = 0 OR st.sentence_after >= p_k OR p_query_embedding IS NULL
+           OR NOT 0 = ANY(coalesce(p_levels, ARRAY[0])) OR p_node_type = 'summary' THEN
+            RETURN QUERY SELECT * FROM rag.search_hybrid(p_query, p_query_embedding, p_k, p_book, p_levels, p_node_type,
+                p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight, p_fusion => p_fusion,
+                p_normalisation => p_normalisation, p_chapter_weight => p_chapter_weight, p_within => p_within,
+                p_cite_weight => p_cite_weight);
+            RETURN;
+        END IF;
+        -- Merge: the greedy interleave of evaluation/experiments/sentence_anchors/slots.py. A
+        -- paragraph's key is its file and number (its chunks are one paragraph); other rows keep
+        -- their id. Two chunks of one paragraph in the fused list both stay. At most k + 2k rows,
+        -- so the loop and its ANY() are cheap.
+        SELECT array_agg(b ORDER BY b.rank),
+               array_agg(CASE WHEN b.level = 0 THEN b.source_file || '#' || n.paragraph ELSE b.id::text END ORDER BY b.rank)
+        INTO f_rows, f_keys
+        FROM rag.search_hybrid(p_query, p_query_embedding, p_k, p_book, p_levels, p_node_type,
+                 p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight, p_fusion => p_fusion,
+                 p_normalisation => p_normalisation, p_chapter_weight => p_chapter_weight, p_within => p_within,
+                 p_cite_weight => p_cite_weight) b
+        JOIN rag.hierarchical_content_nodes n ON n.id = b.id;
+        SELECT array_agg(s ORDER BY s.rank), array_agg(s.source_file || '#' || n.paragraph ORDER BY s.rank)
+        INTO s_rows, s_keys
+        FROM rag.search_sentences(p_query_embedding, least(1000, 2 * p_k), p_book, p_within) s
+        JOIN rag.hierarchical_content_nodes n ON n.id = s.id;
+        f_rows := coalesce(f_rows, '{}');
+        s_rows := coalesce(s_rows, '{}');
+        WHILE v_n < p_k AND (v_fi <= cardinality(f_rows) OR v_si <= cardinality(s_rows)) LOOP
+            v_take := (v_si <= cardinality(s_rows) AND v_n >= st.sentence_after
+                       AND (v_n - st.sentence_after) % st.sentence_every = 0)
+                      OR v_fi > cardinality(f_rows);
+            IF v_take THEN
+                WHILE v_si <= cardinality(s_rows) AND s_keys[v_si] = ANY(v_seen) LOOP
+                    v_si := v_si + 1;
+                END LOOP;
+                CONTINUE WHEN v_si > cardinality(s_rows);
+                r := s_rows[v_si];
+                v_seen := v_seen || s_keys[v_si];
+                v_seen_s := v_seen_s || s_keys[v_si];
+                v_si := v_si + 1;
+            ELSE
+                WHILE v_fi <= cardinality(f_rows) AND f_keys[v_fi] = ANY(v_seen_s) LOOP
+                    v_fi := v_fi + 1;
+                END LOOP;
+                CONTINUE WHEN v_fi > cardinality(f_rows);
+                r := f_rows[v_fi];
+                v_seen := v_seen || f_keys[v_fi];
+                v_fi := v_fi + 1;
+            END IF;
+            v_n := v_n + 1;
+            r.rank := v_n;
+            RETURN NEXT r;
+        END LOOP;
+    ELSIF p_mode = 'two-stage' THEN
+        RETURN QUERY SELECT * FROM rag.search_two_stage(p_query, p_query_embedding, p_k, p_book, p_within => p_within,
+            p_fusion => p_fusion, p_normalisation => p_normalisation, p_bm25_weight => p_bm25_weight,
+            p_vector_weight => p_vector_weight);
+    ELSIF p_mode = 'bm25' THEN
+        RETURN QUERY SELECT * FROM rag.search_bm25(p_query, p_k, p_book, p_levels, p_node_type, p_within => p_within);
+    ELSE
+        RETURN QUERY SELECT * FROM rag.search_vector(p_query_embedding, p_k, p_book, p_levels, p_node_type, p_within => p_within);
+    END IF;
+END
+$$;
+
+INSERT INTO rag.function_versions (name, sha256, migration) VALUES
+    ('_search_hits', '341e2acd488121f7da8d7ca323e250929e9ecbf21faceaf89a7500c6455418c4', '0010_sentence_interleave')
+ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();
