@@ -1,7 +1,99 @@
 -- 0010_sentence_interleave: the sentence branch is interleaved with the fused list (a paragraph both hold takes the better of its two places), as the experiment that justified the branch measured it
 -- depends: 0009_sentence_hnsw
 
--- function: _search_hits sha256:341e2acd488121f7da8d7ca323e250929e9ecbf21faceaf89a7500c6455418c4
+-- function: _fusion_settings sha256:a68d4b5c1fae346525681983262b072b6590e4dadacdbf459914e73878cc516c
+-- The fusion settings of a hybrid search: the defaults and the bounds, defined here only.
+CREATE OR REPLACE FUNCTION rag._fusion_settings(
+    p_fusion         TEXT,
+    p_normalisation  TEXT,
+    p_bm25_weight    FLOAT8,
+    p_vector_weight  FLOAT8,
+    p_chapter_weight FLOAT8,
+    p_cite_weight    FLOAT8 DEFAULT NULL,
+    p_sentence_after INT DEFAULT NULL,
+    p_sentence_every INT DEFAULT NULL,
+    OUT fusion         TEXT,
+    OUT normalisation  TEXT,
+    OUT bm25_weight    FLOAT8,
+    OUT vector_weight  FLOAT8,
+    OUT chapter_weight FLOAT8,
+    OUT cite_weight    FLOAT8,
+    OUT sentence_after INT,
+    OUT sentence_every INT
+)
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+/*
+Returns the settings a hybrid search runs with: each argument, or its default when NULL, after
+checking it. Every function built on rag.search_hybrid (rag.search_two_stage, rag.search,
+rag.build_context) takes these parameters with DEFAULT NULL and passes them on, so the
+defaults live here only; `SELECT * FROM rag._fusion_settings(NULL, NULL, NULL, NULL, NULL)`
+shows them. Chosen by measurement (evaluation/tune_fusion.py: tuned on one half of each
+evalset, checked on the other; docs/decisions/0011-score-fusion.md):
+  fusion         'convex' (default): a weighted sum of each branch's per-query normalised
+                 scores; 'rrf': Reciprocal Rank Fusion (the default before issue 10).
+  normalisation  'zscore' (default) or 'minmax': how 'convex' normalises a branch's scores
+                 (a branch's lone candidate gets 1 under both: the top of the min-max scale,
+                 but below the 2-3 a pool's best z-score reaches; see the decision record).
+  bm25_weight, vector_weight   relative weights of the branches (default 0.5 and 0.5); each
+                 finite and >= 0, not both 0.
+  chapter_weight share of a paragraph's score taken from its chapter summary's fused score,
+                 within 0..1 (default 0.4).
+  cite_weight    share of a paragraph's score taken from the best candidate summary chunk whose
+                 anchors cite it (docs/anchors.md), within 0..1, chapter_weight + cite_weight
+                 at most 1 (default 0: measured, see README).
+  sentence_after, sentence_every   the sentence branch's places in a hybrid list
+                 (rag.search_sentences: paragraphs found through the chapter-summary sentences
+                 that cite them, docs/anchors.md): the first sentence_after hits are the fused
+                 list's, then one place in every sentence_every goes to the sentence branch's
+                 next paragraph not placed yet (with the defaults, 1 and 3: places 2, 5, 8), so
+                 a paragraph both lists hold takes the better of its two places (rag._search_hits).
+                 Both within 0..1000; sentence_every 0 = no sentence branch.
+Bad values raise invalid_parameter_value (22023) naming the value; Python, the CLI and the MCP
+server pass values through and show this message.
+Cost: a few comparisons.
+*/
+BEGIN
+    fusion         := coalesce(p_fusion, 'convex');
+    normalisation  := coalesce(p_normalisation, 'zscore');
+    bm25_weight    := coalesce(p_bm25_weight, 0.5);
+    vector_weight  := coalesce(p_vector_weight, 0.5);
+    chapter_weight := coalesce(p_chapter_weight, 0.4);
+    cite_weight    := coalesce(p_cite_weight, 0);
+    sentence_after := coalesce(p_sentence_after, 1);
+    sentence_every := coalesce(p_sentence_every, 3);
+    IF fusion NOT IN ('rrf', 'convex') THEN
+        RAISE EXCEPTION 'fusion must be ''rrf'' or ''convex'', got "%"', fusion
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF normalisation NOT IN ('minmax', 'zscore') THEN
+        RAISE EXCEPTION 'normalisation must be ''minmax'' or ''zscore'', got "%"', normalisation
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT (bm25_weight >= 0 AND bm25_weight < 'Infinity' AND vector_weight >= 0 AND vector_weight < 'Infinity') THEN
+        RAISE EXCEPTION 'branch weights must be finite and >= 0, got bm25 % and vector %', bm25_weight, vector_weight
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF bm25_weight = 0 AND vector_weight = 0 THEN
+        RAISE EXCEPTION 'branch weights are both 0: give at least one branch a positive weight'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT chapter_weight BETWEEN 0 AND 1 THEN
+        RAISE EXCEPTION 'chapter_weight must be within 0..1, got %', chapter_weight
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT cite_weight BETWEEN 0 AND 1 OR chapter_weight + cite_weight > 1 THEN
+        RAISE EXCEPTION 'cite_weight must be within 0..1 and chapter_weight + cite_weight at most 1, got % and %',
+            cite_weight, chapter_weight USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT sentence_after BETWEEN 0 AND 1000 OR NOT sentence_every BETWEEN 0 AND 1000 THEN
+        RAISE EXCEPTION 'sentence_after and sentence_every must be within 0..1000, got % and %',
+            sentence_after, sentence_every USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+
+-- function: _search_hits sha256:2d7ddac4c8b7b0c46fcef8542bcde50cd5bad62482a68c3f07b76b91b647d023
 -- rag._search_hits: the mode dispatcher behind rag.search (the mode list is defined and checked here).
 CREATE OR REPLACE FUNCTION rag._search_hits(
     p_query           TEXT,
@@ -38,7 +130,8 @@ Checks rag.search's arguments and runs the search named by p_mode, returning its
                chunks) is not placed yet, so a paragraph both lists hold takes the better of
                its two places; when one list runs out, the other fills the remaining places.
                The merged list is ranked again 1..k (a placed row's score is its sentence
-               score; rank, not score, orders the list). Not applied when the filters
+               score, and it keeps the fused row's branch columns when the fused list holds
+               the same chunk; rank, not score, orders the list). Not applied when the filters
                exclude paragraphs (levels without 0, node_type 'summary') or without a
                query vector.
   'bm25'       rag.search_bm25
@@ -102,18 +195,22 @@ BEGIN
         -- paragraph's key is its file and number (its chunks are one paragraph); other rows keep
         -- their id. Two chunks of one paragraph in the fused list both stay. At most k + 2k rows,
         -- so the loop and its ANY() are cheap.
+        -- (the paragraph numbers by primary key, one lookup per row: a join would be planned
+        -- for the functions' default 1,000 rows and scan the table)
         SELECT array_agg(b ORDER BY b.rank),
-               array_agg(CASE WHEN b.level = 0 THEN b.source_file || '#' || n.paragraph ELSE b.id::text END ORDER BY b.rank)
+               array_agg(CASE WHEN b.level = 0
+                              THEN b.source_file || '#' || (SELECT n.paragraph FROM rag.hierarchical_content_nodes n WHERE n.id = b.id)
+                              ELSE b.id::text END ORDER BY b.rank)
         INTO f_rows, f_keys
         FROM rag.search_hybrid(p_query, p_query_embedding, p_k, p_book, p_levels, p_node_type,
                  p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight, p_fusion => p_fusion,
                  p_normalisation => p_normalisation, p_chapter_weight => p_chapter_weight, p_within => p_within,
-                 p_cite_weight => p_cite_weight) b
-        JOIN rag.hierarchical_content_nodes n ON n.id = b.id;
-        SELECT array_agg(s ORDER BY s.rank), array_agg(s.source_file || '#' || n.paragraph ORDER BY s.rank)
+                 p_cite_weight => p_cite_weight) b;
+        SELECT array_agg(s ORDER BY s.rank),
+               array_agg(s.source_file || '#' || (SELECT n.paragraph FROM rag.hierarchical_content_nodes n WHERE n.id = s.id)
+                         ORDER BY s.rank)
         INTO s_rows, s_keys
-        FROM rag.search_sentences(p_query_embedding, least(1000, 2 * p_k), p_book, p_within) s
-        JOIN rag.hierarchical_content_nodes n ON n.id = s.id;
+        FROM rag.search_sentences(p_query_embedding, least(1000, 2 * p_k), p_book, p_within) s;
         f_rows := coalesce(f_rows, '{}');
         s_rows := coalesce(s_rows, '{}');
         WHILE v_n < p_k AND (v_fi <= cardinality(f_rows) OR v_si <= cardinality(s_rows)) LOOP
@@ -126,6 +223,16 @@ BEGIN
                 END LOOP;
                 CONTINUE WHEN v_si > cardinality(s_rows);
                 r := s_rows[v_si];
+                FOR i IN v_fi .. cardinality(f_rows) LOOP  -- the same chunk later in the fused list: its branch columns too
+                    IF (f_rows[i]).id = r.id THEN
+                        r.bm25_rank := (f_rows[i]).bm25_rank;
+                        r.bm25_score := (f_rows[i]).bm25_score;
+                        r.vector_rank := (f_rows[i]).vector_rank;
+                        r.vector_score := (f_rows[i]).vector_score;
+                        r.section_score := (f_rows[i]).section_score;
+                        EXIT;
+                    END IF;
+                END LOOP;
                 v_seen := v_seen || s_keys[v_si];
                 v_seen_s := v_seen_s || s_keys[v_si];
                 v_si := v_si + 1;
@@ -155,5 +262,6 @@ END
 $$;
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
-    ('_search_hits', '341e2acd488121f7da8d7ca323e250929e9ecbf21faceaf89a7500c6455418c4', '0010_sentence_interleave')
+    ('_fusion_settings', 'a68d4b5c1fae346525681983262b072b6590e4dadacdbf459914e73878cc516c', '0010_sentence_interleave'),
+    ('_search_hits', '2d7ddac4c8b7b0c46fcef8542bcde50cd5bad62482a68c3f07b76b91b647d023', '0010_sentence_interleave')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

@@ -24,7 +24,7 @@ PASSAGES = [
     (f"[3] {HEADING} > Chapitre II (Les routes) (résumé) — {ROUTES}/summary.md chunk 0  (hit, level 1)",
      f"    cites the book: {ROUTES}/source.md §1, §2"),
     # the second hit is the sentence branch's (the routes summary sentence cites this paragraph)
-    (f"[4] {HEADING} > Chapitre II (Les routes) — {ROUTES}/source.md chunk 0  (hit, level 0)", None),
+    (f"[4] {HEADING} > Chapitre II (Les routes) — {ROUTES}/source.md chunk 1  (hit, level 0)", None),
 ]
 PART_1 = ("La première partie montre que la production et le transport forment une seule chaîne : le boulanger "
           "ne nourrit le village que si les routes laissent passer la farine.")
@@ -35,6 +35,8 @@ BAKER_SUMMARY = ("Le chapitre sur le boulanger soutient que la division du trava
                  "se spécialise, et chacun mange un meilleur pain pour moins d'effort.")
 ROUTES_1 = ("La charrette du meunier met deux heures pour traverser la colline quand le chemin est sec, et une "
             "journée entière après la pluie. Chaque ornière ajoute quelques sous au prix du sac.")
+ROUTES_2 = ("Le conseil du village a voulu installer un péage sur le pont pour payer le réverbère. Les marchands "
+            "ont aussitôt augmenté leurs prix du montant exact du péage.")
 
 
 
@@ -67,7 +69,7 @@ def test_ask_offline_quotes_the_passages_and_what_they_cite(loaded, capsys):
         c1, f"    {PART_1}", s1, f"      §1 « {BAKER_SUMMARY} »",
         c2, f"    {PART_2}", s2, f"      §1 « {ROUTES_SUMMARY} »",
         c3, f"    {ROUTES_SUMMARY}", s3, f"      §1 « {ROUTES_1} »",
-        c4, f"    {ROUTES_1}",
+        c4, f"    {ROUTES_2}",
     ]) + "\n", "")
 
 
@@ -90,7 +92,7 @@ def test_ask_with_an_llm_prints_its_answer_over_the_citations(loaded, llm, capsy
         f"[2] ({HEADING} (résumé))\n{PART_2}\n(passages du livre résumés ici : {ROUTES}/summary.md §1)",
         f"[3] ({HEADING} > Chapitre II (Les routes) (résumé))\n{ROUTES_SUMMARY}\n"
         f"(passages du livre résumés ici : {ROUTES}/source.md §1, §2)",
-        f"[4] ({HEADING} > Chapitre II (Les routes))\n{ROUTES_1}",
+        f"[4] ({HEADING} > Chapitre II (Les routes))\n{ROUTES_2}",
     ]))
 
 

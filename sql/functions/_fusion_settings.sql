@@ -42,7 +42,8 @@ evalset, checked on the other; docs/decisions/0011-score-fusion.md):
                  (rag.search_sentences: paragraphs found through the chapter-summary sentences
                  that cite them, docs/anchors.md): the first sentence_after hits are the fused
                  list's, then one place in every sentence_every goes to the sentence branch's
-                 next paragraph not already listed: with the defaults (1 and 3), places 2, 5, 8.
+                 next paragraph not placed yet (with the defaults, 1 and 3: places 2, 5, 8), so
+                 a paragraph both lists hold takes the better of its two places (rag._search_hits).
                  Both within 0..1000; sentence_every 0 = no sentence branch.
 Bad values raise invalid_parameter_value (22023) naming the value; Python, the CLI and the MCP
 server pass values through and show this message.

@@ -34,7 +34,8 @@ Checks rag.search's arguments and runs the search named by p_mode, returning its
                chunks) is not placed yet, so a paragraph both lists hold takes the better of
                its two places; when one list runs out, the other fills the remaining places.
                The merged list is ranked again 1..k (a placed row's score is its sentence
-               score; rank, not score, orders the list). Not applied when the filters
+               score, and it keeps the fused row's branch columns when the fused list holds
+               the same chunk; rank, not score, orders the list). Not applied when the filters
                exclude paragraphs (levels without 0, node_type 'summary') or without a
                query vector.
   'bm25'       rag.search_bm25
@@ -98,18 +99,22 @@ BEGIN
         -- paragraph's key is its file and number (its chunks are one paragraph); other rows keep
         -- their id. Two chunks of one paragraph in the fused list both stay. At most k + 2k rows,
         -- so the loop and its ANY() are cheap.
+        -- (the paragraph numbers by primary key, one lookup per row: a join would be planned
+        -- for the functions' default 1,000 rows and scan the table)
         SELECT array_agg(b ORDER BY b.rank),
-               array_agg(CASE WHEN b.level = 0 THEN b.source_file || '#' || n.paragraph ELSE b.id::text END ORDER BY b.rank)
+               array_agg(CASE WHEN b.level = 0
+                              THEN b.source_file || '#' || (SELECT n.paragraph FROM rag.hierarchical_content_nodes n WHERE n.id = b.id)
+                              ELSE b.id::text END ORDER BY b.rank)
         INTO f_rows, f_keys
         FROM rag.search_hybrid(p_query, p_query_embedding, p_k, p_book, p_levels, p_node_type,
                  p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight, p_fusion => p_fusion,
                  p_normalisation => p_normalisation, p_chapter_weight => p_chapter_weight, p_within => p_within,
-                 p_cite_weight => p_cite_weight) b
-        JOIN rag.hierarchical_content_nodes n ON n.id = b.id;
-        SELECT array_agg(s ORDER BY s.rank), array_agg(s.source_file || '#' || n.paragraph ORDER BY s.rank)
+                 p_cite_weight => p_cite_weight) b;
+        SELECT array_agg(s ORDER BY s.rank),
+               array_agg(s.source_file || '#' || (SELECT n.paragraph FROM rag.hierarchical_content_nodes n WHERE n.id = s.id)
+                         ORDER BY s.rank)
         INTO s_rows, s_keys
-        FROM rag.search_sentences(p_query_embedding, least(1000, 2 * p_k), p_book, p_within) s
-        JOIN rag.hierarchical_content_nodes n ON n.id = s.id;
+        FROM rag.search_sentences(p_query_embedding, least(1000, 2 * p_k), p_book, p_within) s;
         f_rows := coalesce(f_rows, '{}');
         s_rows := coalesce(s_rows, '{}');
         WHILE v_n < p_k AND (v_fi <= cardinality(f_rows) OR v_si <= cardinality(s_rows)) LOOP
@@ -122,6 +127,16 @@ BEGIN
                 END LOOP;
                 CONTINUE WHEN v_si > cardinality(s_rows);
                 r := s_rows[v_si];
+                FOR i IN v_fi .. cardinality(f_rows) LOOP  -- the same chunk later in the fused list: its branch columns too
+                    IF (f_rows[i]).id = r.id THEN
+                        r.bm25_rank := (f_rows[i]).bm25_rank;
+                        r.bm25_score := (f_rows[i]).bm25_score;
+                        r.vector_rank := (f_rows[i]).vector_rank;
+                        r.vector_score := (f_rows[i]).vector_score;
+                        r.section_score := (f_rows[i]).section_score;
+                        EXIT;
+                    END IF;
+                END LOOP;
                 v_seen := v_seen || s_keys[v_si];
                 v_seen_s := v_seen_s || s_keys[v_si];
                 v_si := v_si + 1;

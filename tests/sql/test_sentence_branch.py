@@ -151,6 +151,12 @@ def test_a_paragraph_both_lists_hold_takes_the_better_of_its_two_places(corpus, 
     merged = [paragraph(corpus, i) for (i, _) in ids(corpus, v, sentence_after=0, sentence_every=2)]
     assert merged[0] == best and merged.count(best) == 1
     assert merged[1] == fused[0]
+    # the moved row keeps the fused row's branch columns when the fused list held the same chunk
+    first = corpus.execute("SELECT id, sentence_rank, bm25_rank, vector_rank FROM rag.search(%s, %s, 'hybrid', 6, "
+                           "p_sentence_after => 0, p_sentence_every => 2)", (QUERY, v)).fetchone()
+    same = corpus.execute("SELECT bm25_rank, vector_rank FROM rag.search_hybrid(%s, %s, 6) WHERE id = %s",
+                          (QUERY, v, first[0])).fetchone()
+    assert first[1] == 1 and same is not None and first[2:] == same and same != (None, None)
     # and a paragraph only the branch holds enters the list
     assert set(paragraph(corpus, i) for (i, _) in ids(corpus, v, sentence_after=1, sentence_every=2)) - set(fused)
 
