@@ -96,26 +96,19 @@ def expected_merge(conn, fused, branch, after, every, k=6):
     list's next row whose paragraph is not placed yet (a fused row: not placed by the branch); a
     list that runs out leaves the places to the other. Returns the merged ids and those taken
     from the branch."""
-    out, from_branch, seen, seen_branch = [], [], set(), set()
-    fi = si = 0
-    while len(out) < k and (fi < len(fused) or si < len(branch)):
+    queues = {"fused": list(fused), "branch": list(branch)}
+    out, from_branch = [], []
+    while len(out) < k and (queues["fused"] or queues["branch"]):
         n = len(out)
-        if (si < len(branch) and n >= after and (n - after) % every == 0) or fi >= len(fused):
-            while si < len(branch) and paragraph(conn, branch[si]) in seen:
-                si += 1
-            if si == len(branch):
-                continue
-            x, si = branch[si], si + 1
-            seen_branch.add(paragraph(conn, x))
-            from_branch.append(x)
-        else:
-            while fi < len(fused) and paragraph(conn, fused[fi]) in seen_branch:
-                fi += 1
-            if fi == len(fused):
-                continue
-            x, fi = fused[fi], fi + 1
-        seen.add(paragraph(conn, x))
-        out.append(x)
+        turn = "branch" if (queues["branch"] and n >= after and (n - after) % every == 0) or not queues["fused"] else "fused"
+        taken = {paragraph(conn, i) for i in (out if turn == "branch" else from_branch)}
+        queue = queues[turn]
+        while queue and paragraph(conn, queue[0]) in taken:
+            queue.pop(0)
+        if queue:
+            out.append(queue.pop(0))
+            if turn == "branch":
+                from_branch.append(out[-1])
     return out, from_branch
 
 

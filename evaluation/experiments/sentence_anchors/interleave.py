@@ -44,24 +44,19 @@ def skip(fused, branch):
 
 
 def interleave(fused, branch):
-    out, seen, seen_branch, fi, si = [], set(), set(), 0, 0
-    while len(out) < K and (fi < len(fused) or si < len(branch)):
+    queues = {"fused": list(fused), "branch": list(branch)}
+    out, from_branch = [], []
+    while len(out) < K and (queues["fused"] or queues["branch"]):
         n = len(out)
-        if (si < len(branch) and n >= AFTER and (n - AFTER) % EVERY == 0) or fi >= len(fused):
-            while si < len(branch) and key(branch[si]) in seen:
-                si += 1
-            if si == len(branch):
-                continue
-            h, si = branch[si], si + 1
-            seen_branch.add(key(h))
-        else:
-            while fi < len(fused) and key(fused[fi]) in seen_branch:
-                fi += 1
-            if fi == len(fused):
-                continue
-            h, fi = fused[fi], fi + 1
-        seen.add(key(h))
-        out.append(h)
+        turn = "branch" if (queues["branch"] and n >= AFTER and (n - AFTER) % EVERY == 0) or not queues["fused"] else "fused"
+        taken = {key(h) for h in (out if turn == "branch" else from_branch)}
+        queue = queues[turn]
+        while queue and key(queue[0]) in taken:
+            queue.pop(0)
+        if queue:
+            out.append(queue.pop(0))
+            if turn == "branch":
+                from_branch.append(out[-1])
     return out
 
 
