@@ -221,7 +221,8 @@ def _print_hits(rows: list[dict], as_json: bool) -> None:
         if r.get("sentence_rank") is not None:
             branches.append(f"summary sentence #{r['sentence_rank']} ({r['sentence_score']:.3f})")
         print(f"{r['rank']:>2}. [{r['score']:.4f}] {r['heading_path']}  ({', '.join(branches)})")
-        print(f"    {r['source_file']} chunk {r['chunk_index']}  level {r['level']}, {r['content_token_count']} tokens")
+        where = f"§{r['paragraph']}, chunk {r['chunk_index']}" if r.get("paragraph") else f"chunk {r['chunk_index']}"
+        print(f"    {r['source_file']} {where}  level {r['level']}, {r['content_token_count']} tokens")
         print("    " + _clip(r["content"], 400))
         for c in r.get("cites") or []:
             marks = ", ".join(f"§{p}" for p in c["paragraphs"] or [])

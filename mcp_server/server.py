@@ -126,7 +126,7 @@ def _chunk(r: dict[str, Any]) -> dict[str, Any]:
     content = r["content"] or ""
     return {
         "citation": {"book": r["book"], "heading_path": r["heading_path"], "source_file": r["source_file"],
-                     "chunk_index": r["chunk_index"]},
+                     "chunk_index": r["chunk_index"], "paragraph": r.get("paragraph")},
         "level": r["level"], "node_type": r["node_type"], "tokens": r["content_token_count"] or 0,
         "content": content if len(content) <= MAX_CONTENT_CHARS else content[:MAX_CONTENT_CHARS] + "…",
     }
@@ -362,7 +362,7 @@ async def read_only_sql(
 
 INSTRUCTIONS = (
     "Search whole books (French economics and social science) and cite them. Start with list_books or "
-    "search; cite every claim with the hit's citation (heading_path, source_file, chunk_index). Use "
+    "search; cite every claim with the hit's citation (heading_path, source_file, paragraph §N). Use "
     "get_parent to read a hit's chapter summary, get_children to read a node's parts within a token budget.")
 
 

@@ -31,8 +31,10 @@ Checks rag.search's arguments and runs the search named by p_mode, returning its
                p (1..k) is the sentence branch's when p > sentence_after and
                (p - sentence_after - 1) is a multiple of sentence_every, the fused list's
                otherwise; each place takes its list's next row whose paragraph (any of its
-               chunks) is not placed yet, so a paragraph both lists hold takes the better of
-               its two places; when one list runs out, the other fills the remaining places.
+               chunks) is not placed yet (a fused row: not placed by the branch, so two chunks
+               of one long paragraph in the fused list both stay), so a paragraph both lists
+               hold takes the better of its two places; when one list runs out, the other
+               fills the remaining places.
                The merged list is ranked again 1..k (a placed row's score is its sentence
                score, and it keeps the fused row's branch columns when the fused list holds
                the same chunk; rank, not score, orders the list). Not applied when the filters
@@ -46,7 +48,7 @@ and a p_query_model that is not the corpus model. Parameters: as rag.search's (n
 here: rag.search gives them). rag.search adds the expansions on top of these rows; it is a SQL
 function the caller's statement inlines, so its plan is cached with the caller's.
 Cost: the called function's (one extra PL/pgSQL call); hybrid adds rag.search_sentences and
-the merge (about 1.2 ms per search on the two books, 2.6 ms at 100k rows: bench/bench_search.py).
+the merge (about 1.3 ms per search on the two books, 3 ms at 100k rows: bench/bench_search.py).
 */
 DECLARE
     v_model TEXT;
@@ -99,20 +101,14 @@ BEGIN
         -- paragraph's key is its file and number (its chunks are one paragraph); other rows keep
         -- their id. Two chunks of one paragraph in the fused list both stay. At most k + 2k rows,
         -- so the loop and its ANY() are cheap.
-        -- (the paragraph numbers by primary key, one lookup per row: a join would be planned
-        -- for the functions' default 1,000 rows and scan the table)
         SELECT array_agg(b ORDER BY b.rank),
-               array_agg(CASE WHEN b.level = 0
-                              THEN b.source_file || '#' || (SELECT n.paragraph FROM rag.hierarchical_content_nodes n WHERE n.id = b.id)
-                              ELSE b.id::text END ORDER BY b.rank)
+               array_agg(CASE WHEN b.level = 0 THEN b.source_file || '#' || b.paragraph ELSE b.id::text END ORDER BY b.rank)
         INTO f_rows, f_keys
         FROM rag.search_hybrid(p_query, p_query_embedding, p_k, p_book, p_levels, p_node_type,
                  p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight, p_fusion => p_fusion,
                  p_normalisation => p_normalisation, p_chapter_weight => p_chapter_weight, p_within => p_within,
                  p_cite_weight => p_cite_weight) b;
-        SELECT array_agg(s ORDER BY s.rank),
-               array_agg(s.source_file || '#' || (SELECT n.paragraph FROM rag.hierarchical_content_nodes n WHERE n.id = s.id)
-                         ORDER BY s.rank)
+        SELECT array_agg(s ORDER BY s.rank), array_agg(s.source_file || '#' || s.paragraph ORDER BY s.rank)
         INTO s_rows, s_keys
         FROM rag.search_sentences(p_query_embedding, least(1000, 2 * p_k), p_book, p_within) s;
         f_rows := coalesce(f_rows, '{}');

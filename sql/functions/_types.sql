@@ -2,7 +2,9 @@
 --
 -- rag.search_hit: one ranked chunk. Every search function returns SETOF rag.search_hit:
 --   the node columns (id, source_file, chunk_index, level, node_type, heading_path,
---   parent_source_file, content, content_token_count, book, node_order), then
+--   parent_source_file, content, content_token_count, book, node_order, paragraph: the
+--   chunk's 1-based paragraph number in its file, the number anchors cite as §n, shared by
+--   the chunks of a long paragraph and stable when the chunking threshold changes), then
 --   score       the function's final score, higher is better (BM25 score, cosine
 --               similarity, RRF sum or two-stage boosted score);
 --   rank        1-based final rank;
@@ -17,7 +19,8 @@
 --   cites   JSON [{source_file, paragraphs}]: what a summary hit's anchors cite ([] otherwise);
 --   parent  JSON array of the hit's parent node rows in chunk order (p_expand has 'parent'), else NULL;
 --   cited   JSON array of the rows its anchors cite, reading order (p_expand has 'cited'), else NULL.
--- rag.node_chunk: one row of a node, in reading order (get_node, get_parent, get_children).
+-- rag.node_chunk: one row of a node, in reading order (get_node, get_parent): the node columns
+--   above, paragraph included.
 -- rag.context_row: one row of a built context (build_context).
 DO $$
 BEGIN
@@ -34,7 +37,8 @@ BEGIN
             content             TEXT,
             content_token_count INT,
             book                TEXT,
-            node_order            INT,
+            node_order          INT,
+            paragraph           INT,
             score               FLOAT8,
             rank                INT,
             bm25_rank           INT,
@@ -60,6 +64,7 @@ BEGIN
             content_token_count INT,
             book                TEXT,
             node_order          INT,
+            paragraph           INT,
             score               FLOAT8,
             rank                INT,
             bm25_rank           INT,
@@ -87,7 +92,8 @@ BEGIN
             content             TEXT,
             content_token_count INT,
             book                TEXT,
-            node_order            INT
+            node_order          INT,
+            paragraph           INT
         );
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace

@@ -10,7 +10,7 @@ Parameters: p_source_file  repo-relative path, e.g. 'corpus/<book>/<part>/<secti
 Cost: one index range scan on (source_file, chunk_index).
 */
     SELECT n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
-           n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order
+           n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph
     FROM rag.hierarchical_content_nodes n
     WHERE n.source_file = p_source_file
     ORDER BY n.chunk_index;

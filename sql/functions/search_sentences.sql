@@ -79,7 +79,7 @@ BEGIN
         FROM para
         CROSS JOIN LATERAL (
             SELECT n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
-                   n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order,
+                   n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph,
                    CASE WHEN n.embedding_model = v_model THEN 1 - (n.embedding <=> p_query_embedding) END AS own
             FROM rag.hierarchical_content_nodes n
             WHERE n.source_file = para.f AND n.paragraph = para.n AND n.level = 0
@@ -92,7 +92,7 @@ BEGIN
         FROM one
     )
     SELECT top.id, top.source_file, top.chunk_index, top.level, top.node_type, top.heading_path,
-           top.parent_source_file, top.content, top.content_token_count, top.book, top.node_order,
+           top.parent_source_file, top.content, top.content_token_count, top.book, top.node_order, top.paragraph,
            top.sim, top.r, NULL::int, NULL::float8, NULL::int, NULL::float8, NULL::float8, top.r, top.sim
     FROM top
     WHERE top.r <= p_k

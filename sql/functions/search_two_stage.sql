@@ -99,7 +99,7 @@ BEGIN
         FROM para p JOIN sec s ON s.f = p.parent_source_file
     )
     SELECT x.id, x.source_file, x.chunk_index, x.level, x.node_type, x.heading_path,
-           x.parent_source_file, x.content, x.content_token_count, x.book, x.node_order,
+           x.parent_source_file, x.content, x.content_token_count, x.book, x.node_order, x.paragraph,
            x.final, (row_number() OVER (ORDER BY x.final DESC, x.rank, x.id))::int,
            x.bm25_rank, x.bm25_score, x.vector_rank, x.vector_score, x.ssc, NULL::int, NULL::float8
     FROM scored x

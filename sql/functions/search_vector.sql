@@ -44,7 +44,7 @@ BEGIN
     PERFORM rag._set_hnsw(p_k);
     RETURN QUERY EXECUTE format(
         'SELECT n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path, '
-        'n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, '
+        'n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph, '
         'v.s, v.r, NULL::int, NULL::float8, v.r, v.s, NULL::float8, NULL::int, NULL::float8 '
         'FROM (%s) v JOIN rag.hierarchical_content_nodes n ON n.id = v.id ORDER BY v.r',
         rag._branch_sql('vector', v_model, v_dim, p_book, p_levels, p_node_type, p_parent_files, v_within))

@@ -93,7 +93,8 @@ async def exercise(session: ClientSession) -> None:
     assert hits[1]["sentence_rank"] is not None and hits[1]["level"] == 0
     assert all(h["sentence_rank"] is None for h in hits if h is not hits[1])
     top = hits[1]
-    assert top["citation"] == {"book": "traite-des-echanges", "source_file": ROUTES, "chunk_index": 1,
+    # the citation names the paragraph (§2 of the routes chapter), the number its summary's anchors use
+    assert top["citation"] == {"book": "traite-des-echanges", "source_file": ROUTES, "chunk_index": 1, "paragraph": 2,
                                "heading_path": "Petit traité des échanges > Première partie > Chapitre II (Les routes)"}
     assert top["bm25_rank"] is not None and top["vector_rank"] is not None
     assert {p["citation"]["source_file"] for p in top["parent"]} == {ROUTES.replace("source.md", "summary.md")}
@@ -112,6 +113,7 @@ async def exercise(session: ClientSession) -> None:
     r = await session.call_tool("get_node", {"source_file": ROUTES})
     assert not r.is_error and r.structured_content["level"] == 0 and len(r.structured_content["chunks"]) == 3
     assert all(c["cites"] is None for c in r.structured_content["chunks"])
+    assert [c["citation"]["paragraph"] for c in r.structured_content["chunks"]] == [1, 2, 3]
     r = await session.call_tool("get_node", {"source_file": ROUTES.replace("source.md", "summary.md")})
     assert [c["cites"] for c in r.structured_content["chunks"]] == [[{"source_file": ROUTES, "paragraphs": [1, 2]}]]
     r = await session.call_tool("get_node", {"source_file": f"{C}/premiere-partie/summary.md"})

@@ -145,13 +145,45 @@ def test_a_paragraph_both_lists_hold_takes_the_better_of_its_two_places(corpus, 
     assert merged[0] == best and merged.count(best) == 1
     assert merged[1] == fused[0]
     # the moved row keeps the fused row's branch columns when the fused list held the same chunk
-    first = corpus.execute("SELECT id, sentence_rank, bm25_rank, vector_rank FROM rag.search(%s, %s, 'hybrid', 6, "
-                           "p_sentence_after => 0, p_sentence_every => 2)", (QUERY, v)).fetchone()
-    same = corpus.execute("SELECT bm25_rank, vector_rank FROM rag.search_hybrid(%s, %s, 6) WHERE id = %s",
-                          (QUERY, v, first[0])).fetchone()
-    assert first[1] == 1 and same is not None and first[2:] == same and same != (None, None)
+    cols = "bm25_rank, bm25_score, vector_rank, vector_score, section_score"
+    rows = corpus.execute(f"SELECT id, sentence_rank, {cols} FROM rag.search(%s, %s, 'hybrid', 6, "
+                          "p_sentence_after => 0, p_sentence_every => 2)", (QUERY, v)).fetchall()
+    same = corpus.execute(f"SELECT {cols} FROM rag.search_hybrid(%s, %s, 6) WHERE id = %s", (QUERY, v, rows[0][0])).fetchone()
+    assert rows[0][1] == 1 and same is not None and rows[0][2:] == same and same[0] is not None
+    # a branch row the fused list does not hold has no branch columns
+    fused_ids = {r[0] for r in corpus.execute("SELECT id FROM rag.search_hybrid(%s, %s, 6)", (QUERY, v))}
+    alone = [r for r in rows if r[1] is not None and r[0] not in fused_ids]
+    assert alone and all(r[2:] == (None,) * 5 for r in alone)
     # and a paragraph only the branch holds enters the list
     assert set(paragraph(corpus, i) for (i, _) in ids(corpus, v, sentence_after=1, sentence_every=2)) - set(fused)
+
+
+def test_the_chunks_of_one_long_paragraph(corpus, e5):
+    # two more chunks of the routes chapter's paragraph 3 (as a long paragraph is cut), worded
+    # and embedded as the query, so that the fused list holds both
+    v = e5.query(QUERY)
+    new = [r[0] for r in corpus.execute(
+        "INSERT INTO rag.hierarchical_content_nodes (level, parent_source_file, node_type, source_file, source_file_hash, "
+        "chunk_index, heading_path, content, content_token_count, embedding_model, embedding, node_order, paragraph) "
+        "SELECT level, parent_source_file, node_type, source_file, source_file_hash, 10 + i, heading_path, %s, 12, "
+        "embedding_model, %s, node_order, 3 FROM rag.hierarchical_content_nodes, generate_series(0, 1) i "
+        "WHERE source_file = %s AND chunk_index = 2 RETURNING id", (QUERY, v, ROUTES))]
+    fused = [r[0] for r in corpus.execute("SELECT id FROM rag.search_hybrid(%s, %s, 6)", (QUERY, v))]
+    assert set(new) <= set(fused)
+    # no sentence cites paragraph 3: both chunks stay, in their fused order
+    merged = [i for (i, _) in ids(corpus, v, sentence_after=1, sentence_every=3)]
+    assert [i for i in merged if i in new] == [i for i in fused if i in new]
+    # a sentence worded as the query cites it: the branch places the paragraph first, by its chunk
+    # closest to the query, and the fused list's chunks of that paragraph are not listed again
+    corpus.execute("INSERT INTO rag.sentences (source_file, chunk_index, sentence_index, content, cited_source_file, "
+                   "cited_paragraphs, embedding_model, embedding) SELECT source_file, chunk_index, 1, %s, "
+                   "cited_source_file, '{3}', embedding_model, %s FROM rag.sentences WHERE cited_source_file = %s",
+                   (QUERY, v, ROUTES))
+    merged = ids(corpus, v, sentence_after=0, sentence_every=3)
+    assert merged[0][0] in new and merged[0][1] == 1
+    assert [i for (i, _) in merged].count(merged[0][0]) == 1
+    assert not set(new) - {merged[0][0]} & {i for (i, _) in merged}
+    assert {paragraph(corpus, i) for (i, _) in merged[1:]}.isdisjoint({(ROUTES, 3)})
 
 
 def test_the_branch_is_skipped_when_filters_exclude_paragraphs(corpus, e5):

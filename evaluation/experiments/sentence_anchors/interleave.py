@@ -3,8 +3,8 @@
   skip        (migrations 0008-0009) the branch's j-th paragraph *not in the fused top k* takes
               place after + 1 + (j - 1) * every; a paragraph both lists hold keeps its fused place.
   interleave  (migration 0010, as slots.py measured it) each place takes its list's next
-              paragraph not placed yet, so a paragraph both lists hold takes the better of its
-              two places.
+              paragraph not placed yet (a fused row: not placed by the branch), so a paragraph
+              both lists hold takes the better of its two places.
 
 For each question of the chosen half: the fused top k (rag.search_hybrid) and the branch's 2k
 paragraphs (rag.search_sentences) are read once, both merges computed here, and the installed
