@@ -12,8 +12,13 @@ from bookrag.errors import BookragError
 Cited = dict[tuple[str, int], list[dict[str, Any]]]
 
 
+def locator(row: dict[str, Any]) -> str:
+    """Where a row sits in its file: '§N, chunk i' (§N: the paragraph number anchors cite)."""
+    return f"§{row['paragraph']}, chunk {row['chunk_index']}" if row.get("paragraph") else f"chunk {row['chunk_index']}"
+
+
 def cite(row: dict[str, Any]) -> str:
-    return f"{row['heading_path']} — {row['source_file']} chunk {row['chunk_index']}"
+    return f"{row['heading_path']} — {row['source_file']} {locator(row)}"
 
 
 def book_paragraphs(cited: list[dict[str, Any]]) -> str:

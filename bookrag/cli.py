@@ -14,6 +14,7 @@ from typing import Callable
 
 from bookrag.config import Settings, load_settings
 from bookrag.errors import BookragError, database_reason
+from bookrag.ask import locator
 
 COMMANDS: dict[str, tuple[str, str, Callable]] = {}
 
@@ -221,8 +222,7 @@ def _print_hits(rows: list[dict], as_json: bool) -> None:
         if r.get("sentence_rank") is not None:
             branches.append(f"summary sentence #{r['sentence_rank']} ({r['sentence_score']:.3f})")
         print(f"{r['rank']:>2}. [{r['score']:.4f}] {r['heading_path']}  ({', '.join(branches)})")
-        where = f"§{r['paragraph']}, chunk {r['chunk_index']}" if r.get("paragraph") else f"chunk {r['chunk_index']}"
-        print(f"    {r['source_file']} {where}  level {r['level']}, {r['content_token_count']} tokens")
+        print(f"    {r['source_file']} {locator(r)}  level {r['level']}, {r['content_token_count']} tokens")
         print("    " + _clip(r["content"], 400))
         for c in r.get("cites") or []:
             marks = ", ".join(f"§{p}" for p in c["paragraphs"] or [])
@@ -240,7 +240,7 @@ def _print_context(rows: list[dict], as_json: bool) -> None:
         if as_json:
             print(json.dumps(r, ensure_ascii=False, default=str))
         else:
-            print(f"[{r['role']} of hit {r['hit_rank']}] {r['heading_path']} — {r['source_file']} chunk {r['chunk_index']} "
+            print(f"[{r['role']} of hit {r['hit_rank']}] {r['heading_path']} — {r['source_file']} {locator(r)} "
                   f"({r['content_token_count']} tokens, total {r['used_tokens']})")
             print("    " + _clip(r["content"], 600))
 

@@ -1,4 +1,4 @@
--- 0010_sentence_interleave_paragraph: the sentence branch is interleaved with the fused list (a paragraph both hold takes the better of its two places); search hits and node rows carry their paragraph number (what anchors cite)
+-- 0010_sentence_interleave_paragraph: the sentence branch is interleaved with the fused list (a paragraph both hold takes the better of its two places); search hits, node rows and context rows carry their paragraph number (what anchors cite)
 -- depends: 0009_sentence_hnsw
 
 -- Signatures or row types changed: drop what CREATE OR REPLACE cannot change.
@@ -8,8 +8,10 @@ DROP TYPE IF EXISTS rag.search_result CASCADE;  -- its attributes changed; depen
 CREATE TYPE rag.search_result AS (id int, source_file text, chunk_index int, level int, node_type text, heading_path text, parent_source_file text, content text, content_token_count int, book text, node_order int, paragraph int, score float8, rank int, bm25_rank int, bm25_score float8, vector_rank int, vector_score float8, section_score float8, sentence_rank int, sentence_score float8, cites json, parent json, cited json);
 DROP TYPE IF EXISTS rag.node_chunk CASCADE;  -- its attributes changed; dependants re-created below
 CREATE TYPE rag.node_chunk AS (id int, source_file text, chunk_index int, level int, node_type text, heading_path text, parent_source_file text, content text, content_token_count int, book text, node_order int, paragraph int);
+DROP TYPE IF EXISTS rag.context_row CASCADE;  -- its attributes changed; dependants re-created below
+CREATE TYPE rag.context_row AS (source_file text, chunk_index int, level int, node_type text, heading_path text, content text, content_token_count int, book text, node_order int, paragraph int, role text, hit_rank int, used_tokens int);
 
--- function: _types sha256:7091da42daafc096e390e831b14a15ccee58c8a3bf0108905416653f2e43ac35
+-- function: _types sha256:3b0276f4be3ffca9f72058821f51e0680496d4f03ae4f4ca8344a8ac7dd2d866
 -- Row types shared by the retrieval functions (named once, reused by every function).
 --
 -- rag.search_hit: one ranked chunk. Every search function returns SETOF rag.search_hit:
@@ -119,7 +121,8 @@ BEGIN
             content             TEXT,
             content_token_count INT,
             book                TEXT,
-            node_order            INT,
+            node_order          INT,
+            paragraph           INT,     -- the chunk's paragraph number in its file (§N)
             role                TEXT,    -- 'hit' (a retrieved chunk) or 'parent' (expansion)
             hit_rank            INT,     -- rank of the hit that brought this row in
             used_tokens         INT      -- running total of tokens in reading order
@@ -384,6 +387,68 @@ BEGIN
 END
 $$;
 
+-- function: build_context sha256:0fb18d5888469b193b8790c5d59a352073708d6fd1f1c8dd07bebff5dddf219f
+-- rag.build_context: search + parent expansion + deduplication within a token budget, ordered for reading.
+CREATE OR REPLACE FUNCTION rag.build_context(
+    p_query           TEXT,
+    p_query_embedding vector,
+    p_budget          INT DEFAULT 3000,
+    p_k               INT DEFAULT 8,
+    p_book            TEXT DEFAULT NULL,
+    p_levels          INT[] DEFAULT NULL,
+    p_node_type       TEXT DEFAULT NULL,
+    p_expand          BOOLEAN DEFAULT true,
+    p_mode            TEXT DEFAULT 'hybrid',
+    p_within          TEXT DEFAULT NULL,
+    p_fusion          TEXT DEFAULT NULL,
+    p_normalisation   TEXT DEFAULT NULL,
+    p_bm25_weight     FLOAT8 DEFAULT NULL,
+    p_vector_weight   FLOAT8 DEFAULT NULL,
+    p_chapter_weight  FLOAT8 DEFAULT NULL,
+    p_cite_weight     FLOAT8 DEFAULT NULL,
+    p_sentence_after  INT DEFAULT NULL,
+    p_sentence_every  INT DEFAULT NULL
+) RETURNS SETOF rag.context_row
+LANGUAGE plpgsql STABLE
+SET max_parallel_workers_per_gather = 0
+AS $$
+/*
+Builds the context an LLM reads to answer p_query: the p_k hits of rag.search (p_mode
+'hybrid' | 'two-stage' | 'bm25' | 'vector', checked there) packed by rag.pack_context: each hit
+with its parent node's rows (when p_expand), whole units while they fit, never more than
+p_budget tokens, in reading order (book, node_order, chunk_index), each row with its citation
+(source_file, chunk_index, heading_path, level), its role ('hit' or 'parent'), the rank of the
+hit that brought it, and the running token total.
+Parameters:
+  p_query, p_query_embedding  as in rag.search_hybrid (embedding NULL: BM25 only).
+  p_budget   tokens, 1..1,000,000 (default 3000; checked by rag.pack_context).
+  p_k        hits considered, 1..100 (default 8).
+  p_book, p_levels, p_node_type  search filters (levels and node_type: not with two-stage).
+  p_expand   add each hit's parent node (default true).
+  p_mode     which search ranks the hits (default 'hybrid').
+  p_within   NULL or a source_file: hits only from that node's subtree (parents may lie above it).
+  p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight,
+  p_sentence_after, p_sentence_every: passed to rag.search (NULL = rag._fusion_settings()).
+Cost: one search plus rag.pack_context (two indexed lookups per hit); p50 7.4 ms on the two books,
+8.2 ms at 100k rows (bench/bench_search.py, 2026-12-01).
+*/
+BEGIN
+    -- p_budget is checked by rag.pack_context
+    IF p_k IS NULL OR p_k < 1 OR p_k > 100 THEN
+        RAISE EXCEPTION 'k must be between 1 and 100 for a context, got %', coalesce(p_k::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    SELECT * FROM rag.pack_context(
+        ARRAY(SELECT h.id
+              FROM rag.search(p_query, p_query_embedding, p_mode, p_k, p_book, p_levels, p_node_type, p_within,
+                              p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight,
+                              p_sentence_after, p_sentence_every) h
+              ORDER BY h.rank),
+        p_budget, p_expand);
+END
+$$;
+
 -- function: get_node sha256:721b34f033d5e964ab7971ca5114300b0f754247d23b64e85e506141a763566e
 -- rag.get_node: all rows of one node (one corpus file), in chunk order.
 CREATE OR REPLACE FUNCTION rag.get_node(
@@ -421,6 +486,81 @@ Cost: two index lookups; < 0.2 ms.
     FROM (SELECT n.parent_source_file FROM rag.hierarchical_content_nodes n
           WHERE n.source_file = p_source_file LIMIT 1) h
     CROSS JOIN LATERAL rag.get_node(h.parent_source_file) p;
+$$;
+
+-- function: pack_context sha256:ab828fc913e9c3b4e0e6cac55900cd9f7c357e06b69cea771300832099710931
+-- rag.pack_context: given hits in rank order, the reading-order context that fits a token budget.
+CREATE OR REPLACE FUNCTION rag.pack_context(
+    p_hit_ids INT[],
+    p_budget  INT DEFAULT 3000,
+    p_expand  BOOLEAN DEFAULT true
+) RETURNS SETOF rag.context_row
+LANGUAGE plpgsql STABLE
+AS $$
+/*
+Packs the rows p_hit_ids (ids of rag.hierarchical_content_nodes, best hit first; the hit's rank
+is its position) into a context: for each hit, the unit to add is its parent node's rows (when
+p_expand and the hit is not a root) plus the hit itself, minus rows already taken. A unit is
+added whole when it fits in what remains of p_budget; otherwise the hit alone if it fits;
+otherwise the hit is skipped and the next one tried. The total never exceeds p_budget (sum of
+content_token_count). Rows come out in reading order (book, node_order, chunk_index), each with
+its citation, its role ('hit' or 'parent'), the rank of the hit that brought it and the running
+token total. rag.build_context is rag.search followed by this; a caller that already holds the
+hits of a search (the MCP server) packs them without searching again.
+Parameters:
+  p_hit_ids  row ids in rank order (from rag.search's id column); unknown ids and NULLs are skipped.
+  p_budget   tokens, 1..1,000,000 (default 3000).
+  p_expand   add each hit's parent node (default true).
+Cost: one primary-key lookup and one (source_file, chunk_index) range scan per hit.
+*/
+DECLARE
+    v_hit       RECORD;
+    v_ids       INT[] := '{}';
+    v_roles     TEXT[] := '{}';
+    v_ranks     INT[] := '{}';
+    v_left      INT := p_budget;
+    v_unit_ids  INT[];
+    v_unit_tok  INT;
+BEGIN
+    IF p_budget IS NULL OR p_budget < 1 OR p_budget > 1000000 THEN
+        RAISE EXCEPTION 'budget must be between 1 and 1000000 tokens, got %', coalesce(p_budget::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    FOR v_hit IN
+        SELECT n.id, n.parent_source_file, n.content_token_count, u.rank::int AS rank
+        FROM unnest(p_hit_ids) WITH ORDINALITY AS u(id, rank)
+        JOIN rag.hierarchical_content_nodes n ON n.id = u.id
+        ORDER BY u.rank
+    LOOP
+        CONTINUE WHEN v_hit.id = ANY(v_ids);
+        -- The unit: parent rows not yet taken (in chunk order), then the hit.
+        SELECT coalesce(array_agg(p.id ORDER BY p.chunk_index), '{}'), coalesce(sum(p.content_token_count), 0)
+        INTO v_unit_ids, v_unit_tok
+        FROM rag.get_node(v_hit.parent_source_file) p
+        WHERE p_expand AND NOT (p.id = ANY(v_ids));
+        IF v_unit_tok + coalesce(v_hit.content_token_count, 0) <= v_left THEN
+            v_ids   := v_ids || v_unit_ids || v_hit.id;
+            v_roles := v_roles || array_fill('parent'::text, ARRAY[cardinality(v_unit_ids)]) || 'hit'::text;
+            v_ranks := v_ranks || array_fill(v_hit.rank, ARRAY[cardinality(v_unit_ids)]) || v_hit.rank;
+            v_left  := v_left - v_unit_tok - coalesce(v_hit.content_token_count, 0);
+        ELSIF coalesce(v_hit.content_token_count, 0) <= v_left THEN
+            v_ids   := v_ids || v_hit.id;
+            v_roles := v_roles || 'hit'::text;
+            v_ranks := v_ranks || v_hit.rank;
+            v_left  := v_left - coalesce(v_hit.content_token_count, 0);
+        END IF;
+        EXIT WHEN v_left <= 0;
+    END LOOP;
+
+    RETURN QUERY
+    SELECT n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path, n.content,
+           n.content_token_count, n.book, n.node_order, n.paragraph, u.role, u.hit_rank,
+           (sum(coalesce(n.content_token_count, 0)) OVER (ORDER BY n.book, n.node_order, n.source_file, n.chunk_index))::int
+    FROM unnest(v_ids, v_roles, v_ranks) AS u(id, role, hit_rank)
+    JOIN rag.hierarchical_content_nodes n ON n.id = u.id
+    ORDER BY n.book, n.node_order, n.source_file, n.chunk_index;
+END
 $$;
 
 -- function: search sha256:e74e6b20fc2885ea24c08e4ac1d6a8ffc88dfcba73374caf63d9beb60135d763
@@ -1005,8 +1145,10 @@ BEGIN
 END
 $$;
 
+GRANT EXECUTE ON FUNCTION rag.build_context(text, vector, int, int, text, int[], text, boolean, text, text, text, text, float8, float8, float8, float8, int, int) TO bookrag_reader;
 GRANT EXECUTE ON FUNCTION rag.get_node(text) TO bookrag_reader;
 GRANT EXECUTE ON FUNCTION rag.get_parent(text) TO bookrag_reader;
+GRANT EXECUTE ON FUNCTION rag.pack_context(int[], int, boolean) TO bookrag_reader;
 GRANT EXECUTE ON FUNCTION rag.search(text, vector, text, int, text, int[], text, text, text, text, float8, float8, float8, float8, int, int, text[], text) TO bookrag_reader;
 GRANT EXECUTE ON FUNCTION rag.search_bm25(text, int, text, int[], text, text[], text) TO bookrag_reader;
 GRANT EXECUTE ON FUNCTION rag.search_hybrid(text, vector, int, text, int[], text, text[], int, int, float8, float8, text, text, float8, text, float8) TO bookrag_reader;
@@ -1015,11 +1157,13 @@ GRANT EXECUTE ON FUNCTION rag.search_two_stage(text, vector, int, text, int, flo
 GRANT EXECUTE ON FUNCTION rag.search_vector(vector, int, text, int[], text, text[], text) TO bookrag_reader;
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
-    ('_types', '7091da42daafc096e390e831b14a15ccee58c8a3bf0108905416653f2e43ac35', '0010_sentence_interleave_paragraph'),
+    ('_types', '3b0276f4be3ffca9f72058821f51e0680496d4f03ae4f4ca8344a8ac7dd2d866', '0010_sentence_interleave_paragraph'),
     ('_fusion_settings', 'a68d4b5c1fae346525681983262b072b6590e4dadacdbf459914e73878cc516c', '0010_sentence_interleave_paragraph'),
     ('_search_hits', 'b574758bb0cb861317c4057d195b72b14d4e02d1c230b76cc81109ced00f7f10', '0010_sentence_interleave_paragraph'),
+    ('build_context', '0fb18d5888469b193b8790c5d59a352073708d6fd1f1c8dd07bebff5dddf219f', '0010_sentence_interleave_paragraph'),
     ('get_node', '721b34f033d5e964ab7971ca5114300b0f754247d23b64e85e506141a763566e', '0010_sentence_interleave_paragraph'),
     ('get_parent', '81cd92c5049fc185f926d6c0f7a6afae79be416d6158f331bd69422c55ffa860', '0010_sentence_interleave_paragraph'),
+    ('pack_context', 'ab828fc913e9c3b4e0e6cac55900cd9f7c357e06b69cea771300832099710931', '0010_sentence_interleave_paragraph'),
     ('search', 'e74e6b20fc2885ea24c08e4ac1d6a8ffc88dfcba73374caf63d9beb60135d763', '0010_sentence_interleave_paragraph'),
     ('search_bm25', 'b508d2726414548151fa78426c2cde1ee539e21db4121a18644096518bdf930a', '0010_sentence_interleave_paragraph'),
     ('search_hybrid', '6a48e7cba3edb4ebb920dab2608d8f3dca081fdded4f076f45bef010d2b30166', '0010_sentence_interleave_paragraph'),

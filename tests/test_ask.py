@@ -17,14 +17,14 @@ ROUTES = f"{PART}/chapitre-02-les-routes"
 BAKER = f"{PART}/chapitre-01-le-boulanger"
 #: The four passages of the context, in reading order: (citation line, what a summary cites).
 PASSAGES = [
-    (f"[1] {HEADING} (résumé) — {PART}/summary.md chunk 0  (context, level 2)",
+    (f"[1] {HEADING} (résumé) — {PART}/summary.md §1, chunk 0  (context, level 2)",
      f"    cites the book: {BAKER}/summary.md §1; {ROUTES}/summary.md §1"),
-    (f"[2] {HEADING} (résumé) — {PART}/summary.md chunk 1  (context, level 2)",
+    (f"[2] {HEADING} (résumé) — {PART}/summary.md §2, chunk 1  (context, level 2)",
      f"    cites the book: {ROUTES}/summary.md §1"),
-    (f"[3] {HEADING} > Chapitre II (Les routes) (résumé) — {ROUTES}/summary.md chunk 0  (hit, level 1)",
+    (f"[3] {HEADING} > Chapitre II (Les routes) (résumé) — {ROUTES}/summary.md §1, chunk 0  (hit, level 1)",
      f"    cites the book: {ROUTES}/source.md §1, §2"),
     # the second hit is the sentence branch's (the routes summary sentence cites this paragraph)
-    (f"[4] {HEADING} > Chapitre II (Les routes) — {ROUTES}/source.md chunk 1  (hit, level 0)", None),
+    (f"[4] {HEADING} > Chapitre II (Les routes) — {ROUTES}/source.md §2, chunk 1  (hit, level 0)", None),
 ]
 PART_1 = ("La première partie montre que la production et le transport forment une seule chaîne : le boulanger "
           "ne nourrit le village que si les routes laissent passer la farine.")

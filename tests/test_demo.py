@@ -14,8 +14,8 @@ from loader.summarize import summary_meta
 from tests.loader.test_add import small_book
 
 QUESTION = "Qui paie le péage du pont ?"
-#: An answer's citation line: "[n] heading path — source file chunk i  (hit|context, level l)".
-CITATION = (r"\[\d+\] Essai sur les routes( > [^—]+)? — corpus/essai/[a-z0-9/-]*(source|summary)\.md chunk \d+  "
+#: An answer's citation line: "[n] heading path — source file §p, chunk i  (hit|context, level l)".
+CITATION = (r"\[\d+\] Essai sur les routes( > [^—]+)? — corpus/essai/[a-z0-9/-]*(source|summary)\.md §\d+, chunk \d+  "
             r"\((hit|context), level [0-3]\)")
 
 

@@ -107,7 +107,8 @@ BEGIN
             content             TEXT,
             content_token_count INT,
             book                TEXT,
-            node_order            INT,
+            node_order          INT,
+            paragraph           INT,     -- the chunk's paragraph number in its file (§N)
             role                TEXT,    -- 'hit' (a retrieved chunk) or 'parent' (expansion)
             hit_rank            INT,     -- rank of the hit that brought this row in
             used_tokens         INT      -- running total of tokens in reading order

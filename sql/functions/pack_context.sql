@@ -64,7 +64,7 @@ BEGIN
 
     RETURN QUERY
     SELECT n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path, n.content,
-           n.content_token_count, n.book, n.node_order, u.role, u.hit_rank,
+           n.content_token_count, n.book, n.node_order, n.paragraph, u.role, u.hit_rank,
            (sum(coalesce(n.content_token_count, 0)) OVER (ORDER BY n.book, n.node_order, n.source_file, n.chunk_index))::int
     FROM unnest(v_ids, v_roles, v_ranks) AS u(id, role, hit_rank)
     JOIN rag.hierarchical_content_nodes n ON n.id = u.id
