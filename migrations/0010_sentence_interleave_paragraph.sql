@@ -1,4 +1,4 @@
--- 0010_sentence_interleave_paragraph: the sentence branch is interleaved with the fused list (a paragraph both hold takes the better of its two places); search hits, node rows and context rows carry their paragraph number (what anchors cite)
+-- 0010_sentence_interleave_paragraph: the sentence branch is interleaved with the fused list (a paragraph both hold takes the better of its two places); every retrieved row carries its paragraph number (what anchors cite)
 -- depends: 0009_sentence_hnsw
 
 -- Signatures or row types changed: drop what CREATE OR REPLACE cannot change.
@@ -10,6 +10,7 @@ DROP TYPE IF EXISTS rag.node_chunk CASCADE;  -- its attributes changed; dependan
 CREATE TYPE rag.node_chunk AS (id int, source_file text, chunk_index int, level int, node_type text, heading_path text, parent_source_file text, content text, content_token_count int, book text, node_order int, paragraph int);
 DROP TYPE IF EXISTS rag.context_row CASCADE;  -- its attributes changed; dependants re-created below
 CREATE TYPE rag.context_row AS (source_file text, chunk_index int, level int, node_type text, heading_path text, content text, content_token_count int, book text, node_order int, paragraph int, role text, hit_rank int, used_tokens int);
+DROP FUNCTION IF EXISTS rag.get_children(text, int);  -- arguments or result changed
 
 -- function: _types sha256:3b0276f4be3ffca9f72058821f51e0680496d4f03ae4f4ca8344a8ac7dd2d866
 -- Row types shared by the retrieval functions (named once, reused by every function).
@@ -446,6 +447,80 @@ BEGIN
                               p_sentence_after, p_sentence_every) h
               ORDER BY h.rank),
         p_budget, p_expand);
+END
+$$;
+
+-- function: get_children sha256:70a2a312d435cbe5810c273facff97ced298c144f58309d417dc289f4fcc89ac
+-- rag.get_children: a node's children in document order, as many whole nodes as fit a token budget.
+CREATE OR REPLACE FUNCTION rag.get_children(
+    p_source_file TEXT,
+    p_budget      INT DEFAULT 4000
+) RETURNS TABLE (
+    source_file         TEXT,
+    chunk_index         INT,
+    level               INT,
+    node_type           TEXT,
+    heading_path        TEXT,
+    content             TEXT,
+    content_token_count INT,
+    node_tokens         INT,
+    included            BOOLEAN,
+    book                TEXT,
+    parent_source_file  TEXT,
+    paragraph           INT
+)
+LANGUAGE plpgsql STABLE
+AS $$
+/*
+"Load the children" of p_source_file: the nodes whose parent_source_file is p_source_file,
+in document order (node_order, then path). Children are taken whole, in that order, while the
+running total of their sizes (sum of content_token_count over a node's rows) stays within
+p_budget; the first child that does not fit, and every child after it, is left out, so what
+is returned always reads as a contiguous stretch of the book.
+Result: for each included child, its rows (included = true, chunk order); for each child
+left out, one row with included = false, chunk_index and content NULL, its heading_path and
+node_tokens,
+so the caller knows exactly what was omitted and how big it is. Every row also carries its book
+and its parent (p_source_file), so it can be cited as it is, and its paragraph number in its file
+(the §N anchors cite; NULL on a left-out row).
+Parameters:
+  p_source_file  the parent node's file.
+  p_budget       tokens, 0..1,000,000 (default 4000); 0 includes nothing and lists every child.
+Edge cases: a leaf or unknown file returns no rows.
+Cost: one index range scan on parent_source_file plus the children's rows.
+*/
+BEGIN
+    IF p_budget IS NULL OR p_budget < 0 OR p_budget > 1000000 THEN
+        RAISE EXCEPTION 'budget must be between 0 and 1000000 tokens, got %', coalesce(p_budget::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    WITH kids AS (
+        SELECT n.source_file AS f, min(n.node_order) AS pos, min(n.level) AS lvl, min(n.node_type) AS nt,
+               min(n.heading_path) AS hp, min(n.book) AS bk, sum(coalesce(n.content_token_count, 0))::int AS tokens
+        FROM rag.hierarchical_content_nodes n
+        WHERE n.parent_source_file = p_source_file
+        GROUP BY n.source_file
+    ), cut AS (
+        SELECT k.*, sum(k.tokens) OVER (ORDER BY k.pos, k.f) AS running
+        FROM kids k
+    ), marked AS (
+        SELECT c.*, bool_and(c.running <= p_budget) OVER (ORDER BY c.pos, c.f) AS fits
+        FROM cut c
+    )
+    SELECT u.source_file, u.chunk_index, u.level, u.node_type, u.heading_path, u.content,
+           u.content_token_count, u.node_tokens, u.included, u.book, p_source_file, u.paragraph
+    FROM (
+        SELECT m.pos, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path, n.content,
+               n.content_token_count, m.tokens AS node_tokens, true AS included, n.book, n.paragraph
+        FROM marked m JOIN rag.hierarchical_content_nodes n ON n.source_file = m.f
+        WHERE m.fits
+        UNION ALL
+        SELECT m.pos, m.f, NULL::int, m.lvl, m.nt, m.hp, NULL::text, NULL::int, m.tokens, false, m.bk, NULL::int
+        FROM marked m
+        WHERE NOT m.fits
+    ) u
+    ORDER BY u.pos, u.source_file, u.chunk_index;
 END
 $$;
 
@@ -1146,6 +1221,7 @@ END
 $$;
 
 GRANT EXECUTE ON FUNCTION rag.build_context(text, vector, int, int, text, int[], text, boolean, text, text, text, text, float8, float8, float8, float8, int, int) TO bookrag_reader;
+GRANT EXECUTE ON FUNCTION rag.get_children(text, int) TO bookrag_reader;
 GRANT EXECUTE ON FUNCTION rag.get_node(text) TO bookrag_reader;
 GRANT EXECUTE ON FUNCTION rag.get_parent(text) TO bookrag_reader;
 GRANT EXECUTE ON FUNCTION rag.pack_context(int[], int, boolean) TO bookrag_reader;
@@ -1161,6 +1237,7 @@ INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_fusion_settings', 'a68d4b5c1fae346525681983262b072b6590e4dadacdbf459914e73878cc516c', '0010_sentence_interleave_paragraph'),
     ('_search_hits', 'b574758bb0cb861317c4057d195b72b14d4e02d1c230b76cc81109ced00f7f10', '0010_sentence_interleave_paragraph'),
     ('build_context', '0fb18d5888469b193b8790c5d59a352073708d6fd1f1c8dd07bebff5dddf219f', '0010_sentence_interleave_paragraph'),
+    ('get_children', '70a2a312d435cbe5810c273facff97ced298c144f58309d417dc289f4fcc89ac', '0010_sentence_interleave_paragraph'),
     ('get_node', '721b34f033d5e964ab7971ca5114300b0f754247d23b64e85e506141a763566e', '0010_sentence_interleave_paragraph'),
     ('get_parent', '81cd92c5049fc185f926d6c0f7a6afae79be416d6158f331bd69422c55ffa860', '0010_sentence_interleave_paragraph'),
     ('pack_context', 'ab828fc913e9c3b4e0e6cac55900cd9f7c357e06b69cea771300832099710931', '0010_sentence_interleave_paragraph'),

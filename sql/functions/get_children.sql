@@ -13,7 +13,8 @@ CREATE OR REPLACE FUNCTION rag.get_children(
     node_tokens         INT,
     included            BOOLEAN,
     book                TEXT,
-    parent_source_file  TEXT
+    parent_source_file  TEXT,
+    paragraph           INT
 )
 LANGUAGE plpgsql STABLE
 AS $$
@@ -27,7 +28,8 @@ Result: for each included child, its rows (included = true, chunk order); for ea
 left out, one row with included = false, chunk_index and content NULL, its heading_path and
 node_tokens,
 so the caller knows exactly what was omitted and how big it is. Every row also carries its book
-and its parent (p_source_file), so it can be cited as it is.
+and its parent (p_source_file), so it can be cited as it is, and its paragraph number in its file
+(the §N anchors cite; NULL on a left-out row).
 Parameters:
   p_source_file  the parent node's file.
   p_budget       tokens, 0..1,000,000 (default 4000); 0 includes nothing and lists every child.
@@ -54,14 +56,14 @@ BEGIN
         FROM cut c
     )
     SELECT u.source_file, u.chunk_index, u.level, u.node_type, u.heading_path, u.content,
-           u.content_token_count, u.node_tokens, u.included, u.book, p_source_file
+           u.content_token_count, u.node_tokens, u.included, u.book, p_source_file, u.paragraph
     FROM (
         SELECT m.pos, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path, n.content,
-               n.content_token_count, m.tokens AS node_tokens, true AS included, n.book
+               n.content_token_count, m.tokens AS node_tokens, true AS included, n.book, n.paragraph
         FROM marked m JOIN rag.hierarchical_content_nodes n ON n.source_file = m.f
         WHERE m.fits
         UNION ALL
-        SELECT m.pos, m.f, NULL::int, m.lvl, m.nt, m.hp, NULL::text, NULL::int, m.tokens, false, m.bk
+        SELECT m.pos, m.f, NULL::int, m.lvl, m.nt, m.hp, NULL::text, NULL::int, m.tokens, false, m.bk, NULL::int
         FROM marked m
         WHERE NOT m.fits
     ) u

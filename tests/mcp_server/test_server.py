@@ -128,6 +128,8 @@ async def exercise(session: ClientSession) -> None:
     assert [n["source_file"] for n in kids["included"]] == [f"{C}/premiere-partie/chapitre-01-le-boulanger/summary.md"]
     assert [n["source_file"] for n in kids["left_out"]] == [f"{C}/premiere-partie/chapitre-02-les-routes/summary.md"]
     assert kids["used_tokens"] <= 60
+    r = await session.call_tool("get_children", {"source_file": ROUTES.replace("source.md", "summary.md")})
+    assert [c["citation"]["paragraph"] for n in r.structured_content["included"] for c in n["chunks"]] == [1, 2, 3]
 
     r = await session.call_tool("outline", {"book": "traite-des-echanges"})
     entries = r.structured_content["entries"]
