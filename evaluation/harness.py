@@ -21,7 +21,7 @@ from bookrag.config import Settings
 from bookrag.errors import BookragError
 from bookrag.search import SearchRequest, build_context, embed_query, search
 from evaluation.evalset import KINDS, EvalItem, load_evalset
-from evaluation.metrics import QuestionResult, aggregate, score_question
+from evaluation.metrics import QuestionResult, aggregate, normalise, score_question
 
 #: Strategies: a search mode, optionally with parent expansion or a built context; hybrid-rrf
 #: is hybrid with the former default fusion (RRF, equal weights, no chapter term, no sentence
@@ -86,6 +86,22 @@ def evaluate(conn: psycopg.Connection, items: list[EvalItem], strategies: list[s
         for s in strategies:
             results[s].append(run_strategy(conn, item, s, k, book or item.book, emb, budget, levels, base, two_step))
     return results
+
+
+def unreachable(conn: psycopg.Connection, items: list[EvalItem]) -> list[str]:
+    """The ids of the items none of whose answer fragments lies inside one paragraph chunk of their
+    book as loaded: a fragment across a chunk cut (a long paragraph is cut into several chunks)
+    or absent from the loaded text is found by no paragraph hit, whatever the search does."""
+    chunks: dict[str, list[str]] = {}
+    out = []
+    for item in items:
+        if item.book not in chunks:
+            rows = conn.execute("SELECT content FROM rag.hierarchical_content_nodes WHERE book = %s AND level = 0",
+                                (item.book,)).fetchall()
+            chunks[item.book] = [normalise(r[0]) for r in rows]
+        if not any(normalise(a) in c for a in item.answers for c in chunks[item.book]):
+            out.append(item.id)
+    return out
 
 
 def table(results: dict[str, list[QuestionResult]], ks: list[int]) -> tuple[str, dict[str, Any]]:
@@ -182,6 +198,7 @@ def run_eval_cli(settings: Settings, args: argparse.Namespace) -> None:
             try:
                 report = load(conn, settings.home, [settings.corpus / b for b in books])
                 print(f"scratch database: {report.line()}")
+                lost = unreachable(conn, items)
                 results = evaluate(conn, items, strategies, max(ks + [10]), args.book, args.budget, not args.quiet,
                                    levels, two_step=not args.no_two_step)
             finally:
@@ -189,13 +206,18 @@ def run_eval_cli(settings: Settings, args: argparse.Namespace) -> None:
     else:
         conn = db.connect(url)
         try:
+            lost = unreachable(conn, items)
             results = evaluate(conn, items, strategies, max(ks + [10]), args.book, args.budget, not args.quiet,
                                    levels, two_step=not args.no_two_step)
         finally:
             conn.close()
     md, data = table(results, ks)
     name = Path(args.evalset).stem
-    meta = {"evalset": args.evalset, "questions": len(items), "modes": strategies, "levels": levels, "seconds": round(time.perf_counter() - start, 1),
+    if lost:
+        print(f"warning: {len(lost)} question(s) have no answer fragment inside one paragraph chunk of their book, "
+              f"so no hit can count for them: {', '.join(lost)}")
+    meta = {"evalset": args.evalset, "questions": len(items), "modes": strategies, "levels": levels, "unreachable": lost,
+            "seconds": round(time.perf_counter() - start, 1),
             "per_question": {m: [asdict(r) for r in res] for m, res in results.items()}}
     paths = write_outputs(f"eval-{name}", Path(args.out), md, data, ks, meta)
     print(md)

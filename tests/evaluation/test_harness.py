@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from bookrag import db
@@ -30,6 +31,20 @@ def test_evaluate_every_strategy(corpus):
     assert {"chapter_recall@5", "two_step_recall@5", "paragraph_recall@5", "paragraph_mrr@10"} <= set(data["hybrid"]["all"])
 
 
+def test_questions_no_hit_can_answer_are_named(corpus):
+    from evaluation.harness import unreachable
+
+    items = load_evalset(EVALSET)
+    assert unreachable(corpus, items) == []
+    # a fragment across two paragraphs (two chunks): the end of one, the start of the next
+    end, start = corpus.execute(
+        "SELECT right(a.content, 30), left(b.content, 30) FROM rag.hierarchical_content_nodes a "
+        "JOIN rag.hierarchical_content_nodes b ON b.source_file = a.source_file AND b.chunk_index = a.chunk_index + 1 "
+        "WHERE a.level = 0 ORDER BY a.id LIMIT 1").fetchone()
+    across = replace(items[0], id="across", answers=(f"{end} {start}",))
+    assert unreachable(corpus, [*items, across]) == ["across"]
+
+
 def test_two_step_searches_within_the_top_chapter(corpus, e5):
     from evaluation.harness import run_strategy, top_chapter
 
@@ -50,6 +65,7 @@ def test_eval_cli_uses_a_scratch_database_and_writes_outputs(pg_url, corpus_home
     assert main(["eval", "--evalset", str(EVALSET), "--mode", "bm25,hybrid", "--k", "1,5", "--out", str(out), "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert "scratch database: 13 inserted" in printed and "| bm25 | all | 3 |" in printed
+    assert "warning:" not in printed
     data = json.loads((out / "eval-traite-des-echanges.json").read_text())
     assert set(data["results"]) == {"bm25", "hybrid"}
     assert (out / "eval-traite-des-echanges.png").read_bytes()[:4] == b"\x89PNG"
