@@ -228,7 +228,7 @@ def _print_hits(rows: list[dict], as_json: bool) -> None:
             marks = ", ".join(f"§{p}" for p in c["paragraphs"] or [])
             print(f"      cites {c['source_file']}{' ' + marks if marks else ''}")
         for p in r.get("parent") or []:
-            print(f"      ↳ parent {p['source_file']} chunk {p['chunk_index']}: {_clip(p['content'], 300)}")
+            print(f"      ↳ parent {p['source_file']} {locator(p)}: {_clip(p['content'], 300)}")
         for c in r.get("cited") or []:
             print(f"      ↳ cited {c['source_file']} §{c['paragraph']}: {_clip(c['content'], 300)}")
     if not rows and not as_json:

@@ -10,7 +10,9 @@ changed file with the version the last migration installed and writes, in order:
   DROP FUNCTION old-signature for a function whose arguments or result changed;
   the files' CREATE OR REPLACE statements;
   GRANT EXECUTE to bookrag_reader for every function dropped and re-created (migration 0003's
-    default privileges grant the rest);
+    default privileges grant the rest), then EXECUTE revoked from PUBLIC on every rag function:
+    a function created or re-created gets PUBLIC's built-in default, which 0003's per-schema
+    default privileges cannot take away (PostgreSQL adds those to the global defaults);
   and, for a function file deleted since, `-- dropped: name`, its DROP FUNCTION and the removal of
     its rag.function_versions row.
 """
@@ -188,6 +190,8 @@ def render_migration(name: str, files: list[FunctionFile], reason: str, previous
         parts += [f"-- function: {f.name} sha256:{f.sha256}", f.text.rstrip(), ""]
     if grants:
         parts += [*grants, ""]
+    if install:
+        parts += ["REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default on new functions", ""]
     if removed:
         parts += [f"DELETE FROM rag.function_versions WHERE name IN ({', '.join(repr(g) for g in removed)});", ""]
     if install:

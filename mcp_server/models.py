@@ -14,7 +14,7 @@ class Citation(BaseModel):
     heading_path: str
     source_file: str
     chunk_index: int
-    paragraph: int | None = Field(None, description="the paragraph of source_file this chunk is from (§N, 1-based): the number summaries' anchors cite; cite it as §N")
+    paragraph: int | None = Field(None, description="the paragraph of source_file this chunk is from (§N, 1-based); for a source.md row, the number chapter summaries' anchors cite: cite it as §N")
 
 
 class Cites(BaseModel):

@@ -12,14 +12,15 @@ DROP TYPE IF EXISTS rag.context_row CASCADE;  -- its attributes changed; dependa
 CREATE TYPE rag.context_row AS (source_file text, chunk_index int, level int, node_type text, heading_path text, content text, content_token_count int, book text, node_order int, paragraph int, role text, hit_rank int, used_tokens int);
 DROP FUNCTION IF EXISTS rag.get_children(text, int);  -- arguments or result changed
 
--- function: _types sha256:3b0276f4be3ffca9f72058821f51e0680496d4f03ae4f4ca8344a8ac7dd2d866
+-- function: _types sha256:747e3f73b5b9ccf5e6e3cbf1257b598133873f60a1eae2d160c0b00779481238
 -- Row types shared by the retrieval functions (named once, reused by every function).
 --
 -- rag.search_hit: one ranked chunk. Every search function returns SETOF rag.search_hit:
 --   the node columns (id, source_file, chunk_index, level, node_type, heading_path,
 --   parent_source_file, content, content_token_count, book, node_order, paragraph: the
---   chunk's 1-based paragraph number in its file, the number anchors cite as §n, shared by
---   the chunks of a long paragraph and stable when the chunking threshold changes), then
+--   chunk's 1-based paragraph number in its file, shared by the chunks of a long paragraph and
+--   stable when the chunking threshold changes; for a source.md row, the §n that chapter
+--   summaries' anchors cite), then
 --   score       the function's final score, higher is better (BM25 score, cosine
 --               similarity, RRF sum or two-stage boosted score);
 --   rank        1-based final rank;
@@ -224,7 +225,7 @@ BEGIN
 END
 $$;
 
--- function: _search_hits sha256:b574758bb0cb861317c4057d195b72b14d4e02d1c230b76cc81109ced00f7f10
+-- function: _search_hits sha256:7abb88cc1e9dd70a12b8d7e1eaacf92b17f790f60878e2c58335df3b47348c89
 -- rag._search_hits: the mode dispatcher behind rag.search (the mode list is defined and checked here).
 CREATE OR REPLACE FUNCTION rag._search_hits(
     p_query           TEXT,
@@ -275,7 +276,7 @@ and a p_query_model that is not the corpus model. Parameters: as rag.search's (n
 here: rag.search gives them). rag.search adds the expansions on top of these rows; it is a SQL
 function the caller's statement inlines, so its plan is cached with the caller's.
 Cost: the called function's (one extra PL/pgSQL call); hybrid adds rag.search_sentences and
-the merge (about 1.3 ms per search on the two books, 3 ms at 100k rows: bench/bench_search.py).
+the merge (about 1.2 ms per search on the two books, 2.9 ms at 100k rows: bench/bench_search.py).
 */
 DECLARE
     v_model TEXT;
@@ -1232,10 +1233,12 @@ GRANT EXECUTE ON FUNCTION rag.search_sentences(vector, int, text, text) TO bookr
 GRANT EXECUTE ON FUNCTION rag.search_two_stage(text, vector, int, text, int, float8, int, text, text, text, float8, float8) TO bookrag_reader;
 GRANT EXECUTE ON FUNCTION rag.search_vector(vector, int, text, int[], text, text[], text) TO bookrag_reader;
 
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default on new functions
+
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
-    ('_types', '3b0276f4be3ffca9f72058821f51e0680496d4f03ae4f4ca8344a8ac7dd2d866', '0010_sentence_interleave_paragraph'),
+    ('_types', '747e3f73b5b9ccf5e6e3cbf1257b598133873f60a1eae2d160c0b00779481238', '0010_sentence_interleave_paragraph'),
     ('_fusion_settings', 'a68d4b5c1fae346525681983262b072b6590e4dadacdbf459914e73878cc516c', '0010_sentence_interleave_paragraph'),
-    ('_search_hits', 'b574758bb0cb861317c4057d195b72b14d4e02d1c230b76cc81109ced00f7f10', '0010_sentence_interleave_paragraph'),
+    ('_search_hits', '7abb88cc1e9dd70a12b8d7e1eaacf92b17f790f60878e2c58335df3b47348c89', '0010_sentence_interleave_paragraph'),
     ('build_context', '0fb18d5888469b193b8790c5d59a352073708d6fd1f1c8dd07bebff5dddf219f', '0010_sentence_interleave_paragraph'),
     ('get_children', '70a2a312d435cbe5810c273facff97ced298c144f58309d417dc289f4fcc89ac', '0010_sentence_interleave_paragraph'),
     ('get_node', '721b34f033d5e964ab7971ca5114300b0f754247d23b64e85e506141a763566e', '0010_sentence_interleave_paragraph'),

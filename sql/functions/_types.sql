@@ -3,8 +3,9 @@
 -- rag.search_hit: one ranked chunk. Every search function returns SETOF rag.search_hit:
 --   the node columns (id, source_file, chunk_index, level, node_type, heading_path,
 --   parent_source_file, content, content_token_count, book, node_order, paragraph: the
---   chunk's 1-based paragraph number in its file, the number anchors cite as §n, shared by
---   the chunks of a long paragraph and stable when the chunking threshold changes), then
+--   chunk's 1-based paragraph number in its file, shared by the chunks of a long paragraph and
+--   stable when the chunking threshold changes; for a source.md row, the §n that chapter
+--   summaries' anchors cite), then
 --   score       the function's final score, higher is better (BM25 score, cosine
 --               similarity, RRF sum or two-stage boosted score);
 --   rank        1-based final rank;

@@ -97,8 +97,12 @@ def test_each_kind_of_change(tree, fresh_db):
     (functions / "zz_rows.sql").write_text(PROBE_ROWS)
     text = generate(tree, "new_function")
     assert "-- function: zz_probe sha256:" in text and "-- function: zz_rows sha256:" in text and "DROP" not in text
+    assert text.index("CREATE OR REPLACE FUNCTION rag.zz_probe") < text.index("REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;")
     apply_migrations(fresh_db, migrations)
     assert overloads(fresh_db, "zz_probe") == ["rag.zz_probe(integer)"]
+    with psycopg.connect(fresh_db) as c:  # the reader may run it, PUBLIC may not
+        assert c.execute("SELECT has_function_privilege('bookrag_reader', 'rag.zz_probe(int)', 'EXECUTE'), "
+                         "has_function_privilege('public', 'rag.zz_probe(int)', 'EXECUTE')").fetchone() == (True, False)
 
     # a changed body: replaced in place
     (functions / "zz_probe.sql").write_text(PROBE.format(extra="", result="INT", body="p_a + 1"))
@@ -136,6 +140,7 @@ def test_each_kind_of_change(tree, fresh_db):
     with psycopg.connect(fresh_db) as c:
         assert c.execute("SELECT * FROM rag.zz_rows()").fetchall() == [(1, None)]
         assert c.execute("SELECT has_function_privilege('bookrag_reader', 'rag.zz_rows()', 'EXECUTE')").fetchone() == (True,)
+        assert c.execute("SELECT has_function_privilege('public', 'rag.zz_rows()', 'EXECUTE')").fetchone() == (False,)
 
     # changed OUT parameters (a result without RETURNS): the old function is dropped by its input
     # arguments only (DROP FUNCTION ignores OUT parameters; naming them as inputs would drop nothing)

@@ -92,6 +92,14 @@ def test_the_readers_limits(migrated_url):
     reader.close()
 
 
+def test_no_rag_function_is_executable_by_public(conn):
+    # every migration that creates functions revokes PUBLIC's default EXECUTE again
+    rows = conn.execute("""
+        SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname = 'rag' AND has_function_privilege('public', p.oid, 'EXECUTE') ORDER BY 1""").fetchall()
+    assert rows == []
+
+
 def executable_volatile_functions(conn: psycopg.Connection) -> list[str]:
     rows = conn.execute("""
         SELECT DISTINCT n.nspname || '.' || p.proname
