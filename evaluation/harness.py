@@ -194,6 +194,11 @@ def run_eval_cli(settings: Settings, args: argparse.Namespace) -> None:
     conn = db.connect(url)
     loaded = {r[0] for r in conn.execute("SELECT book FROM rag.books").fetchall()}
     conn.close()
+    def measure(conn: psycopg.Connection) -> tuple[list[str], dict[str, list[QuestionResult]]]:
+        lost = unreachable(conn, items, args.book) if levels is None or 0 in levels else []
+        return lost, evaluate(conn, items, strategies, max(ks + [10]), args.book, args.budget, not args.quiet,
+                              levels, two_step=not args.no_two_step)
+
     start = time.perf_counter()
     if args.scratch or not set(books) <= loaded:
         with scratch_database(settings) as scratch:
@@ -201,17 +206,13 @@ def run_eval_cli(settings: Settings, args: argparse.Namespace) -> None:
             try:
                 report = load(conn, settings.home, [settings.corpus / b for b in books])
                 print(f"scratch database: {report.line()}")
-                lost = unreachable(conn, items, args.book) if levels is None or 0 in levels else []
-                results = evaluate(conn, items, strategies, max(ks + [10]), args.book, args.budget, not args.quiet,
-                                   levels, two_step=not args.no_two_step)
+                lost, results = measure(conn)
             finally:
                 conn.close()
     else:
         conn = db.connect(url)
         try:
-            lost = unreachable(conn, items, args.book) if levels is None or 0 in levels else []
-            results = evaluate(conn, items, strategies, max(ks + [10]), args.book, args.budget, not args.quiet,
-                                   levels, two_step=not args.no_two_step)
+            lost, results = measure(conn)
         finally:
             conn.close()
     md, data = table(results, ks)
