@@ -28,7 +28,7 @@ from evaluation.tune_fusion import half_of
 HALF = sys.argv[1] if len(sys.argv) > 1 else "tune"
 AFTER, EVERY, K = 1, 3, 10
 BOOKS = ("bastiat-sophismes-economiques", "tocqueville-democratie-en-amerique")
-COLS = "h.id, h.source_file, h.chunk_index, h.level, h.content, h.content_token_count, n.paragraph"
+COLS = "h.id, h.source_file, h.chunk_index, h.level, h.content, h.content_token_count, h.paragraph"
 
 
 def key(h):
@@ -70,11 +70,10 @@ with db.connect(db.database_url(load_settings())) as conn:
         installed = {"skip": 0, "interleave": 0}
         for it in items:
             v = vector_literal(embed_query(conn, it.question))
-            fused = conn.execute(f"SELECT {COLS} FROM rag.search_hybrid(%s, %s::vector, {K}, %s) h "
-                                 "JOIN rag.hierarchical_content_nodes n USING (id) ORDER BY h.rank",
+            fused = conn.execute(f"SELECT {COLS} FROM rag.search_hybrid(%s, %s::vector, {K}, %s) h ORDER BY h.rank",
                                  (it.question, v, book)).fetchall()
-            branch = conn.execute(f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {2 * K}, %s) h "
-                                  "JOIN rag.hierarchical_content_nodes n USING (id) ORDER BY h.rank", (v, book)).fetchall()
+            branch = conn.execute(f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {2 * K}, %s) h ORDER BY h.rank",
+                                  (v, book)).fetchall()
             now = [r["id"] for r in conn.execute(
                 f"SELECT id FROM rag.search(%s, %s::vector, p_k => {K}, p_book => %s, p_sentence_after => {AFTER}, "
                 f"p_sentence_every => {EVERY})", (it.question, v, book))]
