@@ -6,7 +6,8 @@ migrations the deltas). `CREATE OR REPLACE` cannot change a function's argument 
 type, and `_types.sql` creates its row types only when absent; so the generator compares each
 changed file with the version the last migration installed and writes, in order:
   DROP TYPE … CASCADE and CREATE TYPE for a row type whose attributes changed (the cascade drops
-    every function returning it: they are all re-created below, changed or not);
+    every function returning it: they are all re-created below, changed or not); DROP TYPE …
+    CASCADE for a row type removed from _types.sql (refused while a function file still names it);
   DROP FUNCTION old-signature for a function whose arguments or result changed;
   the files' CREATE OR REPLACE statements;
   GRANT EXECUTE to bookrag_reader for every function dropped and re-created (migration 0003's
@@ -163,6 +164,11 @@ def render_migration(name: str, files: list[FunctionFile], reason: str, previous
         if f.name != "_types" or f.name not in previous:
             continue
         old, new = row_types(previous[f.name]), row_types(f.text)
+        for t in (t for t in old if t not in new):
+            users = [g.name for g in all_files if g.name != f.name and re.search(rf"{re.escape(t)}\b", g.text)]
+            if users:
+                raise ValueError(f"{t} is removed from _types.sql but {', '.join(users)} still name it")
+            drops.append(f"DROP TYPE IF EXISTS {t} CASCADE;  -- removed from _types.sql; the functions that returned it changed")
         changed_types = [t for t in new if t in old and old[t] != new[t]]
         for t in changed_types:
             drops.append(f"DROP TYPE IF EXISTS {t} CASCADE;  -- its attributes changed; dependants re-created below")

@@ -25,10 +25,10 @@ Fusion = Literal[FUSIONS]  # type: ignore[valid-type]
 Normalisation = Literal[NORMALISATIONS]  # type: ignore[valid-type]
 
 
-def _arg(name: str, cast: str = "", context: bool = True) -> dict[str, Any]:
-    """A SearchRequest field's SQL argument: its name in rag.search (and rag.build_context, unless
-    context is False), with a cast where psycopg's type would not pick the function."""
-    return {"sql": name, "cast": cast, "context": context}
+def _arg(name: str, cast: str = "") -> dict[str, Any]:
+    """A SearchRequest field's SQL argument: its name in rag.search, with a cast where psycopg's
+    type would not pick the function."""
+    return {"sql": name, "cast": cast}
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class SearchRequest:
     k: int = field(default=10, metadata=_arg("p_k"))
     book: str | None = field(default=None, metadata=_arg("p_book"))
     levels: list[int] | None = field(default=None, metadata=_arg("p_levels", "::int[]"))
-    expand_parent: bool = False  # attach each hit's parent node (p_expand 'parent'; build_context's p_expand)
+    expand_parent: bool = False  # attach each hit's parent node (p_expand 'parent'; pack_context's p_expand)
     budget: int | None = None  # tokens: build a context (search + expansion) within this budget
     within: str | None = field(default=None, metadata=_arg("p_within"))  # only that node's subtree
     # Fusion settings; None = the SQL default (rag._fusion_settings()).
@@ -74,9 +74,7 @@ class SearchRequest:
 
 def _call(function: str, extra: str) -> str:
     """`function(p_x => %(x)s, …)` over SearchRequest's SQL arguments, the query vector and `extra`."""
-    context = function == "rag.build_context"
-    args = [f"{f.metadata['sql']} => %({f.name})s{f.metadata['cast']}" for f in fields(SearchRequest)
-            if f.metadata and (f.metadata["context"] or not context)]
+    args = [f"{f.metadata['sql']} => %({f.name})s{f.metadata['cast']}" for f in fields(SearchRequest) if f.metadata]
     return f"{function}({', '.join(args[:1] + ['p_query_embedding => %(e)s'] + args[1:] + [extra])})"
 
 
@@ -148,7 +146,10 @@ def _sql_error(exc: psycopg.Error) -> BookragError:
 
 
 SEARCH_CALL = _call("rag.search", "p_expand => %(expand)s::text[], p_query_model => %(model)s")
-CONTEXT_CALL = _call("rag.build_context", "p_budget => %(budget)s, p_expand => %(expand_parent)s")
+#: rag.build_context with every SearchRequest argument: the hits of rag.search (ids only: no
+#: expansion asked) packed by rag.pack_context, as rag.build_context composes them.
+CONTEXT = (f"SELECT c.* FROM rag.pack_context(ARRAY(SELECT h.id FROM {SEARCH_CALL} h ORDER BY h.rank), "
+           "%(budget)s, %(expand_parent)s) c")
 #: One round trip for a search and the context packed from its first hits (rag.pack_context),
 #: both as JSON; context is NULL when no budget is given.
 SEARCH_AND_PACK = (
@@ -177,7 +178,7 @@ def _check_vector(req: SearchRequest, embedding: np.ndarray | None) -> None:
 
 def search(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None = None,
            model: str | None = None) -> list[dict[str, Any]]:
-    """Ranked hits of rag.search (dicts with the rag.search_result columns: the hit, `cites`, and
+    """Ranked hits of rag.search (dicts with the rag.search_hit columns: the hit, `cites`, and
     `parent` / `cited` rows when asked). Modes, fusion names, bounds and the expansions are
     checked by the SQL, whose message a BookragError carries. `model` names the model
     `embedding` came from (rag.search refuses another than the corpus's)."""
@@ -201,15 +202,18 @@ def search_and_pack(conn: psycopg.Connection, req: SearchRequest, embedding: np.
     return row["hits"], row["context"]
 
 
-def build_context(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None = None) -> list[dict[str, Any]]:
-    """rag.build_context rows: search + parent expansion within req.budget tokens, reading order
-    (3,000 tokens when req.budget is None; the SQL function refuses a budget out of its range)."""
+def build_context(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None = None,
+                  model: str | None = None) -> list[dict[str, Any]]:
+    """rag.build_context's rows for every field of req: search + parent expansion within req.budget
+    tokens, reading order (3,000 tokens when req.budget is None; rag.pack_context refuses a budget
+    out of its range)."""
     query = check_query(req.query)
     req.check_ints()
     if embedding is None and req.mode != "bm25":
-        embedding = embed_query(conn, query)
-    return _fetch(conn, f"SELECT * FROM {CONTEXT_CALL}",
-                  {**req.params(), "query": query, "e": embedding, "budget": 3000 if req.budget is None else req.budget})
+        embedding, model = embed_query_with_model(conn, query)
+    _check_vector(req, embedding)
+    return _fetch(conn, CONTEXT, {**req.params(), "expand": None, "query": query, "e": embedding, "model": model,
+                                  "budget": 3000 if req.budget is None else req.budget})
 
 
 def cited_rows(conn: psycopg.Connection, rows: list[dict[str, Any]]) -> dict[tuple[str, int], list[dict[str, Any]]]:

@@ -263,10 +263,10 @@ def get_children(
     included: dict[str, list[dict[str, Any]]] = {}
     left: list[LeftOut] = []
     for r in rows:
-        if r["included"]:
-            included.setdefault(r["source_file"], []).append(r)
+        if r["role"] == "child":
+            included.setdefault(r["source_file"], []).append({**r, "parent_source_file": source_file})
         else:
-            left.append(LeftOut(source_file=r["source_file"], heading_path=r["heading_path"], tokens=r["node_tokens"]))
+            left.append(LeftOut(source_file=r["source_file"], heading_path=r["heading_path"], tokens=r["content_token_count"]))
     nodes = [_node(rs) for rs in included.values()]
     return Children(parent_source_file=source_file, token_budget=token_budget,
                     used_tokens=sum(n.tokens for n in nodes), included=nodes, left_out=left)

@@ -1,6 +1,6 @@
 -- Row types shared by the retrieval functions (named once, reused by every function).
 --
--- rag.search_hit: one ranked chunk. Every search function returns SETOF rag.search_hit:
+-- rag.search_hit: one ranked chunk. Every search function (rag.search included) returns SETOF rag.search_hit:
 --   the node columns (id, source_file, chunk_index, level, node_type, heading_path,
 --   parent_source_file, content, content_token_count, book, node_order, paragraph: the
 --   chunk's 1-based paragraph number in its file, shared by the chunks of a long paragraph and
@@ -16,44 +16,24 @@
 --   sentence_rank / sentence_score  rank and cosine similarity in the sentence branch
 --               (rag.search_sentences: the best chapter-summary sentence citing the paragraph),
 --               set on the rows that branch placed in a hybrid search (NULL otherwise).
--- rag.search_result: what rag.search returns: a rag.search_hit's columns, then
---   cites   JSON [{source_file, paragraphs}]: what a summary hit's anchors cite ([] otherwise);
---   parent  JSON array of the hit's parent node rows in chunk order (p_expand has 'parent'), else NULL;
---   cited   JSON array of the rows its anchors cite, reading order (p_expand has 'cited'), else NULL.
+--   cites   JSON [{source_file, paragraphs}]: what a summary hit's anchors cite ([] on a
+--           paragraph); filled by rag.search, NULL from the functions it calls;
+--   parent  JSON array of the hit's parent node rows in chunk order (rag.search with p_expand
+--           'parent'), else NULL;
+--   cited   JSON array of the rows its anchors cite, reading order (rag.search with p_expand
+--           'cited'), else NULL.
 -- rag.node_chunk: one row of a node, in reading order (get_node, get_parent): the node columns
 --   above, paragraph included.
--- rag.context_row: one row of a built context (build_context).
+-- rag.context_row: one row of a read within a token budget, in reading order: a built context
+--   (build_context, pack_context: role 'hit' or 'parent', hit_rank the rank of the hit that
+--   brought it) or a node's children (get_children: role 'child', or 'omitted' for a child left
+--   out, whose content is NULL and content_token_count its size; hit_rank NULL); used_tokens is
+--   the running total of the rows returned.
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
                    WHERE n.nspname = 'rag' AND t.typname = 'search_hit') THEN
         CREATE TYPE rag.search_hit AS (
-            id                  INT,
-            source_file         TEXT,
-            chunk_index         INT,
-            level               INT,
-            node_type           TEXT,
-            heading_path        TEXT,
-            parent_source_file  TEXT,
-            content             TEXT,
-            content_token_count INT,
-            book                TEXT,
-            node_order          INT,
-            paragraph           INT,
-            score               FLOAT8,
-            rank                INT,
-            bm25_rank           INT,
-            bm25_score          FLOAT8,
-            vector_rank         INT,
-            vector_score        FLOAT8,
-            section_score       FLOAT8,
-            sentence_rank       INT,
-            sentence_score      FLOAT8
-        );
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
-                   WHERE n.nspname = 'rag' AND t.typname = 'search_result') THEN
-        CREATE TYPE rag.search_result AS (
             id                  INT,
             source_file         TEXT,
             chunk_index         INT,
@@ -110,8 +90,8 @@ BEGIN
             book                TEXT,
             node_order          INT,
             paragraph           INT,     -- the chunk's paragraph number in its file (§N)
-            role                TEXT,    -- 'hit' (a retrieved chunk) or 'parent' (expansion)
-            hit_rank            INT,     -- rank of the hit that brought this row in
+            role                TEXT,    -- 'hit', 'parent' (build_context); 'child', 'omitted' (get_children)
+            hit_rank            INT,     -- rank of the hit that brought this row in (NULL for children)
             used_tokens         INT      -- running total of tokens in reading order
         );
     END IF;

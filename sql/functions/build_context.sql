@@ -9,18 +9,9 @@ CREATE OR REPLACE FUNCTION rag.build_context(
     p_node_type       TEXT DEFAULT NULL,
     p_expand          BOOLEAN DEFAULT true,
     p_mode            TEXT DEFAULT 'hybrid',
-    p_within          TEXT DEFAULT NULL,
-    p_fusion          TEXT DEFAULT NULL,
-    p_normalisation   TEXT DEFAULT NULL,
-    p_bm25_weight     FLOAT8 DEFAULT NULL,
-    p_vector_weight   FLOAT8 DEFAULT NULL,
-    p_chapter_weight  FLOAT8 DEFAULT NULL,
-    p_cite_weight     FLOAT8 DEFAULT NULL,
-    p_sentence_after  INT DEFAULT NULL,
-    p_sentence_every  INT DEFAULT NULL
+    p_within          TEXT DEFAULT NULL
 ) RETURNS SETOF rag.context_row
 LANGUAGE plpgsql STABLE
-SET max_parallel_workers_per_gather = 0
 AS $$
 /*
 Builds the context an LLM reads to answer p_query: the p_k hits of rag.search (p_mode
@@ -29,31 +20,28 @@ with its parent node's rows (when p_expand), whole units while they fit, never m
 p_budget tokens, in reading order (book, node_order, chunk_index), each row with its citation
 (source_file, chunk_index, heading_path, level), its role ('hit' or 'parent'), the rank of the
 hit that brought it, and the running token total.
+It is exactly
+  rag.pack_context(ARRAY(SELECT id FROM rag.search(p_query, p_query_embedding, p_mode, p_k, p_book,
+                   p_levels, p_node_type, p_within) ORDER BY rank), p_budget, p_expand)
+with the default fusion settings; write that composition to pass rag.search's other arguments
+(fusion, weights, the sentence branch's places): `bookrag context` and `bookrag eval` do.
 Parameters:
-  p_query, p_query_embedding  as in rag.search_hybrid (embedding NULL: BM25 only).
+  p_query, p_query_embedding  as in rag.search (embedding NULL: BM25 only).
   p_budget   tokens, 1..1,000,000 (default 3000; checked by rag.pack_context).
-  p_k        hits considered, 1..100 (default 8).
+  p_k        hits considered, 1..1000 (default 8; checked by rag.search).
   p_book, p_levels, p_node_type  search filters (levels and node_type: not with two-stage).
   p_expand   add each hit's parent node (default true).
   p_mode     which search ranks the hits (default 'hybrid').
   p_within   NULL or a source_file: hits only from that node's subtree (parents may lie above it).
-  p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight,
-  p_sentence_after, p_sentence_every: passed to rag.search (NULL = rag._fusion_settings()).
 Cost: one search plus rag.pack_context (two indexed lookups per hit); p50 7.4 ms on the two books,
 8.2 ms at 100k rows (bench/bench_search.py, 2026-12-01).
 */
 BEGIN
-    -- p_budget is checked by rag.pack_context
-    IF p_k IS NULL OR p_k < 1 OR p_k > 100 THEN
-        RAISE EXCEPTION 'k must be between 1 and 100 for a context, got %', coalesce(p_k::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    -- PL/pgSQL, not SQL: a SQL body is checked when created, and rag.search is created after it.
     RETURN QUERY
     SELECT * FROM rag.pack_context(
         ARRAY(SELECT h.id
-              FROM rag.search(p_query, p_query_embedding, p_mode, p_k, p_book, p_levels, p_node_type, p_within,
-                              p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight,
-                              p_sentence_after, p_sentence_every) h
+              FROM rag.search(p_query, p_query_embedding, p_mode, p_k, p_book, p_levels, p_node_type, p_within) h
               ORDER BY h.rank),
         p_budget, p_expand);
 END

@@ -2,20 +2,7 @@
 CREATE OR REPLACE FUNCTION rag.get_children(
     p_source_file TEXT,
     p_budget      INT DEFAULT 4000
-) RETURNS TABLE (
-    source_file         TEXT,
-    chunk_index         INT,
-    level               INT,
-    node_type           TEXT,
-    heading_path        TEXT,
-    content             TEXT,
-    content_token_count INT,
-    node_tokens         INT,
-    included            BOOLEAN,
-    book                TEXT,
-    parent_source_file  TEXT,
-    paragraph           INT
-)
+) RETURNS SETOF rag.context_row
 LANGUAGE plpgsql STABLE
 AS $$
 /*
@@ -24,12 +11,12 @@ in document order (node_order, then path). Children are taken whole, in that ord
 running total of their sizes (sum of content_token_count over a node's rows) stays within
 p_budget; the first child that does not fit, and every child after it, is left out, so what
 is returned always reads as a contiguous stretch of the book.
-Result: for each included child, its rows (included = true, chunk order); for each child
-left out, one row with included = false, chunk_index and content NULL, its heading_path and
-node_tokens,
-so the caller knows exactly what was omitted and how big it is. Every row also carries its book
-and its parent (p_source_file), so it can be cited as it is, and its paragraph number in its file
-(the §N anchors cite; NULL on a left-out row).
+Result (rag.context_row, the shape of every budgeted read): for each included child, its rows
+in chunk order with role 'child' and used_tokens the running total of the rows returned so far;
+for each child left out, one row with role 'omitted', chunk_index, content, paragraph and
+used_tokens NULL, and content_token_count the whole child's size, so the caller knows exactly
+what was omitted and how big it is. hit_rank is NULL. Every row carries its book; its parent
+is p_source_file. Included rows carry their paragraph number in their file (the §N anchors cite).
 Parameters:
   p_source_file  the parent node's file.
   p_budget       tokens, 0..1,000,000 (default 4000); 0 includes nothing and lists every child.
@@ -55,15 +42,18 @@ BEGIN
         SELECT c.*, bool_and(c.running <= p_budget) OVER (ORDER BY c.pos, c.f) AS fits
         FROM cut c
     )
-    SELECT u.source_file, u.chunk_index, u.level, u.node_type, u.heading_path, u.content,
-           u.content_token_count, u.node_tokens, u.included, u.book, p_source_file, u.paragraph
+    SELECT u.source_file, u.chunk_index, u.level, u.node_type, u.heading_path, u.content, u.content_token_count,
+           u.book, u.node_order, u.paragraph, u.role, NULL::int,
+           CASE WHEN u.role = 'child' THEN (sum(coalesce(u.content_token_count, 0)) FILTER (WHERE u.role = 'child')
+                OVER (ORDER BY u.pos, u.source_file, u.chunk_index))::int END
     FROM (
         SELECT m.pos, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path, n.content,
-               n.content_token_count, m.tokens AS node_tokens, true AS included, n.book, n.paragraph
+               n.content_token_count, n.book, n.node_order, n.paragraph,
+               'child'::text AS role
         FROM marked m JOIN rag.hierarchical_content_nodes n ON n.source_file = m.f
         WHERE m.fits
         UNION ALL
-        SELECT m.pos, m.f, NULL::int, m.lvl, m.nt, m.hp, NULL::text, NULL::int, m.tokens, false, m.bk, NULL::int
+        SELECT m.pos, m.f, NULL::int, m.lvl, m.nt, m.hp, NULL::text, m.tokens, m.bk, m.pos, NULL::int, 'omitted'
         FROM marked m
         WHERE NOT m.fits
     ) u

@@ -18,13 +18,12 @@ CREATE OR REPLACE FUNCTION rag.search(
     p_sentence_every  INT DEFAULT NULL,
     p_expand          TEXT[] DEFAULT NULL,
     p_query_model     TEXT DEFAULT NULL
-) RETURNS SETOF rag.search_result
+) RETURNS SETOF rag.search_hit
 LANGUAGE sql STABLE
 AS $$
 /*
 Runs the search named by p_mode (rag._search_hits checks every argument and dispatches) and
-returns its rows (rag.search_result, best first: the called function's rag.search_hit columns,
-then cites, parent, cited):
+returns its rows (rag.search_hit, best first) with cites, parent and cited filled:
   'hybrid'     rag.search_hybrid (both branches fused; the default), with places for the
                sentence branch (rag.search_sentences; see rag._search_hits)
   'bm25'       rag.search_bm25
@@ -48,7 +47,9 @@ Cost: the called function's, plus one indexed lookup per summary hit for cites a
 each expansion. A SQL function without settings, so the caller's statement inlines it (one plan,
 cached with a prepared statement) and an expansion not asked for is never run.
 */
-    SELECT h.*,
+    SELECT h.id, h.source_file, h.chunk_index, h.level, h.node_type, h.heading_path, h.parent_source_file,
+           h.content, h.content_token_count, h.book, h.node_order, h.paragraph, h.score, h.rank, h.bm25_rank,
+           h.bm25_score, h.vector_rank, h.vector_score, h.section_score, h.sentence_rank, h.sentence_score,
            CASE WHEN h.level = 0 THEN '[]'::json ELSE rag.cites(h.source_file, h.chunk_index) END,
            CASE WHEN 'parent' = ANY(p_expand) THEN
                (SELECT coalesce(json_agg(row_to_json(p) ORDER BY p.chunk_index), '[]'::json)

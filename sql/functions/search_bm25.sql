@@ -37,7 +37,7 @@ BEGIN
     RETURN QUERY EXECUTE format(
         'SELECT n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path, '
         'n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph, '
-        'b.s, b.r, b.r, b.s, NULL::int, NULL::float8, NULL::float8, NULL::int, NULL::float8 '
+        'b.s, b.r, b.r, b.s, NULL::int, NULL::float8, NULL::float8, NULL::int, NULL::float8, NULL::json, NULL::json, NULL::json '
         'FROM (%s) b JOIN rag.hierarchical_content_nodes n ON n.id = b.id ORDER BY b.r',
         rag._branch_sql('bm25', NULL, NULL, p_book, p_levels, p_node_type, p_parent_files, v_within))
     USING p_query, NULL::vector, p_book, p_levels, p_node_type, p_parent_files, p_k, v_within;

@@ -192,7 +192,7 @@ BEGIN
     SELECT n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
            n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph,
            top.score, (row_number() OVER (ORDER BY top.score DESC, least(top.br, top.vr), top.id))::int,
-           top.br, top.bs, top.vr, top.vs, top.cs, NULL::int, NULL::float8
+           top.br, top.bs, top.vr, top.vs, top.cs, NULL::int, NULL::float8, NULL::json, NULL::json, NULL::json
     FROM top JOIN rag.hierarchical_content_nodes n ON n.id = top.id
     ORDER BY top.score DESC, least(top.br, top.vr), top.id;
 END

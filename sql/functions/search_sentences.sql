@@ -93,7 +93,8 @@ BEGIN
     )
     SELECT top.id, top.source_file, top.chunk_index, top.level, top.node_type, top.heading_path,
            top.parent_source_file, top.content, top.content_token_count, top.book, top.node_order, top.paragraph,
-           top.sim, top.r, NULL::int, NULL::float8, NULL::int, NULL::float8, NULL::float8, top.r, top.sim
+           top.sim, top.r, NULL::int, NULL::float8, NULL::int, NULL::float8, NULL::float8, top.r, top.sim,
+           NULL::json, NULL::json, NULL::json
     FROM top
     WHERE top.r <= p_k
     ORDER BY top.r;

@@ -101,7 +101,8 @@ BEGIN
     SELECT x.id, x.source_file, x.chunk_index, x.level, x.node_type, x.heading_path,
            x.parent_source_file, x.content, x.content_token_count, x.book, x.node_order, x.paragraph,
            x.final, (row_number() OVER (ORDER BY x.final DESC, x.rank, x.id))::int,
-           x.bm25_rank, x.bm25_score, x.vector_rank, x.vector_score, x.ssc, NULL::int, NULL::float8
+           x.bm25_rank, x.bm25_score, x.vector_rank, x.vector_score, x.ssc, NULL::int, NULL::float8,
+           NULL::json, NULL::json, NULL::json
     FROM scored x
     ORDER BY x.final DESC, x.rank, x.id
     LIMIT p_k;

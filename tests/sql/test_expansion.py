@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 C = "corpus/traite-des-echanges"
@@ -34,8 +36,10 @@ def test_root_and_unknown_files_have_no_parent(corpus):
 
 
 def children(conn, parent: str, budget: int) -> list[tuple]:
-    return conn.execute("SELECT source_file, chunk_index, included, node_tokens FROM rag.get_children(%s, %s)",
-                        (parent, budget)).fetchall()
+    """(source_file, chunk_index, included, the child's size) per row, in the function's order."""
+    return conn.execute("SELECT source_file, chunk_index, role = 'child', "
+                        "(sum(content_token_count) OVER (PARTITION BY source_file))::int "
+                        "FROM rag.get_children(%s, %s) WITH ORDINALITY ORDER BY ordinality", (parent, budget)).fetchall()
 
 
 def test_children_come_in_document_order_with_their_sizes(corpus):
@@ -44,6 +48,17 @@ def test_children_come_in_document_order_with_their_sizes(corpus):
     assert files == [CH1, CH2]
     assert all(r[2] for r in rows)
     assert {r[0]: r[3] for r in rows} == {CH1: node_tokens(corpus, CH1), CH2: node_tokens(corpus, CH2)}
+
+
+def test_children_rows_count_the_tokens_used_and_omitted_rows_their_size(corpus):
+    t1 = node_tokens(corpus, CH1)
+    rows = corpus.execute("SELECT source_file, role, content, content_token_count, used_tokens, hit_rank "
+                          "FROM rag.get_children(%s, %s)", (P1, t1)).fetchall()
+    kept = [r for r in rows if r[1] == "child"]
+    assert kept and {r[0] for r in kept} == {CH1}
+    assert [r[4] for r in kept] == list(itertools.accumulate(r[3] for r in kept)) and kept[-1][4] == t1
+    assert [r[:5] for r in rows if r[1] != "child"] == [(CH2, "omitted", None, node_tokens(corpus, CH2), None)]
+    assert all(r[5] is None for r in rows)
 
 
 def test_budget_zero_includes_nothing_and_lists_every_child(corpus):
@@ -66,8 +81,7 @@ def test_budget_exactly_fitting_and_one_token_short(corpus):
 def test_a_child_that_does_not_fit_stops_the_stretch(corpus):
     # Root's children: avant-propos summary, part 1, part 2. A budget that fits the first and the
     # third but not the second still stops at the second: the result is a contiguous stretch.
-    kids = corpus.execute("SELECT DISTINCT source_file, node_tokens FROM rag.get_children(%s, 100000)", (ROOT,)).fetchall()
-    sizes = dict(kids)
+    sizes = dict(corpus.execute("SELECT source_file, content_token_count FROM rag.get_children(%s, 0)", (ROOT,)).fetchall())
     avant = f"{C}/avant-propos/summary.md"
     p2 = f"{C}/deuxieme-partie/summary.md"
     budget = sizes[avant] + min(sizes[p2], sizes[P1]) if sizes[p2] < sizes[P1] else sizes[avant]

@@ -142,6 +142,22 @@ def test_each_kind_of_change(tree, fresh_db):
         assert c.execute("SELECT has_function_privilege('bookrag_reader', 'rag.zz_rows()', 'EXECUTE')").fetchone() == (True,)
         assert c.execute("SELECT has_function_privilege('public', 'rag.zz_rows()', 'EXECUTE')").fetchone() == (False,)
 
+    # a removed row type: refused while a function still names it, then dropped; the function that
+    # returned it, now returning another type, is re-created and granted
+    (functions / "_types.sql").write_text((functions / "_types.sql").read_text().replace(PROBE_TYPE.format(attrs="a INT, b TEXT"), ""))
+    assert "zz_row" not in (functions / "_types.sql").read_text()
+    with pytest.raises(ValueError, match=r"rag.zz_row is removed from _types.sql but zz_rows still name it"):
+        generate(tree, "removed_row_type")
+    (functions / "zz_rows.sql").write_text(PROBE_ROWS.replace("RETURNS SETOF rag.zz_row", "RETURNS SETOF INT")
+                                           .replace("    r rag.zz_row;", "    r INT := 1;").replace("    r.a := 1;\n", ""))
+    text = generate(tree, "removed_row_type")
+    assert "DROP TYPE IF EXISTS rag.zz_row CASCADE;" in text and "CREATE TYPE rag.zz_row" not in text
+    assert "GRANT EXECUTE ON FUNCTION rag.zz_rows() TO bookrag_reader;" in text
+    apply_migrations(fresh_db, migrations)
+    with psycopg.connect(fresh_db) as c:
+        assert c.execute("SELECT * FROM rag.zz_rows()").fetchall() == [(1,)]
+        assert c.execute("SELECT to_regtype('rag.zz_row')").fetchone() == (None,)
+
     # changed OUT parameters (a result without RETURNS): the old function is dropped by its input
     # arguments only (DROP FUNCTION ignores OUT parameters; naming them as inputs would drop nothing)
     out_probe = """-- rag.zz_out: a probe with OUT parameters.

@@ -239,19 +239,22 @@ def test_two_models_are_never_compared(corpus, e5):
 
 
 def test_every_search_argument_is_bound_from_one_python_definition(corpus):
-    """rag.search's and rag.build_context's arguments are all reachable from SearchRequest (its
-    fields name them); a new SQL parameter without its field, or a field naming no argument, fails."""
+    """rag.search's arguments are all reachable from SearchRequest (its fields name them); a new
+    SQL parameter without its field, or a field naming no argument, fails. rag.build_context's
+    search arguments are rag.search's, so the Python composition (CONTEXT) covers it."""
     from dataclasses import fields
 
-    from bookrag.search import CONTEXT_CALL, SEARCH_CALL, SearchRequest
+    from bookrag.search import CONTEXT, SEARCH_CALL, SearchRequest
+
+    def args_of(function):
+        return {r[0] for r in corpus.execute("SELECT unnest(proargnames) FROM pg_proc WHERE oid = %s::regproc", (function,))}
 
     named = {f.metadata["sql"] for f in fields(SearchRequest) if f.metadata}
-    for function, call, unbound in (("rag.search", SEARCH_CALL, {"p_node_type"}),
-                                    ("rag.build_context", CONTEXT_CALL, {"p_node_type"})):
-        args = {r[0] for r in corpus.execute("SELECT unnest(proargnames) FROM pg_proc WHERE oid = %s::regproc", (function,))}
-        bound = {a.split(" => ")[0] for a in call[call.index("(") + 1:-1].split(", ")}
-        assert bound == args - unbound, function
-        assert named <= args, function
+    bound = {a.split(" => ")[0] for a in SEARCH_CALL[SEARCH_CALL.index("(") + 1:-1].split(", ")}
+    assert bound == args_of("rag.search") - {"p_node_type"}
+    assert named <= args_of("rag.search")
+    assert args_of("rag.build_context") - {"p_budget", "p_expand"} <= args_of("rag.search")
+    assert SEARCH_CALL in CONTEXT
 
 
 def test_rag_search_is_inlined_into_the_callers_statement(corpus, e5):
