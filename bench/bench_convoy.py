@@ -37,7 +37,7 @@ def copy_corpus(url: str, target: str) -> None:
 
 def run(url: str, statement: str, hold_s: float) -> dict:
     idle = psycopg.connect(url)
-    idle.execute("SELECT count(*) FROM rag.search_bm25('pain', 5)").fetchone()  # a reader left in a transaction
+    idle.execute("SELECT count(*) FROM rag.search_branch('pain', NULL, 'bm25', 5)").fetchone()  # a reader left in a transaction
     merge_s: list[float] = []
 
     def merge() -> None:
@@ -58,7 +58,7 @@ def run(url: str, statement: str, hold_s: float) -> dict:
         i = 0
         while time.monotonic() < end + 0.5 or th.is_alive():
             t = time.perf_counter()
-            s.execute("SELECT count(*) FROM rag.search_bm25(%s, 10)", (FRENCH_QUERIES[i % len(FRENCH_QUERIES)],)).fetchone()
+            s.execute("SELECT count(*) FROM rag.search_branch(%s, NULL, 'bm25', 10)", (FRENCH_QUERIES[i % len(FRENCH_QUERIES)],)).fetchone()
             samples.append(time.perf_counter() - t)
             i += 1
             if i > 10_000:

@@ -1,8 +1,8 @@
 """Latency of the SQL retrieval functions at three scales.
 
 Measures p50/p95 latency (ms) of eight statements:
-  bm25           SELECT * FROM rag.search_bm25(q, k)
-  vector         SELECT * FROM rag.search_vector(e, k)
+  bm25           SELECT * FROM rag.search_branch(q, NULL, 'bm25', k)
+  vector         SELECT * FROM rag.search_branch(NULL, e, 'vector', k)
   sentences      SELECT * FROM rag.search_sentences(e, 2k)  (the sentence branch, as the default calls it)
   hybrid-rrf     SELECT * FROM rag.search_hybrid(q, e, k, p_pool => 100, p_fusion => 'rrf', ...)  (the former default)
   hybrid         SELECT * FROM rag.search(q, e, 'hybrid', k)  (the default search)
@@ -61,8 +61,8 @@ K = 10
 BENCH_MODEL = "bench/model"
 DIM = 384
 STATEMENTS: dict[str, str] = {
-    "bm25": "SELECT * FROM rag.search_bm25(%(q)s, %(k)s)",
-    "vector": "SELECT * FROM rag.search_vector(%(e)s, %(k)s)",
+    "bm25": "SELECT * FROM rag.search_branch(%(q)s, NULL, 'bm25', %(k)s)",
+    "vector": "SELECT * FROM rag.search_branch(NULL, %(e)s, 'vector', %(k)s)",
     "sentences": "SELECT * FROM rag.search_sentences(%(e)s, 2 * %(k)s)",
     "hybrid-rrf": ("SELECT * FROM rag.search_hybrid(%(q)s, %(e)s, %(k)s, p_pool => 100, p_fusion => 'rrf', "
                    "p_bm25_weight => 1, p_vector_weight => 1, p_chapter_weight => 0)"),

@@ -267,7 +267,7 @@ def cmd_ask(args: argparse.Namespace, s: Settings) -> None:
 
 @command("embed", "Print a query's embedding (corpus model, query role) as a pgvector literal, for psql.",
          "bookrag embed \"le soleil concurrent déloyal\"\n"
-         "  echo \"SELECT rank, heading_path FROM rag.search_vector(:'q')\" | psql \"$(bookrag db url)\" -v q=\"$(bookrag embed 'soleil')\"")
+         "  echo \"SELECT rank, heading_path FROM rag.search_branch(NULL, :'q', 'vector')\" | psql \"$(bookrag db url)\" -v q=\"$(bookrag embed 'soleil')\"")
 def cmd_embed(args: argparse.Namespace, s: Settings) -> None:
     from bookrag.search import check_query, embed_query, vector_literal
 

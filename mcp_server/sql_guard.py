@@ -17,7 +17,7 @@ ALLOWED_FUNCTIONS = {
     # the names sqlglot gives some of the above once parsed
     "group_concat", "str_position", "time_to_str", "timestamp_trunc", "logical_or", "logical_and", "array_size", "array",
 }
-RAG_FUNCTIONS = {"list_books", "outline", "get_node", "get_parent", "get_children", "search_bm25"}
+RAG_FUNCTIONS = {"list_books", "outline", "get_node", "get_parent", "get_children", "search_branch"}
 FORBIDDEN = (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Alter, exp.Command, exp.Into, exp.Lock,
              exp.Merge, exp.TruncateTable, exp.Copy, exp.Set, exp.Transaction, exp.Commit, exp.Rollback)
 

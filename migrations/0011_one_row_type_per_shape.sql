@@ -1,7 +1,11 @@
--- 0011_one_row_type_per_shape: issue 12: rag.search_hit ends with cites, parent, cited (rag.search_result dropped); rag.get_children returns rag.context_row; rag.build_context is rag.pack_context over rag.search with the search's filters only (decision 20)
+-- 0011_one_row_type_per_shape: issue 12: rag.search_hit ends with cites, parent, cited (rag.search_result dropped); rag.get_children returns rag.context_row; rag.build_context is rag.pack_context over rag.search with the search's filters only; rag.search_branch(query, query_embedding, branch, ...) replaces rag.search_bm25 and rag.search_vector (decision 20)
 -- depends: 0010_sentence_interleave_paragraph
 
 -- Signatures or row types changed: drop what CREATE OR REPLACE cannot change.
+-- dropped: search_bm25
+DROP FUNCTION IF EXISTS rag.search_bm25(text, int, text, int[], text, text[], text);  -- its file was deleted
+-- dropped: search_vector
+DROP FUNCTION IF EXISTS rag.search_vector(vector, int, text, int[], text, text[], text);  -- its file was deleted
 DROP TYPE IF EXISTS rag.search_result CASCADE;  -- removed from _types.sql; the functions that returned it changed
 DROP TYPE IF EXISTS rag.search_hit CASCADE;  -- its attributes changed; dependants re-created below
 CREATE TYPE rag.search_hit AS (id int, source_file text, chunk_index int, level int, node_type text, heading_path text, parent_source_file text, content text, content_token_count int, book text, node_order int, paragraph int, score float8, rank int, bm25_rank int, bm25_score float8, vector_rank int, vector_score float8, section_score float8, sentence_rank int, sentence_score float8, cites json, parent json, cited json);
@@ -110,7 +114,105 @@ BEGIN
 END
 $$;
 
--- function: _search_hits sha256:7abb88cc1e9dd70a12b8d7e1eaacf92b17f790f60878e2c58335df3b47348c89
+-- function: _branch_sql sha256:6d7fcaabdd866597eb4712803ba208234b9f6d5a2cd853815e15128a7bb63329
+-- SQL text of one retrieval branch (BM25 or kNN), shared by search_branch and search_hybrid.
+CREATE OR REPLACE FUNCTION rag._branch_sql(
+    p_branch       TEXT,
+    p_model        TEXT,
+    p_dimension    INT,
+    p_book         TEXT,
+    p_levels       INT[],
+    p_node_type    TEXT,
+    p_parent_files TEXT[],
+    p_within_ids   INT[]
+) RETURNS TEXT
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+/*
+Returns a SELECT yielding (id, s, r, lvl, nt, sf, pf): row id, branch score, 1-based branch
+rank, and the row's level, node_type, source_file and parent_source_file (read from the heap
+tuple the scan visits anyway, for the fusion's chapter term), for at most $7 rows (the
+candidate pool). Placeholders: $1 query text, $2 query embedding, $3 book, $4 levels,
+$5 node_type, $6 parent files, $7 pool size, $8 the ids of the `within` subtree
+(rag._subtree_ids). The filters that are set, and only those, become ' AND ...' conditions
+identical in both branches, so pg_search pushes each one into its index scan and the kNN
+branch filters the same rows.
+  'bm25'   : pg_search match of any query term (|||) on content, scored by pdb.score; the
+             query is tokenized by the index's tokenizer (French stemmer, folding), never
+             parsed, so operators and quotes are plain characters.
+  'vector' : cosine kNN on embedding::vector(p_dimension) restricted to rows of p_model, the
+             expression and predicate of that model's partial HNSW index; s = 1 - distance.
+             When p_model is NULL (no vectors loaded) the branch is empty.
+The model name and dimension are formatted as literal/number (%L, %s); values go through USING.
+*/
+DECLARE
+    v_filters TEXT := concat(
+        CASE WHEN p_book IS NOT NULL THEN ' AND n.book = $3' END,
+        CASE WHEN p_levels IS NOT NULL THEN ' AND n.level = ANY($4)' END,
+        CASE WHEN p_node_type IS NOT NULL THEN ' AND n.node_type = $5' END,
+        CASE WHEN p_parent_files IS NOT NULL THEN ' AND n.parent_source_file = ANY($6)' END,
+        CASE WHEN p_within_ids IS NOT NULL THEN ' AND n.id = ANY($8)' END);
+BEGIN
+    IF p_branch = 'bm25' THEN
+        RETURN format(
+            'SELECT x.id, x.s, row_number() OVER (ORDER BY x.s DESC, x.id)::int AS r, x.lvl, x.nt, x.sf, x.pf FROM ('
+            'SELECT n.id, pdb.score(n.id)::float8 AS s, n.level AS lvl, n.node_type AS nt, n.source_file AS sf, '
+            'n.parent_source_file AS pf FROM rag.hierarchical_content_nodes n '
+            'WHERE n.content ||| $1%s ORDER BY pdb.score(n.id) DESC LIMIT $7) x', v_filters);
+    ELSIF p_branch = 'vector' THEN
+        IF p_model IS NULL THEN
+            RETURN 'SELECT NULL::int AS id, NULL::float8 AS s, NULL::int AS r, NULL::int AS lvl, NULL::text AS nt, '
+                   'NULL::text AS sf, NULL::text AS pf WHERE false';
+        END IF;
+        RETURN format(
+            'SELECT y.id, 1 - y.d AS s, row_number() OVER (ORDER BY y.d, y.id)::int AS r, y.lvl, y.nt, y.sf, y.pf FROM ('
+            'SELECT n.id, (n.embedding::vector(%1$s) <=> $2::vector(%1$s))::float8 AS d, n.level AS lvl, '
+            'n.node_type AS nt, n.source_file AS sf, n.parent_source_file AS pf '
+            'FROM rag.hierarchical_content_nodes n '
+            'WHERE n.embedding_model = %2$L AND n.embedding IS NOT NULL%3$s '
+            'ORDER BY n.embedding::vector(%1$s) <=> $2::vector(%1$s) LIMIT $7) y',
+            p_dimension, p_model, v_filters);
+    END IF;
+    RAISE EXCEPTION 'unknown branch "%"', p_branch USING ERRCODE = 'invalid_parameter_value';
+END
+$$;
+
+-- function: _knn_args sha256:402412f2b25323a97fa5ed72c5257df9c816082e8501a1fde8c55ef9dee5a4ad
+-- The checks and lookups every kNN search starts with (rag.search_branch's 'vector', rag.search_sentences).
+CREATE OR REPLACE FUNCTION rag._knn_args(
+    p_function        TEXT,
+    p_query_embedding vector,
+    p_k               INT,
+    p_book            TEXT,
+    p_levels          INT[],
+    p_node_type       TEXT,
+    p_within          TEXT,
+    OUT model         TEXT,
+    OUT dimension     INT,
+    OUT within_ids    INT[]
+)
+LANGUAGE plpgsql STABLE
+AS $$
+/*
+Returns the corpus model and its dimension (model NULL when no vector is loaded: the caller
+returns no rows) and the ids of the p_within subtree (NULL = no restriction), after checking
+the arguments: a NULL p_query_embedding is an error naming p_function; then
+rag._check_search_args (k, book, levels, node_type), rag._subtree_ids (within) and
+rag._corpus_model (the vector's length) raise invalid_parameter_value with their messages.
+Cost: a few indexed lookups (the subtree walk when p_within is set).
+*/
+BEGIN
+    IF p_query_embedding IS NULL THEN
+        RAISE EXCEPTION 'query embedding is NULL; % needs a vector (see `bookrag embed`)', p_function
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM rag._check_search_args(NULL, p_k, p_book, p_levels, p_node_type, false);
+    within_ids := rag._subtree_ids(p_within, p_book);
+    SELECT m.model, m.dimension INTO model, dimension FROM rag._corpus_model(p_query_embedding) m;
+END
+$$;
+
+-- function: _search_hits sha256:abb9ea8ecf395cbaf37af9d53c24e6eac11caa4b2fa5192cc802f03ae0cd6ba1
 -- rag._search_hits: the mode dispatcher behind rag.search (the mode list is defined and checked here).
 CREATE OR REPLACE FUNCTION rag._search_hits(
     p_query           TEXT,
@@ -153,8 +255,8 @@ Checks rag.search's arguments and runs the search named by p_mode, returning its
                the same chunk; rank, not score, orders the list). Not applied when the filters
                exclude paragraphs (levels without 0, node_type 'summary') or without a
                query vector.
-  'bm25'       rag.search_bm25
-  'vector'     rag.search_vector (p_query unused; p_query_embedding required)
+  'bm25'       rag.search_branch, branch 'bm25' (p_query_embedding unused)
+  'vector'     rag.search_branch, branch 'vector' (p_query unused; p_query_embedding required)
   'two-stage'  rag.search_two_stage (sections first; no levels or node_type filter)
 Any other mode is an error naming it; so is a word of p_expand other than 'parent' and 'cited',
 and a p_query_model that is not the corpus model. Parameters: as rag.search's (no defaults
@@ -266,10 +368,9 @@ BEGIN
         RETURN QUERY SELECT * FROM rag.search_two_stage(p_query, p_query_embedding, p_k, p_book, p_within => p_within,
             p_fusion => p_fusion, p_normalisation => p_normalisation, p_bm25_weight => p_bm25_weight,
             p_vector_weight => p_vector_weight);
-    ELSIF p_mode = 'bm25' THEN
-        RETURN QUERY SELECT * FROM rag.search_bm25(p_query, p_k, p_book, p_levels, p_node_type, p_within => p_within);
     ELSE
-        RETURN QUERY SELECT * FROM rag.search_vector(p_query_embedding, p_k, p_book, p_levels, p_node_type, p_within => p_within);
+        RETURN QUERY SELECT * FROM rag.search_branch(p_query, p_query_embedding, p_mode, p_k, p_book, p_levels, p_node_type,
+                                                     p_within);
     END IF;
 END
 $$;
@@ -388,7 +489,7 @@ BEGIN
 END
 $$;
 
--- function: search sha256:c88439d944b1cd81a59cc540fe5e3cae768644d23861004a7c0d1696e707b4c6
+-- function: search sha256:f5e842a44844cdc9f2e0e4b2e371877cfd96afa5efaf7ed9eab9811a6380c662
 -- rag.search: one entry point for every search mode, with each hit's cites and the expansions asked for.
 CREATE OR REPLACE FUNCTION rag.search(
     p_query           TEXT,
@@ -417,8 +518,8 @@ Runs the search named by p_mode (rag._search_hits checks every argument and disp
 returns its rows (rag.search_hit, best first) with cites, parent and cited filled:
   'hybrid'     rag.search_hybrid (both branches fused; the default), with places for the
                sentence branch (rag.search_sentences; see rag._search_hits)
-  'bm25'       rag.search_bm25
-  'vector'     rag.search_vector (p_query unused; p_query_embedding required)
+  'bm25'       rag.search_branch, branch 'bm25' (p_query_embedding unused)
+  'vector'     rag.search_branch, branch 'vector' (p_query unused; p_query_embedding required)
   'two-stage'  rag.search_two_stage (sections first; no levels or node_type filter)
 Any other mode is an error naming it. The CLI, rag.build_context and the MCP server call this
 function, so the list above is the product's one list of modes.
@@ -454,54 +555,90 @@ cached with a prepared statement) and an expansion not asked for is never run.
     ORDER BY h.rank;
 $$;
 
--- function: search_bm25 sha256:95cf2c300b5aa5500ef8c797f456ebbfce592b28b029d2b1775658334e628fcf
--- rag.search_bm25: lexical search (pg_search BM25, French stemming) over the corpus chunks.
-CREATE OR REPLACE FUNCTION rag.search_bm25(
-    p_query        TEXT,
-    p_k            INT DEFAULT 10,
-    p_book         TEXT DEFAULT NULL,
-    p_levels       INT[] DEFAULT NULL,
-    p_node_type    TEXT DEFAULT NULL,
-    p_parent_files TEXT[] DEFAULT NULL,
-    p_within       TEXT DEFAULT NULL
+-- function: search_branch sha256:154ba12a02394e718a9e3598d2b5a9af42f650293b25a70ef3ba7b1ef5ab041d
+-- rag.search_branch: one branch of the hybrid search alone: BM25 (pg_search) or kNN (pgvector HNSW).
+CREATE OR REPLACE FUNCTION rag.search_branch(
+    p_query           TEXT,
+    p_query_embedding vector,
+    p_branch          TEXT,
+    p_k               INT DEFAULT 10,
+    p_book            TEXT DEFAULT NULL,
+    p_levels          INT[] DEFAULT NULL,
+    p_node_type       TEXT DEFAULT NULL,
+    p_within          TEXT DEFAULT NULL
 ) RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
+SET enable_seqscan = off
+SET hnsw.ef_search = 40
+SET hnsw.iterative_scan = off
 AS $$
 /*
-Returns the p_k best chunks for p_query by BM25, best first: score = BM25 score, rank 1..k,
-bm25_rank = rank, bm25_score = score; vector and section columns NULL.
-Parameters:
-  p_query        words to search; any term may match (|||); tokenized like the index
-                 (French stemmer, stopwords, ASCII folding). Required, <= 10,000 characters.
-  p_k            how many chunks, 1..1000 (default 10).
-  p_book         NULL = all books, else a folder under corpus/ (unknown book: error).
-  p_levels       NULL = all, else e.g. '{0}' paragraphs only, '{1,2}' summaries of sections and parts.
-  p_node_type    NULL, 'source' or 'summary'.
-  p_parent_files NULL, or only chunks whose parent node is one of these files.
-  p_within       NULL, or a source_file: only rows of that node and of the nodes below it
-                 (a chapter's summary.md: the summary and its paragraphs). A file that is not
-                 loaded, or that is in another book than p_book, is an error.
-Edge cases: a query of only stopwords or punctuation matches nothing (no rows, no error).
-Cost: one pg_search top-N index scan with the filters pushed down; p50 1.2 ms on the two books
-(parallel query is off: worker start-up costs more than the scan at this size).
+Returns the p_k best chunks of one branch, best first, rank 1..k:
+  'bm25'    lexical search over p_query (pg_search BM25, French stemming): score = bm25_score =
+            the BM25 score, bm25_rank = rank; p_query_embedding unused. Any term may match (|||);
+            the query is tokenized like the index (French stemmer, stopwords, ASCII folding),
+            never parsed. A query of only stopwords or punctuation matches nothing (no rows).
+  'vector'  semantic kNN of p_query_embedding (cosine, the corpus model only): score =
+            vector_score = 1 - cosine distance, vector_rank = rank; p_query unused. Rows without
+            an embedding never appear; no vectors loaded -> no rows (NOTICE).
+The other branch's columns, section_score, the sentence columns, cites, parent and cited are NULL.
+rag.search's modes 'bm25' and 'vector' are this function (with cites); rag.search_hybrid fuses
+the same two statements (rag._branch_sql).
+Parameters (in rag.search's order):
+  p_query            words to search ('bm25': required, <= 10,000 characters).
+  p_query_embedding  the query vector from the corpus model, query role for e5 models
+                     ('vector': required; its length must be the model's dimension).
+  p_branch           'bm25' or 'vector'; anything else is an error naming it.
+  p_k                how many chunks, 1..1000 (default 10).
+  p_book             NULL = all books, else a folder under corpus/ (unknown book: error).
+  p_levels           NULL = all, else e.g. '{0}' paragraphs only, '{1,2}' section and part summaries.
+  p_node_type        NULL, 'source' or 'summary'.
+  p_within           NULL, or a source_file: only rows of that node and of the nodes below it
+                     (a chapter's summary.md: the summary and its paragraphs). A file that is not
+                     loaded, or that is in another book than p_book, is an error.
+Cost: one index scan with the filters pushed down — pg_search top-N for 'bm25', HNSW on the
+model's partial index for 'vector' (ef_search raised to k, iterative scan so filters do not
+starve the result) — planned as a small dynamic statement; p50 1.8 ms and 1.6 ms from Python on
+the two books (bench/bench_search.py).
+Settings: parallel query off (worker start-up costs more than the scans); sequential scans off,
+because on small tables the planner prices the HNSW scan above a sequential scan that is several
+times slower (8 ms against 1.2 ms for the kNN branch on the two books); the HNSW settings raised
+below are restored when the function returns.
 */
 DECLARE
+    v_model  TEXT;
+    v_dim    INT;
     v_within INT[];
 BEGIN
-    PERFORM rag._check_search_args(p_query, p_k, p_book, p_levels, p_node_type);
-    v_within := rag._subtree_ids(p_within, p_book);
+    IF p_branch IS DISTINCT FROM 'bm25' AND p_branch IS DISTINCT FROM 'vector' THEN
+        RAISE EXCEPTION 'branch must be bm25 or vector, got "%"', coalesce(p_branch, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_branch = 'bm25' THEN
+        PERFORM rag._check_search_args(p_query, p_k, p_book, p_levels, p_node_type);
+        v_within := rag._subtree_ids(p_within, p_book);
+    ELSE
+        SELECT a.model, a.dimension, a.within_ids INTO v_model, v_dim, v_within
+        FROM rag._knn_args('vector search', p_query_embedding, p_k, p_book, p_levels, p_node_type, p_within) a;
+        IF v_model IS NULL THEN
+            RAISE NOTICE 'no embedded rows are loaded; the vector search returns nothing';
+            RETURN;
+        END IF;
+        PERFORM rag._set_hnsw(p_k);
+    END IF;
     RETURN QUERY EXECUTE format(
         'SELECT n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path, '
-        'n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph, '
-        'b.s, b.r, b.r, b.s, NULL::int, NULL::float8, NULL::float8, NULL::int, NULL::float8, NULL::json, NULL::json, NULL::json '
+        'n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph, b.s, b.r, %s, '
+        'NULL::float8, NULL::int, NULL::float8, NULL::json, NULL::json, NULL::json '
         'FROM (%s) b JOIN rag.hierarchical_content_nodes n ON n.id = b.id ORDER BY b.r',
-        rag._branch_sql('bm25', NULL, NULL, p_book, p_levels, p_node_type, p_parent_files, v_within))
-    USING p_query, NULL::vector, p_book, p_levels, p_node_type, p_parent_files, p_k, v_within;
+        CASE p_branch WHEN 'bm25' THEN 'b.r, b.s, NULL::int, NULL::float8' ELSE 'NULL::int, NULL::float8, b.r, b.s' END,
+        rag._branch_sql(p_branch, v_model, v_dim, p_book, p_levels, p_node_type, NULL, v_within))
+    USING p_query, p_query_embedding, p_book, p_levels, p_node_type, NULL::text[], p_k, v_within;
 END
 $$;
 
--- function: search_hybrid sha256:bcb55b856069c331ff574835d4f106e856c4b97efd4d2948fae01d3ad3476923
+-- function: search_hybrid sha256:800aa8b4a29813493e820ecbc5c1a5f1c0894a6341d2fbf4373dd2791083cb66
 -- rag.search_hybrid: BM25 + kNN fused in one statement (normalised score combination or RRF), optionally chapter-aware.
 CREATE OR REPLACE FUNCTION rag.search_hybrid(
     p_query           TEXT,
@@ -556,11 +693,11 @@ score = (1 - chapter_weight - cite_weight) * fused + chapter_weight * chapter + 
 Ties are broken by the best branch rank, then id. Each row carries its branch ranks and raw
 scores (NULL where the chunk was not in that branch's pool).
 Parameters:
-  p_query            words for the BM25 branch (required, as in rag.search_bm25).
+  p_query            words for the BM25 branch (required, as in rag.search_branch).
   p_query_embedding  vector for the kNN branch, or NULL: then only BM25 counts.
   p_k                rows returned, 1..1000 (default 10).
   p_book, p_levels, p_node_type, p_parent_files, p_within: filters, applied identically to
-                     both branches (p_within: a source_file, only its subtree; see rag.search_bm25).
+                     both branches (p_within: a source_file, only its subtree; see rag.search_branch).
   p_pool             candidates taken from each branch, 1..1000 (default 40; at least p_k): the
                      HNSW scan's ef_search is raised to it, so 40 costs what a top-10 kNN costs.
   p_rrf_k            the RRF constant (default 60), >= 1; used by 'rrf' only.
@@ -918,81 +1055,28 @@ BEGIN
 END
 $$;
 
--- function: search_vector sha256:f638fc0cbaa6a77d56a7f8d716f8bf72a4e5a33fb2ec42031bef7566a0ea6af8
--- rag.search_vector: semantic kNN search (pgvector HNSW, cosine) with the corpus model.
-CREATE OR REPLACE FUNCTION rag.search_vector(
-    p_query_embedding vector,
-    p_k            INT DEFAULT 10,
-    p_book         TEXT DEFAULT NULL,
-    p_levels       INT[] DEFAULT NULL,
-    p_node_type    TEXT DEFAULT NULL,
-    p_parent_files TEXT[] DEFAULT NULL,
-    p_within       TEXT DEFAULT NULL
-) RETURNS SETOF rag.search_hit
-LANGUAGE plpgsql STABLE
-SET max_parallel_workers_per_gather = 0
-SET enable_seqscan = off
-SET hnsw.ef_search = 40
-SET hnsw.iterative_scan = off
-AS $$
-/*
-Returns the p_k chunks nearest to p_query_embedding, best first: score = cosine similarity
-(1 - cosine distance), vector_rank = rank, vector_score = score; BM25 and section columns NULL.
-Parameters:
-  p_query_embedding  the query vector from the corpus model (query role for e5 models);
-                     its length must equal the model's dimension (error otherwise). Required.
-  p_k, p_book, p_levels, p_node_type, p_parent_files, p_within: as in rag.search_bm25.
-Rows without an embedding (files not embedded) never appear. Only vectors of the corpus
-model are compared. Edge case: no vectors loaded -> no rows (NOTICE).
-Cost: one HNSW index scan on the model's partial index (ef_search raised to the pool, iterative
-scan so filters do not starve the result); p50 0.6 ms on the two books.
-Settings: parallel query off (worker start-up costs more than the scans); sequential scans
-off, because on small tables the planner prices the HNSW scan above a sequential scan that is
-several times slower (8 ms against 1.2 ms for the kNN branch on the two books); the HNSW
-settings raised below are restored when the function returns.
-*/
-DECLARE
-    v_model TEXT;
-    v_dim   INT;
-    v_within INT[];
-BEGIN
-    SELECT a.model, a.dimension, a.within_ids INTO v_model, v_dim, v_within
-    FROM rag._knn_args('search_vector', p_query_embedding, p_k, p_book, p_levels, p_node_type, p_within) a;
-    IF v_model IS NULL THEN
-        RAISE NOTICE 'no embedded rows are loaded; the vector search returns nothing';
-        RETURN;
-    END IF;
-    PERFORM rag._set_hnsw(p_k);
-    RETURN QUERY EXECUTE format(
-        'SELECT n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path, '
-        'n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph, '
-        'v.s, v.r, NULL::int, NULL::float8, v.r, v.s, NULL::float8, NULL::int, NULL::float8, NULL::json, NULL::json, NULL::json '
-        'FROM (%s) v JOIN rag.hierarchical_content_nodes n ON n.id = v.id ORDER BY v.r',
-        rag._branch_sql('vector', v_model, v_dim, p_book, p_levels, p_node_type, p_parent_files, v_within))
-    USING NULL::text, p_query_embedding, p_book, p_levels, p_node_type, p_parent_files, p_k, v_within;
-END
-$$;
-
 GRANT EXECUTE ON FUNCTION rag.build_context(text, vector, int, int, text, int[], text, boolean, text, text) TO bookrag_reader;
 GRANT EXECUTE ON FUNCTION rag.get_children(text, int) TO bookrag_reader;
 GRANT EXECUTE ON FUNCTION rag.search(text, vector, text, int, text, int[], text, text, text, text, float8, float8, float8, float8, int, int, text[], text) TO bookrag_reader;
-GRANT EXECUTE ON FUNCTION rag.search_bm25(text, int, text, int[], text, text[], text) TO bookrag_reader;
+GRANT EXECUTE ON FUNCTION rag.search_branch(text, vector, text, int, text, int[], text, text) TO bookrag_reader;
 GRANT EXECUTE ON FUNCTION rag.search_hybrid(text, vector, int, text, int[], text, text[], int, int, float8, float8, text, text, float8, text, float8) TO bookrag_reader;
 GRANT EXECUTE ON FUNCTION rag.search_sentences(vector, int, text, text) TO bookrag_reader;
 GRANT EXECUTE ON FUNCTION rag.search_two_stage(text, vector, int, text, int, float8, int, text, text, text, float8, float8) TO bookrag_reader;
-GRANT EXECUTE ON FUNCTION rag.search_vector(vector, int, text, int[], text, text[], text) TO bookrag_reader;
 
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default on new functions
 
+DELETE FROM rag.function_versions WHERE name IN ('search_bm25', 'search_vector');
+
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_types', '36ef20befafe9b6d289ea55d32665c39d6588b29d751bee00f39c2e03bd62c44', '0011_one_row_type_per_shape'),
-    ('_search_hits', '7abb88cc1e9dd70a12b8d7e1eaacf92b17f790f60878e2c58335df3b47348c89', '0011_one_row_type_per_shape'),
+    ('_branch_sql', '6d7fcaabdd866597eb4712803ba208234b9f6d5a2cd853815e15128a7bb63329', '0011_one_row_type_per_shape'),
+    ('_knn_args', '402412f2b25323a97fa5ed72c5257df9c816082e8501a1fde8c55ef9dee5a4ad', '0011_one_row_type_per_shape'),
+    ('_search_hits', 'abb9ea8ecf395cbaf37af9d53c24e6eac11caa4b2fa5192cc802f03ae0cd6ba1', '0011_one_row_type_per_shape'),
     ('build_context', '0241fe5706f670dadc84ee485a493a6f81550d43581d87cd679d8cde8d899f6f', '0011_one_row_type_per_shape'),
     ('get_children', '24ead7baa59710b61e91e5c431895155fa6263b28b9a876eb456bf42bac3b7d6', '0011_one_row_type_per_shape'),
-    ('search', 'c88439d944b1cd81a59cc540fe5e3cae768644d23861004a7c0d1696e707b4c6', '0011_one_row_type_per_shape'),
-    ('search_bm25', '95cf2c300b5aa5500ef8c797f456ebbfce592b28b029d2b1775658334e628fcf', '0011_one_row_type_per_shape'),
-    ('search_hybrid', 'bcb55b856069c331ff574835d4f106e856c4b97efd4d2948fae01d3ad3476923', '0011_one_row_type_per_shape'),
+    ('search', 'f5e842a44844cdc9f2e0e4b2e371877cfd96afa5efaf7ed9eab9811a6380c662', '0011_one_row_type_per_shape'),
+    ('search_branch', '154ba12a02394e718a9e3598d2b5a9af42f650293b25a70ef3ba7b1ef5ab041d', '0011_one_row_type_per_shape'),
+    ('search_hybrid', '800aa8b4a29813493e820ecbc5c1a5f1c0894a6341d2fbf4373dd2791083cb66', '0011_one_row_type_per_shape'),
     ('search_sentences', 'e45b8e5e7a79bbba316ea1087cff7d29d12a375b7cb4a6e1e3374966a974006e', '0011_one_row_type_per_shape'),
-    ('search_two_stage', '3a4120878d1b263f73e854c040d21b73639da7bf209c5983be278695440003d4', '0011_one_row_type_per_shape'),
-    ('search_vector', 'f638fc0cbaa6a77d56a7f8d716f8bf72a4e5a33fb2ec42031bef7566a0ea6af8', '0011_one_row_type_per_shape')
+    ('search_two_stage', '3a4120878d1b263f73e854c040d21b73639da7bf209c5983be278695440003d4', '0011_one_row_type_per_shape')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

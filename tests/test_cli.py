@@ -69,7 +69,7 @@ def test_search_and_embed_against_the_fixture(corpus_url, corpus_home, monkeypat
     import psycopg
 
     with psycopg.connect(corpus_url) as c:  # the psql recipe: the literal is a valid query vector
-        rows = c.execute("SELECT rank FROM rag.search_vector(%s::vector, 3)", (literal,)).fetchall()
+        rows = c.execute("SELECT rank FROM rag.search_branch(NULL, %s::vector, 'vector', 3)", (literal,)).fetchall()
     assert [r[0] for r in rows] == [1, 2, 3]
 
 

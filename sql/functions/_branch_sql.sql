@@ -1,4 +1,4 @@
--- SQL text of one retrieval branch (BM25 or kNN), shared by search_bm25, search_vector and search_hybrid.
+-- SQL text of one retrieval branch (BM25 or kNN), shared by search_branch and search_hybrid.
 CREATE OR REPLACE FUNCTION rag._branch_sql(
     p_branch       TEXT,
     p_model        TEXT,

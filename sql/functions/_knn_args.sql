@@ -1,4 +1,4 @@
--- The checks and lookups every kNN search starts with (rag.search_vector, rag.search_sentences).
+-- The checks and lookups every kNN search starts with (rag.search_branch's 'vector', rag.search_sentences).
 CREATE OR REPLACE FUNCTION rag._knn_args(
     p_function        TEXT,
     p_query_embedding vector,

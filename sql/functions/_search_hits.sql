@@ -40,8 +40,8 @@ Checks rag.search's arguments and runs the search named by p_mode, returning its
                the same chunk; rank, not score, orders the list). Not applied when the filters
                exclude paragraphs (levels without 0, node_type 'summary') or without a
                query vector.
-  'bm25'       rag.search_bm25
-  'vector'     rag.search_vector (p_query unused; p_query_embedding required)
+  'bm25'       rag.search_branch, branch 'bm25' (p_query_embedding unused)
+  'vector'     rag.search_branch, branch 'vector' (p_query unused; p_query_embedding required)
   'two-stage'  rag.search_two_stage (sections first; no levels or node_type filter)
 Any other mode is an error naming it; so is a word of p_expand other than 'parent' and 'cited',
 and a p_query_model that is not the corpus model. Parameters: as rag.search's (no defaults
@@ -153,10 +153,9 @@ BEGIN
         RETURN QUERY SELECT * FROM rag.search_two_stage(p_query, p_query_embedding, p_k, p_book, p_within => p_within,
             p_fusion => p_fusion, p_normalisation => p_normalisation, p_bm25_weight => p_bm25_weight,
             p_vector_weight => p_vector_weight);
-    ELSIF p_mode = 'bm25' THEN
-        RETURN QUERY SELECT * FROM rag.search_bm25(p_query, p_k, p_book, p_levels, p_node_type, p_within => p_within);
     ELSE
-        RETURN QUERY SELECT * FROM rag.search_vector(p_query_embedding, p_k, p_book, p_levels, p_node_type, p_within => p_within);
+        RETURN QUERY SELECT * FROM rag.search_branch(p_query, p_query_embedding, p_mode, p_k, p_book, p_levels, p_node_type,
+                                                     p_within);
     END IF;
 END
 $$;

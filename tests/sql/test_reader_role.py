@@ -88,7 +88,7 @@ def test_the_readers_limits(migrated_url):
                         "idle_in_transaction_session_timeout": "30s", "work_mem": "16MB", "temp_file_limit": "256MB"}
     assert reader.execute("SELECT rolconnlimit FROM pg_roles WHERE rolname = current_user").fetchone() == (24,)
     # and it can still search: the HNSW settings go through the bounded definer helper
-    assert reader.execute("SELECT count(*) FROM rag.search_vector(array_fill(0.1, ARRAY[384])::vector, 3)").fetchone() == (0,)
+    assert reader.execute("SELECT count(*) FROM rag.search_branch(NULL, array_fill(0.1, ARRAY[384])::vector, 'vector', 3)").fetchone() == (0,)
     reader.close()
 
 

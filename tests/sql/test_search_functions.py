@@ -1,4 +1,4 @@
-"""Ranking behaviour of rag.search_bm25 / search_vector / search_hybrid / search_two_stage on
+"""Ranking behaviour of rag.search_branch (bm25, vector) / search_hybrid / search_two_stage on
 the fixture corpus (tests/fixtures/corpus)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def rows(conn, query, *params):
 
 
 def test_bm25_query_matching_one_paragraph_returns_it_first(corpus):
-    hits = rows(corpus, "SELECT source_file, chunk_index, rank, bm25_rank, vector_rank FROM rag.search_bm25('ornière')")
+    hits = rows(corpus, "SELECT source_file, chunk_index, rank, bm25_rank, vector_rank FROM rag.search_branch('ornière', NULL, 'bm25')")
     assert hits[0][:3] == (ROUTES, 0, 1)
     assert hits[0][3] == 1 and hits[0][4] is None
     assert len(hits) == 1
@@ -26,14 +26,14 @@ def test_bm25_query_matching_one_paragraph_returns_it_first(corpus):
 
 def test_bm25_stems_and_folds_french(corpus):
     # "ornieres" (plural, no accent) reaches "ornière" through the French stemmer and ASCII folding.
-    hits = rows(corpus, "SELECT source_file, chunk_index FROM rag.search_bm25('ornieres')")
+    hits = rows(corpus, "SELECT source_file, chunk_index FROM rag.search_branch('ornieres', NULL, 'bm25')")
     assert hits[0] == (ROUTES, 0)
 
 
 def test_paraphrase_without_shared_word_is_found_by_the_vector_branch(corpus, e5):
-    lexical = rows(corpus, "SELECT source_file FROM rag.search_bm25(%s, 50, p_levels => '{0}')", PARAPHRASE)
+    lexical = rows(corpus, "SELECT source_file FROM rag.search_branch(%s, NULL, 'bm25', 50, p_levels => '{0}')", PARAPHRASE)
     assert BOULANGER not in {r[0] for r in lexical}
-    dense = rows(corpus, "SELECT source_file FROM rag.search_vector(%s, 2, p_levels => '{0}')", e5.query(PARAPHRASE))
+    dense = rows(corpus, "SELECT source_file FROM rag.search_branch(NULL, %s, 'vector', 2, p_levels => '{0}')", e5.query(PARAPHRASE))
     assert BOULANGER in {r[0] for r in dense}
     fused = rows(corpus, "SELECT source_file, bm25_rank, vector_rank FROM rag.search_hybrid(%s, %s, 3, p_levels => '{0}')",
                  PARAPHRASE, e5.query(PARAPHRASE))
@@ -43,8 +43,8 @@ def test_paraphrase_without_shared_word_is_found_by_the_vector_branch(corpus, e5
 def test_rrf_order_and_scores_match_a_hand_computation(corpus, e5):
     q = "le péage du pont et le prix du pain"
     v = e5.query(q)
-    bm = rows(corpus, "SELECT id, rank FROM rag.search_bm25(%s, 100)", q)
-    ve = rows(corpus, "SELECT id, rank FROM rag.search_vector(%s, 100)", v)
+    bm = rows(corpus, "SELECT id, rank FROM rag.search_branch(%s, NULL, 'bm25', 100)", q)
+    ve = rows(corpus, "SELECT id, rank FROM rag.search_branch(NULL, %s, 'vector', 100)", v)
     expected: dict[int, float] = {}
     for ranking in (bm, ve):
         for id_, rank in ranking:
@@ -77,8 +77,8 @@ def test_convex_fusion_matches_a_hand_computation(corpus, e5, how, chapter):
     q = "le péage du pont et le prix du pain"
     v = e5.query(q)
     pool = 12
-    bm = {r[0]: r[1] for r in rows(corpus, "SELECT id, score FROM rag.search_bm25(%s, %s)", q, pool)}
-    ve = {r[0]: r[1] for r in rows(corpus, "SELECT id, score FROM rag.search_vector(%s, %s)", v, pool)}
+    bm = {r[0]: r[1] for r in rows(corpus, "SELECT id, score FROM rag.search_branch(%s, NULL, 'bm25', %s)", q, pool)}
+    ve = {r[0]: r[1] for r in rows(corpus, "SELECT id, score FROM rag.search_branch(NULL, %s, 'vector', %s)", v, pool)}
     nb, nv = normalised(bm, how), normalised(ve, how)
     fb, fv = min(min(nb.values()), 0), min(min(nv.values()), 0)
     fused = {i: (0.3 * nb.get(i, fb) + 0.7 * nv.get(i, fv)) / 1.0 for i in set(bm) | set(ve)}
@@ -137,7 +137,7 @@ def test_row_without_embedding_competes_on_bm25_only(corpus, e5):
 
 def test_hybrid_without_query_embedding_is_bm25(corpus):
     fused = rows(corpus, "SELECT id FROM rag.search_hybrid('péage pont', NULL, 5)")
-    lexical = rows(corpus, "SELECT id FROM rag.search_bm25('péage pont', 5)")
+    lexical = rows(corpus, "SELECT id FROM rag.search_branch('péage pont', NULL, 'bm25', 5)")
     assert fused == lexical and fused
 
 
@@ -145,8 +145,8 @@ def test_hybrid_without_query_embedding_is_bm25(corpus):
 def test_filters_apply_to_every_branch(corpus, e5, fn):
     v = e5.query("le pain du village")
     call = {
-        "bm25": "rag.search_bm25('pain village', 50, %(book)s, %(levels)s, %(nt)s)",
-        "vector": "rag.search_vector(%(v)s, 50, %(book)s, %(levels)s, %(nt)s)",
+        "bm25": "rag.search_branch('pain village', NULL, 'bm25', 50, %(book)s, %(levels)s, %(nt)s)",
+        "vector": "rag.search_branch(NULL, %(v)s, 'vector', 50, %(book)s, %(levels)s, %(nt)s)",
         "hybrid": "rag.search_hybrid('pain village', %(v)s, 50, %(book)s, %(levels)s, %(nt)s)",
     }[fn]
     for levels, nt in (([1], "summary"), ([0], None), ([2, 3], None)):
@@ -168,7 +168,7 @@ PART_ONE = f"{C}/premiere-partie/summary.md"
 def test_within_keeps_a_nodes_subtree_in_every_function(corpus, e5, within, allowed):
     q = "le prix du pain et le péage"
     v = e5.query(q)
-    calls = ["rag.search_bm25(%(q)s, 50, p_within => %(w)s)", "rag.search_vector(%(v)s, 50, p_within => %(w)s)",
+    calls = ["rag.search_branch(%(q)s, NULL, 'bm25', 50, p_within => %(w)s)", "rag.search_branch(NULL, %(v)s, 'vector', 50, p_within => %(w)s)",
              "rag.search_hybrid(%(q)s, %(v)s, 50, p_within => %(w)s)", "rag.search(%(q)s, %(v)s, 'hybrid', 50, p_within => %(w)s)"]
     for call in calls:
         hits = {r[0] for r in corpus.execute(f"SELECT source_file FROM {call}", {"q": q, "v": v, "w": within}).fetchall()}
@@ -186,8 +186,8 @@ def test_search_runs_every_mode_the_product_lists(corpus, e5):
 
     q = "péage pont"
     v = e5.query(q)
-    direct = {"hybrid": "rag.search_hybrid(%(q)s, %(v)s, 5)", "bm25": "rag.search_bm25(%(q)s, 5)",
-              "vector": "rag.search_vector(%(v)s, 5)", "two-stage": "rag.search_two_stage(%(q)s, %(v)s, 5)"}
+    direct = {"hybrid": "rag.search_hybrid(%(q)s, %(v)s, 5)", "bm25": "rag.search_branch(%(q)s, NULL, 'bm25', 5)",
+              "vector": "rag.search_branch(NULL, %(v)s, 'vector', 5)", "two-stage": "rag.search_two_stage(%(q)s, %(v)s, 5)"}
     assert set(direct) == set(MODES)
     for mode in MODES:
         # (hybrid without the sentence branch's places: tests/sql/test_sentence_branch.py checks them)
@@ -207,7 +207,7 @@ def test_chapter_term_lifts_paragraphs_of_the_matching_chapter(corpus, e5):
 
 def test_parent_files_filter_restricts_to_children(corpus):
     parent = f"{C}/premiere-partie/chapitre-02-les-routes/summary.md"
-    hits = rows(corpus, "SELECT DISTINCT parent_source_file FROM rag.search_bm25('prix', 50, p_parent_files => ARRAY[%s])", parent)
+    hits = rows(corpus, "SELECT DISTINCT parent_source_file FROM rag.search_hybrid('prix', NULL, 50, p_parent_files => ARRAY[%s])", parent)
     assert hits == [(parent,)]
 
 
@@ -224,7 +224,7 @@ def test_two_stage_boosts_paragraphs_of_the_best_sections(corpus, e5):
 
 def test_every_search_function_returns_the_citation_columns(corpus, e5):
     cols = {"id", "source_file", "chunk_index", "level", "node_type", "heading_path", "content", "content_token_count", "score"}
-    for call in ("rag.search_bm25('pain')", "rag.search_vector(%(v)s)", "rag.search_hybrid('pain', %(v)s)",
+    for call in ("rag.search_branch('pain', NULL, 'bm25')", "rag.search_branch(NULL, %(v)s, 'vector')", "rag.search_hybrid('pain', %(v)s)",
                  "rag.search_two_stage('pain', %(v)s)"):
         cur = corpus.execute(f"SELECT * FROM {call}", {"v": e5.query("pain")})
         names = {d.name for d in cur.description}
@@ -235,7 +235,7 @@ def test_every_search_function_returns_the_citation_columns(corpus, e5):
 def test_two_models_are_never_compared(corpus, e5):
     corpus.execute("INSERT INTO rag.embedding_models (model, dimension, index_name) VALUES ('other/model', 384, 'x')")
     with pytest.raises(Exception, match="several embedding models are registered"):
-        corpus.execute("SELECT * FROM rag.search_vector(%s)", (e5.query("pain"),))
+        corpus.execute("SELECT * FROM rag.search_branch(NULL, %s, 'vector')", (e5.query("pain"),))
 
 
 def test_every_search_argument_is_bound_from_one_python_definition(corpus):

@@ -34,7 +34,7 @@ def collect() -> tuple[dict, dict]:
     for n, f in BOOKS.items():
         items = [it for it in load_evalset(Path(f)) if half_of(it.id) == "tune"]
         for it in items:
-            top[it.id] = conn.execute("SELECT coalesce(max(score), 0) FROM rag.search_bm25(%s, 1, %s)",
+            top[it.id] = conn.execute("SELECT coalesce(max(score), 0) FROM rag.search_branch(%s, NULL, 'bm25', 1, %s)",
                                       (it.question, it.book)).fetchone()[0]
             conn.rollback()
         res[n] = {"items": items, **{p: dict(zip((it.id for it in items), runner.run(items, s))) for p, s in PLACES.items()}}
