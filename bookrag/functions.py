@@ -105,6 +105,14 @@ def _without_comments(text: str) -> str:
     return re.sub(r"--[^\n]*", "", text)
 
 
+def names_type(type_name: str, text: str) -> bool:
+    """Whether SQL text uses the row type `rag.x` outside comments: any case, either part quoted
+    or not (`RAG.X`, `"rag"."x"`), never as the prefix of a longer name (`rag.x_y`, `rag.xs`)."""
+    schema, _, name = type_name.partition(".")
+    code = re.sub(r"/\*.*?\*/", "", _without_comments(text), flags=re.S)
+    return re.search(rf'(?<![\w."])"?{schema}"?\s*\.\s*"?{name}"?(?![\w"])', code, re.I) is not None
+
+
 _MODES = ("in", "out", "inout", "variadic")
 
 
@@ -165,7 +173,7 @@ def render_migration(name: str, files: list[FunctionFile], reason: str, previous
             continue
         old, new = row_types(previous[f.name]), row_types(f.text)
         for t in (t for t in old if t not in new):
-            users = [g.name for g in all_files if g.name != f.name and re.search(rf"{re.escape(t)}\b", g.text)]
+            users = [g.name for g in all_files if g.name != f.name and names_type(t, g.text)]
             if users:
                 raise ValueError(f"{t} is removed from _types.sql but {', '.join(users)} still name it")
             drops.append(f"DROP TYPE IF EXISTS {t} CASCADE;  -- removed from _types.sql; the functions that returned it changed")
@@ -176,14 +184,14 @@ def render_migration(name: str, files: list[FunctionFile], reason: str, previous
     if changed_types:  # every function mentioning a re-created type was dropped by the cascade
         names = {f.name for f in install}
         for f in all_files:
-            if f.name not in names and any(t in f.text for t in changed_types):
+            if f.name not in names and any(names_type(t, f.text) for t in changed_types):
                 install.append(f)
         install.sort(key=lambda f: [g.name for g in all_files].index(f.name))
     for f in install:
         new_sigs = signatures(f.text)
         old_sigs = signatures(previous.get(f.name, ""))
         for fn, (args, result) in new_sigs.items():
-            recreated = any(t in f.text for t in changed_types)
+            recreated = any(names_type(t, f.text) for t in changed_types)
             if fn in old_sigs and old_sigs[fn] != (args, result):
                 drops.append(f"DROP FUNCTION IF EXISTS {fn}({old_sigs[fn][0]});  -- arguments or result changed")
                 recreated = True

@@ -1,6 +1,7 @@
 """Python's side of retrieval: embed the query with the corpus model, call one SQL function.
 
-Nothing here ranks, fuses or expands: rag.search_* and rag.build_context do. Used by the CLI
+Nothing here ranks, fuses or expands: rag.search_* and rag.pack_context do (a context is
+rag.pack_context over one rag.search call, composed here as rag.build_context composes it). Used by the CLI
 (`bookrag search`, `bookrag embed`) and the MCP server."""
 
 from __future__ import annotations

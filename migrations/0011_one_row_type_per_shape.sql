@@ -177,6 +177,98 @@ BEGIN
 END
 $$;
 
+-- function: _fusion_settings sha256:3c90bcca88304fcd305cf14c9ac8350afc1123a73fc05f0a31180643d7ddf72e
+-- The fusion settings of a hybrid search: the defaults and the bounds, defined here only.
+CREATE OR REPLACE FUNCTION rag._fusion_settings(
+    p_fusion         TEXT,
+    p_normalisation  TEXT,
+    p_bm25_weight    FLOAT8,
+    p_vector_weight  FLOAT8,
+    p_chapter_weight FLOAT8,
+    p_cite_weight    FLOAT8 DEFAULT NULL,
+    p_sentence_after INT DEFAULT NULL,
+    p_sentence_every INT DEFAULT NULL,
+    OUT fusion         TEXT,
+    OUT normalisation  TEXT,
+    OUT bm25_weight    FLOAT8,
+    OUT vector_weight  FLOAT8,
+    OUT chapter_weight FLOAT8,
+    OUT cite_weight    FLOAT8,
+    OUT sentence_after INT,
+    OUT sentence_every INT
+)
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+/*
+Returns the settings a hybrid search runs with: each argument, or its default when NULL, after
+checking it. Every function built on rag.search_hybrid (rag.search_two_stage, rag.search)
+takes these parameters with DEFAULT NULL and passes them on, so the defaults live here only
+(rag.build_context runs them; rag.pack_context over rag.search passes others); `SELECT * FROM rag._fusion_settings(NULL, NULL, NULL, NULL, NULL)`
+shows them. Chosen by measurement (evaluation/tune_fusion.py: tuned on one half of each
+evalset, checked on the other; docs/decisions/0011-score-fusion.md):
+  fusion         'convex' (default): a weighted sum of each branch's per-query normalised
+                 scores; 'rrf': Reciprocal Rank Fusion (the default before issue 10).
+  normalisation  'zscore' (default) or 'minmax': how 'convex' normalises a branch's scores
+                 (a branch's lone candidate gets 1 under both: the top of the min-max scale,
+                 but below the 2-3 a pool's best z-score reaches; see the decision record).
+  bm25_weight, vector_weight   relative weights of the branches (default 0.5 and 0.5); each
+                 finite and >= 0, not both 0.
+  chapter_weight share of a paragraph's score taken from its chapter summary's fused score,
+                 within 0..1 (default 0.4).
+  cite_weight    share of a paragraph's score taken from the best candidate summary chunk whose
+                 anchors cite it (docs/anchors.md), within 0..1, chapter_weight + cite_weight
+                 at most 1 (default 0: measured, see README).
+  sentence_after, sentence_every   the sentence branch's places in a hybrid list
+                 (rag.search_sentences: paragraphs found through the chapter-summary sentences
+                 that cite them, docs/anchors.md): the first sentence_after hits are the fused
+                 list's, then one place in every sentence_every goes to the sentence branch's
+                 next paragraph not placed yet (with the defaults, 1 and 3: places 2, 5, 8), so
+                 a paragraph both lists hold takes the better of its two places (rag._search_hits).
+                 Both within 0..1000; sentence_every 0 = no sentence branch.
+Bad values raise invalid_parameter_value (22023) naming the value; Python, the CLI and the MCP
+server pass values through and show this message.
+Cost: a few comparisons.
+*/
+BEGIN
+    fusion         := coalesce(p_fusion, 'convex');
+    normalisation  := coalesce(p_normalisation, 'zscore');
+    bm25_weight    := coalesce(p_bm25_weight, 0.5);
+    vector_weight  := coalesce(p_vector_weight, 0.5);
+    chapter_weight := coalesce(p_chapter_weight, 0.4);
+    cite_weight    := coalesce(p_cite_weight, 0);
+    sentence_after := coalesce(p_sentence_after, 1);
+    sentence_every := coalesce(p_sentence_every, 3);
+    IF fusion NOT IN ('rrf', 'convex') THEN
+        RAISE EXCEPTION 'fusion must be ''rrf'' or ''convex'', got "%"', fusion
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF normalisation NOT IN ('minmax', 'zscore') THEN
+        RAISE EXCEPTION 'normalisation must be ''minmax'' or ''zscore'', got "%"', normalisation
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT (bm25_weight >= 0 AND bm25_weight < 'Infinity' AND vector_weight >= 0 AND vector_weight < 'Infinity') THEN
+        RAISE EXCEPTION 'branch weights must be finite and >= 0, got bm25 % and vector %', bm25_weight, vector_weight
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF bm25_weight = 0 AND vector_weight = 0 THEN
+        RAISE EXCEPTION 'branch weights are both 0: give at least one branch a positive weight'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT chapter_weight BETWEEN 0 AND 1 THEN
+        RAISE EXCEPTION 'chapter_weight must be within 0..1, got %', chapter_weight
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT cite_weight BETWEEN 0 AND 1 OR chapter_weight + cite_weight > 1 THEN
+        RAISE EXCEPTION 'cite_weight must be within 0..1 and chapter_weight + cite_weight at most 1, got % and %',
+            cite_weight, chapter_weight USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT sentence_after BETWEEN 0 AND 1000 OR NOT sentence_every BETWEEN 0 AND 1000 THEN
+        RAISE EXCEPTION 'sentence_after and sentence_every must be within 0..1000, got % and %',
+            sentence_after, sentence_every USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+
 -- function: _knn_args sha256:402412f2b25323a97fa5ed72c5257df9c816082e8501a1fde8c55ef9dee5a4ad
 -- The checks and lookups every kNN search starts with (rag.search_branch's 'vector', rag.search_sentences).
 CREATE OR REPLACE FUNCTION rag._knn_args(
@@ -375,7 +467,7 @@ BEGIN
 END
 $$;
 
--- function: build_context sha256:0241fe5706f670dadc84ee485a493a6f81550d43581d87cd679d8cde8d899f6f
+-- function: build_context sha256:a72347eb272fe41de1179fe50ec8fb4eb3b11a9da3be98aedc4c54595e74c327
 -- rag.build_context: search + parent expansion + deduplication within a token budget, ordered for reading.
 CREATE OR REPLACE FUNCTION rag.build_context(
     p_query           TEXT,
@@ -402,7 +494,8 @@ It is exactly
   rag.pack_context(ARRAY(SELECT id FROM rag.search(p_query, p_query_embedding, p_mode, p_k, p_book,
                    p_levels, p_node_type, p_within) ORDER BY rank), p_budget, p_expand)
 with the default fusion settings; write that composition to pass rag.search's other arguments
-(fusion, weights, the sentence branch's places): `bookrag context` and `bookrag eval` do.
+(fusion, weights, the sentence branch's places): `bookrag search --budget`, `bookrag ask` and
+`bookrag eval` do.
 Parameters:
   p_query, p_query_embedding  as in rag.search (embedding NULL: BM25 only).
   p_budget   tokens, 1..1,000,000 (default 3000; checked by rag.pack_context).
@@ -555,7 +648,7 @@ cached with a prepared statement) and an expansion not asked for is never run.
     ORDER BY h.rank;
 $$;
 
--- function: search_branch sha256:154ba12a02394e718a9e3598d2b5a9af42f650293b25a70ef3ba7b1ef5ab041d
+-- function: search_branch sha256:b3e8d45cefc1d477e03517f05e8d1391e78d981ebe5a949a5aafa27b3b8646c1
 -- rag.search_branch: one branch of the hybrid search alone: BM25 (pg_search) or kNN (pgvector HNSW).
 CREATE OR REPLACE FUNCTION rag.search_branch(
     p_query           TEXT,
@@ -599,8 +692,8 @@ Parameters (in rag.search's order):
                      loaded, or that is in another book than p_book, is an error.
 Cost: one index scan with the filters pushed down — pg_search top-N for 'bm25', HNSW on the
 model's partial index for 'vector' (ef_search raised to k, iterative scan so filters do not
-starve the result) — planned as a small dynamic statement; p50 1.8 ms and 1.6 ms from Python on
-the two books (bench/bench_search.py).
+starve the result) — planned as a small dynamic statement; p50 2.3 ms and 1.7 ms from Python on
+the two books (bench/bench_search.py, 2026-12-01).
 Settings: parallel query off (worker start-up costs more than the scans); sequential scans off,
 because on small tables the planner prices the HNSW scan above a sequential scan that is several
 times slower (8 ms against 1.2 ms for the kNN branch on the two books); the HNSW settings raised
@@ -1070,12 +1163,13 @@ DELETE FROM rag.function_versions WHERE name IN ('search_bm25', 'search_vector')
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_types', '36ef20befafe9b6d289ea55d32665c39d6588b29d751bee00f39c2e03bd62c44', '0011_one_row_type_per_shape'),
     ('_branch_sql', '6d7fcaabdd866597eb4712803ba208234b9f6d5a2cd853815e15128a7bb63329', '0011_one_row_type_per_shape'),
+    ('_fusion_settings', '3c90bcca88304fcd305cf14c9ac8350afc1123a73fc05f0a31180643d7ddf72e', '0011_one_row_type_per_shape'),
     ('_knn_args', '402412f2b25323a97fa5ed72c5257df9c816082e8501a1fde8c55ef9dee5a4ad', '0011_one_row_type_per_shape'),
     ('_search_hits', 'abb9ea8ecf395cbaf37af9d53c24e6eac11caa4b2fa5192cc802f03ae0cd6ba1', '0011_one_row_type_per_shape'),
-    ('build_context', '0241fe5706f670dadc84ee485a493a6f81550d43581d87cd679d8cde8d899f6f', '0011_one_row_type_per_shape'),
+    ('build_context', 'a72347eb272fe41de1179fe50ec8fb4eb3b11a9da3be98aedc4c54595e74c327', '0011_one_row_type_per_shape'),
     ('get_children', '24ead7baa59710b61e91e5c431895155fa6263b28b9a876eb456bf42bac3b7d6', '0011_one_row_type_per_shape'),
     ('search', 'f5e842a44844cdc9f2e0e4b2e371877cfd96afa5efaf7ed9eab9811a6380c662', '0011_one_row_type_per_shape'),
-    ('search_branch', '154ba12a02394e718a9e3598d2b5a9af42f650293b25a70ef3ba7b1ef5ab041d', '0011_one_row_type_per_shape'),
+    ('search_branch', 'b3e8d45cefc1d477e03517f05e8d1391e78d981ebe5a949a5aafa27b3b8646c1', '0011_one_row_type_per_shape'),
     ('search_hybrid', '800aa8b4a29813493e820ecbc5c1a5f1c0894a6341d2fbf4373dd2791083cb66', '0011_one_row_type_per_shape'),
     ('search_sentences', 'e45b8e5e7a79bbba316ea1087cff7d29d12a375b7cb4a6e1e3374966a974006e', '0011_one_row_type_per_shape'),
     ('search_two_stage', '3a4120878d1b263f73e854c040d21b73639da7bf209c5983be278695440003d4', '0011_one_row_type_per_shape')

@@ -21,9 +21,9 @@ LANGUAGE plpgsql IMMUTABLE
 AS $$
 /*
 Returns the settings a hybrid search runs with: each argument, or its default when NULL, after
-checking it. Every function built on rag.search_hybrid (rag.search_two_stage, rag.search,
-rag.build_context) takes these parameters with DEFAULT NULL and passes them on, so the
-defaults live here only; `SELECT * FROM rag._fusion_settings(NULL, NULL, NULL, NULL, NULL)`
+checking it. Every function built on rag.search_hybrid (rag.search_two_stage, rag.search)
+takes these parameters with DEFAULT NULL and passes them on, so the defaults live here only
+(rag.build_context runs them; rag.pack_context over rag.search passes others); `SELECT * FROM rag._fusion_settings(NULL, NULL, NULL, NULL, NULL)`
 shows them. Chosen by measurement (evaluation/tune_fusion.py: tuned on one half of each
 evalset, checked on the other; docs/decisions/0011-score-fusion.md):
   fusion         'convex' (default): a weighted sum of each branch's per-query normalised

@@ -24,7 +24,8 @@ It is exactly
   rag.pack_context(ARRAY(SELECT id FROM rag.search(p_query, p_query_embedding, p_mode, p_k, p_book,
                    p_levels, p_node_type, p_within) ORDER BY rank), p_budget, p_expand)
 with the default fusion settings; write that composition to pass rag.search's other arguments
-(fusion, weights, the sentence branch's places): `bookrag context` and `bookrag eval` do.
+(fusion, weights, the sentence branch's places): `bookrag search --budget`, `bookrag ask` and
+`bookrag eval` do.
 Parameters:
   p_query, p_query_embedding  as in rag.search (embedding NULL: BM25 only).
   p_budget   tokens, 1..1,000,000 (default 3000; checked by rag.pack_context).

@@ -41,8 +41,8 @@ Parameters (in rag.search's order):
                      loaded, or that is in another book than p_book, is an error.
 Cost: one index scan with the filters pushed down — pg_search top-N for 'bm25', HNSW on the
 model's partial index for 'vector' (ef_search raised to k, iterative scan so filters do not
-starve the result) — planned as a small dynamic statement; p50 1.8 ms and 1.6 ms from Python on
-the two books (bench/bench_search.py).
+starve the result) — planned as a small dynamic statement; p50 2.3 ms and 1.7 ms from Python on
+the two books (bench/bench_search.py, 2026-12-01).
 Settings: parallel query off (worker start-up costs more than the scans); sequential scans off,
 because on small tables the planner prices the HNSW scan above a sequential scan that is several
 times slower (8 ms against 1.2 ms for the kNN branch on the two books); the HNSW settings raised

@@ -128,6 +128,10 @@ async def exercise(session: ClientSession) -> None:
     assert [n["source_file"] for n in kids["included"]] == [f"{C}/premiere-partie/chapitre-01-le-boulanger/summary.md"]
     assert [n["source_file"] for n in kids["left_out"]] == [f"{C}/premiere-partie/chapitre-02-les-routes/summary.md"]
     assert kids["used_tokens"] <= 60
+    assert kids["used_tokens"] == kids["included"][0]["tokens"] > 0
+    assert kids["included"][0]["parent_source_file"] == f"{C}/premiere-partie/summary.md"
+    left = await session.call_tool("get_node", {"source_file": kids["left_out"][0]["source_file"]})
+    assert kids["left_out"][0]["tokens"] == left.structured_content["tokens"] > 0  # the whole child's size
     r = await session.call_tool("get_children", {"source_file": ROUTES.replace("source.md", "summary.md")})
     assert [c["citation"]["paragraph"] for n in r.structured_content["included"] for c in n["chunks"]] == [1, 2, 3]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import psycopg
 import pytest
 
 C = "corpus/traite-des-echanges"
@@ -161,6 +162,33 @@ def test_build_context_is_search_then_pack_context(corpus, e5):
             packed = corpus.execute("SELECT * FROM rag.pack_context(ARRAY(SELECT id FROM rag.search(%s, %s, 'hybrid', 8) "
                                     "ORDER BY rank), %s, %s)", (q, v, budget, expand)).fetchall()
             assert built == packed and built, (budget, expand)
+
+
+def test_python_context_is_the_sql_composition_with_every_search_setting(corpus, e5):
+    """bookrag.search.build_context sends rag.pack_context over the rag.search call SearchRequest
+    builds: with the defaults it is rag.build_context; a fusion setting reaches the search."""
+    from bookrag.search import SearchRequest, build_context
+
+    q = "le péage et les routes"
+    v = e5.query(q)
+    cols = "source_file, chunk_index, role, hit_rank, used_tokens"
+
+    def python(**settings):
+        rows = build_context(corpus, SearchRequest(q, k=6, budget=400, expand_parent=True, **settings), v)
+        return [tuple(r[c] for c in cols.split(", ")) for r in rows]
+
+    built = corpus.execute(f"SELECT {cols} FROM rag.build_context(%s, %s, 400, 6)", (q, v)).fetchall()
+    assert python() == built and built
+    composed = corpus.execute(f"SELECT {cols} FROM rag.pack_context(ARRAY(SELECT id FROM rag.search(%s, %s, 'hybrid', 6, "
+                              "p_fusion => 'rrf', p_sentence_every => 0) ORDER BY rank), 400)", (q, v)).fetchall()
+    assert composed != built  # the setting changes the context here, so the comparison below means something
+    assert python(fusion="rrf", sentence_every=0) == composed
+
+
+def test_build_context_takes_rag_search_bounds_for_k(corpus):
+    assert corpus.execute("SELECT count(*) FROM rag.build_context('pain', NULL, 3000, 101)").fetchone()[0] > 0
+    with pytest.raises(psycopg.Error, match="k must be between 1 and 1000, got 1001"):
+        corpus.execute("SELECT * FROM rag.build_context('pain', NULL, 3000, 1001)")
 
 
 def test_pack_context_skips_unknown_ids_and_checks_its_budget(corpus):

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from bookrag.functions import FUNCTIONS_DIR, MIGRATIONS_DIR, write_function_migration
+from bookrag.functions import FUNCTIONS_DIR, MIGRATIONS_DIR, names_type, write_function_migration
 from bookrag.migrate import apply_migrations
 from tests.conftest import _conninfo
 
@@ -81,6 +81,15 @@ def overloads(url: str, name: str) -> list[str]:
                                         "ON n.oid = p.pronamespace WHERE n.nspname = 'rag' AND p.proname = %s", (name,))]
 
 
+@pytest.mark.parametrize("text,uses", [
+    ("RETURNS SETOF rag.zz_row", True), ("RETURNS SETOF RAG.ZZ_ROW", True), ('RETURNS SETOF "rag"."zz_row"', True),
+    ('x rag."zz_row";', True), ("rag.zz_row[]", True), ("-- was rag.zz_row\nRETURNS INT", False),
+    ("/* returns rag.zz_row */ SELECT 1", False), ("rag.zz_rows()", False), ("rag.zz_row_x", False), ("rag._zz_row", False),
+])
+def test_a_type_is_named_in_code_only(text, uses):
+    assert names_type("rag.zz_row", text) is uses
+
+
 def test_nothing_changed_writes_nothing(tree):
     functions, migrations = tree
     write_function_migration("first", "sync", folder=migrations, functions=functions)  # files not yet in a migration
@@ -146,9 +155,10 @@ def test_each_kind_of_change(tree, fresh_db):
     # returned it, now returning another type, is re-created and granted
     (functions / "_types.sql").write_text((functions / "_types.sql").read_text().replace(PROBE_TYPE.format(attrs="a INT, b TEXT"), ""))
     assert "zz_row" not in (functions / "_types.sql").read_text()
+    (functions / "zz_rows.sql").write_text(PROBE_ROWS.replace("RETURNS SETOF rag.zz_row", "RETURNS SETOF RAG.ZZ_ROW"))
     with pytest.raises(ValueError, match=r"rag.zz_row is removed from _types.sql but zz_rows still name it"):
         generate(tree, "removed_row_type")
-    (functions / "zz_rows.sql").write_text(PROBE_ROWS.replace("RETURNS SETOF rag.zz_row", "RETURNS SETOF INT")
+    (functions / "zz_rows.sql").write_text(PROBE_ROWS.replace("RETURNS SETOF rag.zz_row", "RETURNS SETOF INT  -- was rag.zz_row")
                                            .replace("    r rag.zz_row;", "    r INT := 1;").replace("    r.a := 1;\n", ""))
     text = generate(tree, "removed_row_type")
     assert "DROP TYPE IF EXISTS rag.zz_row CASCADE;" in text and "CREATE TYPE rag.zz_row" not in text

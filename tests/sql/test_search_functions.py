@@ -225,11 +225,17 @@ def test_two_stage_boosts_paragraphs_of_the_best_sections(corpus, e5):
 def test_every_search_function_returns_the_citation_columns(corpus, e5):
     cols = {"id", "source_file", "chunk_index", "level", "node_type", "heading_path", "content", "content_token_count", "score"}
     for call in ("rag.search_branch('pain', NULL, 'bm25')", "rag.search_branch(NULL, %(v)s, 'vector')", "rag.search_hybrid('pain', %(v)s)",
-                 "rag.search_two_stage('pain', %(v)s)"):
+                 "rag.search_two_stage('pain', %(v)s)", "rag.search_sentences(%(v)s)"):
         cur = corpus.execute(f"SELECT * FROM {call}", {"v": e5.query("pain")})
         names = {d.name for d in cur.description}
         assert cols <= names, call
         assert cur.fetchall()
+        # cites, parent and cited are rag.search's to fill
+        assert corpus.execute(f"SELECT count(*), count(cites) + count(parent) + count(cited) FROM {call}",
+                              {"v": e5.query("pain")}).fetchone()[1] == 0, call
+    filled = corpus.execute("SELECT count(*), count(cites), count(parent) FROM rag.search('pain', %s, p_expand => '{parent}')",
+                            (e5.query("pain"),)).fetchone()
+    assert filled[0] > 0 and filled[1] == filled[0] and filled[2] > 0
 
 
 def test_two_models_are_never_compared(corpus, e5):
