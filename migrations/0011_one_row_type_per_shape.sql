@@ -1,4 +1,4 @@
--- 0011_one_row_type_per_shape: issue 12: rag.search_hit ends with cites, parent, cited (rag.search_result dropped); rag.get_children returns rag.context_row; rag.build_context is rag.pack_context over rag.search with the search's filters only; rag.search_branch(query, query_embedding, branch, ...) replaces rag.search_bm25 and rag.search_vector (decision 20)
+-- 0011_one_row_type_per_shape: issue 12: rag.search_hit ends with cites, parent, cited (rag.search_result dropped); rag.get_children returns rag.context_row; rag.build_context is rag.pack_context over rag.search with the search's filters only; rag.search_branch(query, query_embedding, branch, ...) replaces rag.search_bm25 and rag.search_vector (decision 20); rag.search_sentences looks up only the paragraphs that can rank within k (same rows)
 -- depends: 0010_sentence_interleave_paragraph
 
 -- Signatures or row types changed: drop what CREATE OR REPLACE cannot change.
@@ -932,7 +932,7 @@ BEGIN
 END
 $$;
 
--- function: search_sentences sha256:e45b8e5e7a79bbba316ea1087cff7d29d12a375b7cb4a6e1e3374966a974006e
+-- function: search_sentences sha256:5e879d4eaa94b022257aa866e7df60ad33fe67770981e07b041c31af869802aa
 -- rag.search_sentences: the sentence branch: paragraphs ranked by the chapter-summary sentences that cite them.
 CREATE OR REPLACE FUNCTION rag.search_sentences(
     p_query_embedding vector,
@@ -970,7 +970,7 @@ Cost: an HNSW scan of the sentences' partial index for the corpus model (rag._en
 ef_search raised to p_k, iterative scan so a book filter does not starve it) or, with p_within,
 an exact ranking of the subtree's sentences (rag.sentences_cited_idx); a small dynamic
 statement planned in microseconds; then a static statement (plan cached) that looks up, for
-each paragraph the p_k best sentences cite, its chunks by index. About 0.75 ms inside the
+each paragraph the p_k best sentences cite that can rank within p_k, its chunks by index. About 0.75 ms inside the
 server on the two books, 1.2-1.5 ms p50 from Python (bench/bench_search.py).
 */
 DECLARE
@@ -1007,8 +1007,11 @@ BEGIN
     INTO c_file, c_par, c_dist
     USING p_query_embedding, p_k, p_book, v_within;
     RETURN QUERY
-    WITH para AS (
+    WITH cited AS (
         SELECT c.f, c.n, 1 - min(c.d) AS sim FROM unnest(c_file, c_par, c_dist) AS c(f, n, d) GROUP BY c.f, c.n
+    ), para AS (  -- the paragraphs that can rank within p_k: ties at the cut stay (own similarity breaks them)
+        SELECT x.f, x.n, x.sim FROM (SELECT cited.*, rank() OVER (ORDER BY cited.sim DESC) AS r FROM cited) x
+        WHERE x.r <= p_k
     ), one AS (  -- one chunk per paragraph: the one closest to the query (an index lookup each)
         SELECT c.*, para.sim
         FROM para
@@ -1171,6 +1174,6 @@ INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('search', 'f5e842a44844cdc9f2e0e4b2e371877cfd96afa5efaf7ed9eab9811a6380c662', '0011_one_row_type_per_shape'),
     ('search_branch', 'b3e8d45cefc1d477e03517f05e8d1391e78d981ebe5a949a5aafa27b3b8646c1', '0011_one_row_type_per_shape'),
     ('search_hybrid', '800aa8b4a29813493e820ecbc5c1a5f1c0894a6341d2fbf4373dd2791083cb66', '0011_one_row_type_per_shape'),
-    ('search_sentences', 'e45b8e5e7a79bbba316ea1087cff7d29d12a375b7cb4a6e1e3374966a974006e', '0011_one_row_type_per_shape'),
+    ('search_sentences', '5e879d4eaa94b022257aa866e7df60ad33fe67770981e07b041c31af869802aa', '0011_one_row_type_per_shape'),
     ('search_two_stage', '3a4120878d1b263f73e854c040d21b73639da7bf209c5983be278695440003d4', '0011_one_row_type_per_shape')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

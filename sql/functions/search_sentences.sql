@@ -35,7 +35,7 @@ Cost: an HNSW scan of the sentences' partial index for the corpus model (rag._en
 ef_search raised to p_k, iterative scan so a book filter does not starve it) or, with p_within,
 an exact ranking of the subtree's sentences (rag.sentences_cited_idx); a small dynamic
 statement planned in microseconds; then a static statement (plan cached) that looks up, for
-each paragraph the p_k best sentences cite, its chunks by index. About 0.75 ms inside the
+each paragraph the p_k best sentences cite that can rank within p_k, its chunks by index. About 0.75 ms inside the
 server on the two books, 1.2-1.5 ms p50 from Python (bench/bench_search.py).
 */
 DECLARE
@@ -72,8 +72,11 @@ BEGIN
     INTO c_file, c_par, c_dist
     USING p_query_embedding, p_k, p_book, v_within;
     RETURN QUERY
-    WITH para AS (
+    WITH cited AS (
         SELECT c.f, c.n, 1 - min(c.d) AS sim FROM unnest(c_file, c_par, c_dist) AS c(f, n, d) GROUP BY c.f, c.n
+    ), para AS (  -- the paragraphs that can rank within p_k: ties at the cut stay (own similarity breaks them)
+        SELECT x.f, x.n, x.sim FROM (SELECT cited.*, rank() OVER (ORDER BY cited.sim DESC) AS r FROM cited) x
+        WHERE x.r <= p_k
     ), one AS (  -- one chunk per paragraph: the one closest to the query (an index lookup each)
         SELECT c.*, para.sim
         FROM para

@@ -28,6 +28,19 @@ def test_a_paragraph_is_found_through_the_sentence_that_cites_it(corpus, e5):
     assert sorted(p for (p,) in paragraphs) == [2, 3]
 
 
+def test_a_tie_at_the_cut_goes_to_the_paragraph_closest_to_the_query(corpus, e5):
+    # the boulanger sentence cites paragraphs 2 and 3: the same sentence score, so with k = 1 the
+    # paragraph's own similarity decides, though only one of them can be kept
+    v = e5.query(QUERY)
+    closest = corpus.execute("SELECT paragraph FROM rag.hierarchical_content_nodes WHERE source_file = %s "
+                             "AND paragraph IN (2, 3) ORDER BY embedding <=> %s LIMIT 1", (BOULANGER, v)).fetchone()[0]
+    for k in (1, 2):
+        rows = corpus.execute("SELECT n.source_file, n.paragraph, s.sentence_score FROM rag.search_sentences(%s, %s) s "
+                              "JOIN rag.hierarchical_content_nodes n ON n.id = s.id ORDER BY s.rank", (v, k)).fetchall()
+        assert rows[0][:2] == (BOULANGER, closest)
+        assert len(rows) == k and rows[-1][2] == pytest.approx(rows[0][2])
+
+
 def test_sentence_scores_are_the_best_citing_sentence_similarity(corpus, e5):
     v = e5.query(QUERY)
     before = corpus.execute("SELECT max(1 - (embedding <=> %s)) FROM rag.sentences WHERE cited_source_file = %s "
