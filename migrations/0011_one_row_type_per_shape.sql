@@ -304,7 +304,7 @@ BEGIN
 END
 $$;
 
--- function: _search_hits sha256:abb9ea8ecf395cbaf37af9d53c24e6eac11caa4b2fa5192cc802f03ae0cd6ba1
+-- function: _search_hits sha256:b9bc96308a13715ac285f987f604aee43e8e2334218a14d790375b4f19fa010e
 -- rag._search_hits: the mode dispatcher behind rag.search (the mode list is defined and checked here).
 CREATE OR REPLACE FUNCTION rag._search_hits(
     p_query           TEXT,
@@ -355,7 +355,8 @@ and a p_query_model that is not the corpus model. Parameters: as rag.search's (n
 here: rag.search gives them). rag.search adds the expansions on top of these rows; it is a SQL
 function the caller's statement inlines, so its plan is cached with the caller's.
 Cost: the called function's (one extra PL/pgSQL call); hybrid adds rag.search_sentences and
-the merge (about 1.2 ms per search on the two books, 2.9 ms at 100k rows: bench/bench_search.py).
+the merge (about 1.1 ms per search on the two books, 3.1 ms at 100k rows: bench/bench_search.py,
+migration 0011).
 */
 DECLARE
     v_model TEXT;
@@ -467,7 +468,7 @@ BEGIN
 END
 $$;
 
--- function: build_context sha256:a72347eb272fe41de1179fe50ec8fb4eb3b11a9da3be98aedc4c54595e74c327
+-- function: build_context sha256:224753edcb3f15a7bc0b9815db3f786145dbcdf4e274bdd4307a4804e2f7c290
 -- rag.build_context: search + parent expansion + deduplication within a token budget, ordered for reading.
 CREATE OR REPLACE FUNCTION rag.build_context(
     p_query           TEXT,
@@ -504,8 +505,8 @@ Parameters:
   p_expand   add each hit's parent node (default true).
   p_mode     which search ranks the hits (default 'hybrid').
   p_within   NULL or a source_file: hits only from that node's subtree (parents may lie above it).
-Cost: one search plus rag.pack_context (two indexed lookups per hit); p50 7.4 ms on the two books,
-8.2 ms at 100k rows (bench/bench_search.py, 2026-12-01).
+Cost: one search plus rag.pack_context (two indexed lookups per hit); p50 6.5 ms on the two books,
+10.9 ms at 100k rows (bench/bench_search.py, migration 0011).
 */
 BEGIN
     -- PL/pgSQL, not SQL: a SQL body is checked when created, and rag.search is created after it.
@@ -648,7 +649,7 @@ cached with a prepared statement) and an expansion not asked for is never run.
     ORDER BY h.rank;
 $$;
 
--- function: search_branch sha256:b3e8d45cefc1d477e03517f05e8d1391e78d981ebe5a949a5aafa27b3b8646c1
+-- function: search_branch sha256:97b25c6963af2bea7f95ad23fa742a105d38a2cbe2c4d169f43c84456134d7b9
 -- rag.search_branch: one branch of the hybrid search alone: BM25 (pg_search) or kNN (pgvector HNSW).
 CREATE OR REPLACE FUNCTION rag.search_branch(
     p_query           TEXT,
@@ -691,9 +692,9 @@ Parameters (in rag.search's order):
                      (a chapter's summary.md: the summary and its paragraphs). A file that is not
                      loaded, or that is in another book than p_book, is an error.
 Cost: one index scan with the filters pushed down — pg_search top-N for 'bm25', HNSW on the
-model's partial index for 'vector' (ef_search raised to k, iterative scan so filters do not
-starve the result) — planned as a small dynamic statement; p50 2.3 ms and 1.7 ms from Python on
-the two books (bench/bench_search.py, 2026-12-01).
+model's partial index for 'vector' (ef_search raised to k, at least 40; iterative scan so filters
+do not starve the result) — planned as a small dynamic statement; p50 1.9 ms ('bm25') and 1.4 ms
+('vector') from Python on the two books (bench/bench_search.py, migration 0011).
 Settings: parallel query off (worker start-up costs more than the scans); sequential scans off,
 because on small tables the planner prices the HNSW scan above a sequential scan that is several
 times slower (8 ms against 1.2 ms for the kNN branch on the two books); the HNSW settings raised
@@ -1168,11 +1169,11 @@ INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_branch_sql', '6d7fcaabdd866597eb4712803ba208234b9f6d5a2cd853815e15128a7bb63329', '0011_one_row_type_per_shape'),
     ('_fusion_settings', '3c90bcca88304fcd305cf14c9ac8350afc1123a73fc05f0a31180643d7ddf72e', '0011_one_row_type_per_shape'),
     ('_knn_args', '402412f2b25323a97fa5ed72c5257df9c816082e8501a1fde8c55ef9dee5a4ad', '0011_one_row_type_per_shape'),
-    ('_search_hits', 'abb9ea8ecf395cbaf37af9d53c24e6eac11caa4b2fa5192cc802f03ae0cd6ba1', '0011_one_row_type_per_shape'),
-    ('build_context', 'a72347eb272fe41de1179fe50ec8fb4eb3b11a9da3be98aedc4c54595e74c327', '0011_one_row_type_per_shape'),
+    ('_search_hits', 'b9bc96308a13715ac285f987f604aee43e8e2334218a14d790375b4f19fa010e', '0011_one_row_type_per_shape'),
+    ('build_context', '224753edcb3f15a7bc0b9815db3f786145dbcdf4e274bdd4307a4804e2f7c290', '0011_one_row_type_per_shape'),
     ('get_children', '24ead7baa59710b61e91e5c431895155fa6263b28b9a876eb456bf42bac3b7d6', '0011_one_row_type_per_shape'),
     ('search', 'f5e842a44844cdc9f2e0e4b2e371877cfd96afa5efaf7ed9eab9811a6380c662', '0011_one_row_type_per_shape'),
-    ('search_branch', 'b3e8d45cefc1d477e03517f05e8d1391e78d981ebe5a949a5aafa27b3b8646c1', '0011_one_row_type_per_shape'),
+    ('search_branch', '97b25c6963af2bea7f95ad23fa742a105d38a2cbe2c4d169f43c84456134d7b9', '0011_one_row_type_per_shape'),
     ('search_hybrid', '800aa8b4a29813493e820ecbc5c1a5f1c0894a6341d2fbf4373dd2791083cb66', '0011_one_row_type_per_shape'),
     ('search_sentences', '5e879d4eaa94b022257aa866e7df60ad33fe67770981e07b041c31af869802aa', '0011_one_row_type_per_shape'),
     ('search_two_stage', '3a4120878d1b263f73e854c040d21b73639da7bf209c5983be278695440003d4', '0011_one_row_type_per_shape')

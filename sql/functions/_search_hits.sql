@@ -48,7 +48,8 @@ and a p_query_model that is not the corpus model. Parameters: as rag.search's (n
 here: rag.search gives them). rag.search adds the expansions on top of these rows; it is a SQL
 function the caller's statement inlines, so its plan is cached with the caller's.
 Cost: the called function's (one extra PL/pgSQL call); hybrid adds rag.search_sentences and
-the merge (about 1.2 ms per search on the two books, 2.9 ms at 100k rows: bench/bench_search.py).
+the merge (about 1.1 ms per search on the two books, 3.1 ms at 100k rows: bench/bench_search.py,
+migration 0011).
 */
 DECLARE
     v_model TEXT;

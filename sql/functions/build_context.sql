@@ -34,8 +34,8 @@ Parameters:
   p_expand   add each hit's parent node (default true).
   p_mode     which search ranks the hits (default 'hybrid').
   p_within   NULL or a source_file: hits only from that node's subtree (parents may lie above it).
-Cost: one search plus rag.pack_context (two indexed lookups per hit); p50 7.4 ms on the two books,
-8.2 ms at 100k rows (bench/bench_search.py, 2026-12-01).
+Cost: one search plus rag.pack_context (two indexed lookups per hit); p50 6.5 ms on the two books,
+10.9 ms at 100k rows (bench/bench_search.py, migration 0011).
 */
 BEGIN
     -- PL/pgSQL, not SQL: a SQL body is checked when created, and rag.search is created after it.

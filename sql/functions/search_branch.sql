@@ -40,9 +40,9 @@ Parameters (in rag.search's order):
                      (a chapter's summary.md: the summary and its paragraphs). A file that is not
                      loaded, or that is in another book than p_book, is an error.
 Cost: one index scan with the filters pushed down — pg_search top-N for 'bm25', HNSW on the
-model's partial index for 'vector' (ef_search raised to k, iterative scan so filters do not
-starve the result) — planned as a small dynamic statement; p50 2.3 ms and 1.7 ms from Python on
-the two books (bench/bench_search.py, 2026-12-01).
+model's partial index for 'vector' (ef_search raised to k, at least 40; iterative scan so filters
+do not starve the result) — planned as a small dynamic statement; p50 1.9 ms ('bm25') and 1.4 ms
+('vector') from Python on the two books (bench/bench_search.py, migration 0011).
 Settings: parallel query off (worker start-up costs more than the scans); sequential scans off,
 because on small tables the planner prices the HNSW scan above a sequential scan that is several
 times slower (8 ms against 1.2 ms for the kNN branch on the two books); the HNSW settings raised
