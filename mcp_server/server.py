@@ -268,8 +268,9 @@ def get_children(
         else:
             left.append(LeftOut(source_file=r["source_file"], heading_path=r["heading_path"], tokens=r["content_token_count"]))
     nodes = [_node(rs) for rs in included.values()]
+    used = max((r["used_tokens"] for r in rows if r["role"] == "child"), default=0)  # rag.get_children's running total
     return Children(parent_source_file=source_file, token_budget=token_budget,
-                    used_tokens=sum(n.tokens for n in nodes), included=nodes, left_out=left)
+                    used_tokens=used, included=nodes, left_out=left)
 
 
 def outline(
