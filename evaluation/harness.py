@@ -110,7 +110,8 @@ def unreachable(conn: psycopg.Connection, items: list[EvalItem], book: str | Non
 def table(results: dict[str, list[QuestionResult]], ks: list[int]) -> tuple[str, dict[str, Any]]:
     """Markdown table by mode (all kinds, then each kind) and the same numbers as a dict."""
     cols = ([f"recall@{k}" for k in ks] + ["node_recall@5", "mrr@10", "answer_mrr@10", "ndcg@10"]
-            + [f"paragraph_recall@{k}" for k in ks] + ["paragraph_mrr@10", "chapter_recall@5", "two_step_recall@5",
+            + [f"paragraph_recall@{k}" for k in ks] + ["paragraph_mrr@10", "chapter_recall@5", "two_step_recall@1",
+                                                        "two_step_recall@5", "two_step_mrr@10",
                                                         "context_precision", "tokens_per_question"])
     head = "| mode | kind | n | " + " | ".join(cols) + " |"
     lines = [head, "|" + "---|" * (len(cols) + 3)]
@@ -121,7 +122,7 @@ def table(results: dict[str, list[QuestionResult]], ks: list[int]) -> tuple[str,
             sub = res if kind == "all" else [r for r in res if r.kind == kind]
             if not sub:
                 continue
-            agg = aggregate(sub, sorted(set(ks) | {5}))
+            agg = aggregate(sub, sorted(set(ks) | {1, 5}))
             data[mode][kind] = agg
             cells = [f"{agg[c]:.3f}" if c != "tokens_per_question" else f"{agg[c]:.0f}" for c in cols]
             lines.append(f"| {mode} | {kind} | {len(sub)} | " + " | ".join(cells) + " |")

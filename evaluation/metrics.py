@@ -58,9 +58,13 @@ class QuestionResult:
     chapter_rank: int | None = None  # 1-based rank of the first hit from an expected file's chapter
     two_step_rank: int | None = None  # answer rank in the search within the top chapter (harness)
 
+    def rank(self, by: str) -> int | None:
+        """The rank a measure counts: answer, node, paragraph, chapter, two_step, else the first relevant hit."""
+        return {"answer": self.answer_rank, "node": self.node_rank, "paragraph": self.paragraph_rank,
+                "chapter": self.chapter_rank, "two_step": self.two_step_rank}.get(by, self.first_relevant)
+
     def recall(self, k: int, by: str = "answer") -> float:
-        r = {"answer": self.answer_rank, "node": self.node_rank, "paragraph": self.paragraph_rank,
-             "chapter": self.chapter_rank, "two_step": self.two_step_rank}.get(by, self.first_relevant)
+        r = self.rank(by)
         return 1.0 if r is not None and r <= k else 0.0
 
     @property
@@ -68,7 +72,7 @@ class QuestionResult:
         return next((i + 1 for i, rel in enumerate(self.relevant) if rel), None)
 
     def mrr(self, k: int = 10, by: str = "relevant") -> float:
-        r = {"answer": self.answer_rank, "paragraph": self.paragraph_rank}.get(by, self.first_relevant)
+        r = self.rank(by)
         return 1.0 / r if r is not None and r <= k else 0.0
 
     def ndcg(self, k: int = 10) -> float:
@@ -132,6 +136,7 @@ def aggregate(results: list[QuestionResult], ks: list[int]) -> dict[str, float]:
     for by in ("paragraph", "chapter", "two_step"):
         out.update({f"{by}_recall@{k}": sum(r.recall(k, by) for r in results) / n for k in ks})
     out["paragraph_mrr@10"] = sum(r.mrr(10, "paragraph") for r in results) / n
+    out["two_step_mrr@10"] = sum(r.mrr(10, "two_step") for r in results) / n
     out["mrr@10"] = sum(r.mrr(10) for r in results) / n
     out["answer_mrr@10"] = sum(r.mrr(10, "answer") for r in results) / n
     out["ndcg@10"] = sum(r.ndcg(10) for r in results) / n

@@ -56,3 +56,13 @@ def test_paragraph_and_chapter_ranks():
     assert r.recall(2, "paragraph") == 0.0 and r.recall(3, "paragraph") == 1.0 and r.mrr(10, "paragraph") == 1 / 3
     agg = aggregate([r], [1, 5])
     assert agg["paragraph_recall@5"] == 1.0 and agg["chapter_recall@1"] == 0.0 and agg["two_step_recall@5"] == 0.0
+
+
+def test_two_step_measures():
+    """The second search's answer rank gives two-step recall@k and MRR@10; none counts as missed."""
+    found = score_question(ITEM, "hybrid", [hit("corpus/b/x/source.md", "rien")])
+    found.two_step_rank = 2
+    missed = score_question(ITEM, "hybrid", [hit("corpus/b/x/source.md", "rien")])
+    agg = aggregate([found, missed], [1, 5])
+    assert (agg["two_step_recall@1"], agg["two_step_recall@5"], agg["two_step_mrr@10"]) == (0.0, 0.5, 0.25)
+    assert found.mrr(10, "two_step") == 0.5 and found.mrr(1, "two_step") == 0.0
