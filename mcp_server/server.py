@@ -158,7 +158,9 @@ def search_tool(
     within: Annotated[str | None, Field(max_length=500, description=(
         "a source_file: search only inside that node and below it. After a first search has found the right "
         "chapter (a hit's summary.md, or a paragraph hit's parent summary.md, or one from outline), search again "
-        "with within set to it to pin the passage inside that chapter"))] = None,
+        "with within set to it to pin the passage inside that chapter. If the question is in your own words rather "
+        "than the book's, set sentence_after to 0 in that second search: the paragraph cited by the chapter "
+        "summary's closest sentence then comes first"))] = None,
     fusion: Annotated[Fusion | None, Field(description="how hybrid fuses BM25 and vectors: convex (normalised score combination) or rrf; default: the server's")] = None,
     normalisation: Annotated[Normalisation | None, Field(description="score normalisation of convex fusion; default: the server's")] = None,
     bm25_weight: Annotated[float | None, Field(description="weight of the BM25 branch; default: the server's")] = None,
