@@ -328,7 +328,7 @@ def main() -> None:
     print(markdown_table(["scale", "rows", "statement", "p50 ms", "p95 ms", "mean ms", "max ms", "rows/call"],
                          [[s.name, s.rows, name, st["p50_ms"], st["p95_ms"], st["mean_ms"], st["max_ms"], st["rows_per_call"]]
                           for s in scales for name, st in s.latency.items()]))
-    print("\n## default search + parent expansion against the two index scans (p50)\n")
+    print("\n## default search + parent expansion against the index scans (p50)\n")
     print(markdown_table(["scale", "rows", "bm25 p50", "vector p50", "hybrid+parent p50", "ratio",
                           "no sentences p50", "ratio without the sentence branch", "sentences p50",
                           "ratio to the three scans", "hybrid-rrf p50"],
