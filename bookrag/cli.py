@@ -384,9 +384,9 @@ def build_parser() -> argparse.ArgumentParser:
     p["search"].add_argument("--cite-weight", type=float,
                              help="share of a paragraph's score taken from the summary sentences that cite it")
     p["search"].add_argument("--sentence-after", type=int,
-                             help="hybrid: fused hits listed before the first paragraph found through a summary sentence")
+                             help="hybrid, two-stage: hits listed before the first paragraph found through a summary sentence")
     p["search"].add_argument("--sentence-every", type=int,
-                             help="hybrid: then one place in every N goes to the sentence branch (0 = off)")
+                             help="hybrid, two-stage: then one place in every N goes to the sentence branch (0 = off)")
     p["search"].add_argument("query")
     p["search"].add_argument("--k", type=int, default=10)
     p["search"].add_argument("--levels", type=level_list, help="comma-separated levels, e.g. 0 or 1,2")

@@ -53,7 +53,7 @@ class SearchRequest:
     chapter_weight: float | None = field(default=None, metadata=_arg("p_chapter_weight", "::float8"))
     cite_weight: float | None = field(default=None, metadata=_arg("p_cite_weight", "::float8"))
     expand_cited: bool = False  # attach the rows a summary hit's anchors cite (p_expand 'cited')
-    # The sentence branch's places in a hybrid list (rag._fusion_settings); None = the SQL default.
+    # The sentence branch's places in a hybrid or two-stage list (rag._fusion_settings); None = the SQL default.
     sentence_after: int | None = field(default=None, metadata=_arg("p_sentence_after", "::int"))
     sentence_every: int | None = field(default=None, metadata=_arg("p_sentence_every", "::int"))
 

@@ -148,7 +148,7 @@ def _no_node(source_file: str) -> ToolError:
 def search_tool(
     ctx: Context,
     query: Annotated[str, Field(min_length=1, max_length=2000, description="the question or keywords, in French for French books")],
-    mode: Annotated[Mode, Field(description="hybrid = BM25 + vectors fused, chapter-aware (default); two-stage = best chapters first, then their paragraphs")] = "hybrid",
+    mode: Annotated[Mode, Field(description="hybrid = BM25 + vectors fused, chapter-aware (default); two-stage = best chapters first, then their paragraphs (on the books its first hits are more often right: a higher MRR@10 in the team's evalsets)")] = "hybrid",
     k: Annotated[int, Field(ge=1, le=50, description="number of hits")] = 8,
     book: Annotated[str | None, Field(description="restrict to one book (see list_books)")] = None,
     levels: Annotated[list[Annotated[int, Field(ge=0, le=3)]] | None, Field(min_length=1, description="0 paragraphs, 1 chapter summaries, 2 part summaries, 3 book summary; omit for all levels")] = None,
@@ -167,8 +167,8 @@ def search_tool(
     vector_weight: Annotated[float | None, Field(description="weight of the vector branch; default: the server's")] = None,
     chapter_weight: Annotated[float | None, Field(description="share of a paragraph's score taken from how well its chapter summary matches; default: the server's")] = None,
     cite_weight: Annotated[float | None, Field(description="share of a paragraph's score taken from the summary sentences whose anchors cite it; default: the server's")] = None,
-    sentence_after: Annotated[int | None, Field(description="hybrid: fused hits listed before the first paragraph found through a chapter-summary sentence that cites it; default: the server's")] = None,
-    sentence_every: Annotated[int | None, Field(description="hybrid: then one place in every N goes to such a paragraph (0 = none); default: the server's")] = None,
+    sentence_after: Annotated[int | None, Field(description="hybrid and two-stage: hits listed before the first paragraph found through a chapter-summary sentence that cites it; default: the server's")] = None,
+    sentence_every: Annotated[int | None, Field(description="hybrid and two-stage: then one place in every N goes to such a paragraph (0 = none); default: the server's")] = None,
 ) -> SearchResult:
     """Search the loaded books and return ranked passages, each with its citation and its rank in the BM25 and vector branches. To read around a hit, search again with `within` = its chapter's summary.md. When no hit carries the claim, search again in the book's own plain words (the names and terms the author would use, not periphrases): the lexical branch matches words, and a search costs milliseconds."""
     state = _state(ctx)

@@ -38,7 +38,7 @@ evalset, checked on the other; docs/decisions/0011-score-fusion.md):
   cite_weight    share of a paragraph's score taken from the best candidate summary chunk whose
                  anchors cite it (docs/anchors.md), within 0..1, chapter_weight + cite_weight
                  at most 1 (default 0: measured, see README).
-  sentence_after, sentence_every   the sentence branch's places in a hybrid list
+  sentence_after, sentence_every   the sentence branch's places in a hybrid or two-stage list
                  (rag.search_sentences: paragraphs found through the chapter-summary sentences
                  that cite them, docs/anchors.md): the first sentence_after hits are the fused
                  list's, then one place in every sentence_every goes to the sentence branch's

@@ -28,13 +28,14 @@ returns its rows (rag.search_hit, best first) with cites, parent and cited fille
                sentence branch (rag.search_sentences; see rag._search_hits)
   'bm25'       rag.search_branch, branch 'bm25' (p_query_embedding unused)
   'vector'     rag.search_branch, branch 'vector' (p_query unused; p_query_embedding required)
-  'two-stage'  rag.search_two_stage (sections first; no levels or node_type filter)
+  'two-stage'  rag.search_two_stage (sections first; no levels or node_type filter), with
+               the same places for the sentence branch
 Any other mode is an error naming it. The CLI, rag.build_context and the MCP server call this
 function, so the list above is the product's one list of modes.
 Parameters: as in the function called; p_within restricts every mode to a node's subtree;
 p_fusion, p_normalisation, p_bm25_weight, p_vector_weight (NULL = rag._fusion_settings()) are
-used by 'hybrid' and 'two-stage', p_chapter_weight, p_cite_weight, p_sentence_after and
-p_sentence_every by 'hybrid'.
+used by 'hybrid' and 'two-stage', p_sentence_after and p_sentence_every by both,
+p_chapter_weight and p_cite_weight by 'hybrid'.
   p_expand       what to attach to each hit, any of:
                    'parent'  the hit's parent node rows (rag.get_node of parent_source_file), as JSON;
                    'cited'   the rows a summary hit's anchors cite (rag.get_citations), as JSON.

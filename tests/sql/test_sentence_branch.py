@@ -92,10 +92,10 @@ def test_filters_book_and_within(corpus, e5):
         corpus.execute("SELECT * FROM rag.search_sentences(%s, 5, 'nope')", (v,))
 
 
-def ids(conn, v, **settings):
+def ids(conn, v, mode="hybrid", **settings):
     args = ", ".join(f"p_{k} => %({k})s" for k in settings)
-    return conn.execute(f"SELECT id, sentence_rank FROM rag.search(%(q)s, %(v)s, 'hybrid', 6{', ' + args if args else ''})",
-                        {"q": QUERY, "v": v, **settings}).fetchall()
+    return conn.execute(f"SELECT id, sentence_rank FROM rag.search(%(q)s, %(v)s, %(mode)s, 6{', ' + args if args else ''})",
+                        {"q": QUERY, "v": v, "mode": mode, **settings}).fetchall()
 
 
 def paragraph(conn, row_id):
@@ -125,19 +125,25 @@ def expected_merge(conn, fused, branch, after, every, k=6):
     return out, from_branch
 
 
-@pytest.mark.parametrize("after,every,within", [
-    (1, 2, None), (1, 3, None), (0, 1, None), (2, 1, None),
+MODE_LISTS = {"hybrid": "rag.search_hybrid(%s, %s, 6, p_within => %s)",
+              "two-stage": "rag.search_two_stage(%s, %s, 6, p_within => %s)"}
+
+
+@pytest.mark.parametrize("mode,after,every,within", [
+    ("hybrid", 1, 2, None), ("hybrid", 1, 3, None), ("hybrid", 0, 1, None), ("hybrid", 2, 1, None),
     # inside a part: both lists keep to its subtree
-    (1, 3, f"{C}/premiere-partie/summary.md"),
+    ("hybrid", 1, 3, f"{C}/premiere-partie/summary.md"),
+    # two-stage's list (sections first) takes the branch's places the same way
+    ("two-stage", 1, 3, None), ("two-stage", 0, 1, None), ("two-stage", 1, 3, f"{C}/premiere-partie/summary.md"),
 ])
-def test_hybrid_places_the_sentence_branch_after_n_then_one_in_every_m(corpus, e5, after, every, within):
+def test_the_sentence_branch_takes_its_places_after_n_then_one_in_every_m(corpus, e5, mode, after, every, within):
     v = e5.query(QUERY)
-    fused = [r[0] for r in corpus.execute("SELECT id FROM rag.search_hybrid(%s, %s, 6, p_within => %s)", (QUERY, v, within))]
-    assert [i for (i, _) in ids(corpus, v, sentence_every=0, within=within)] == fused
+    fused = [r[0] for r in corpus.execute(f"SELECT id FROM {MODE_LISTS[mode]}", (QUERY, v, within))]
+    assert [i for (i, _) in ids(corpus, v, mode, sentence_every=0, within=within)] == fused
     branch = [r[0] for r in corpus.execute("SELECT id FROM rag.search_sentences(%s, 12, p_within => %s)", (v, within))]
     expected, from_branch = expected_merge(corpus, fused, branch, after, every)
     assert from_branch, "the branch must place at least one paragraph"
-    merged = ids(corpus, v, sentence_after=after, sentence_every=every, within=within)
+    merged = ids(corpus, v, mode, sentence_after=after, sentence_every=every, within=within)
     assert [i for (i, _) in merged] == expected
     assert all((r is not None) == (i in from_branch) for (i, r) in merged)
     placed = [paragraph(corpus, i) for (i, r) in merged if r is not None]
@@ -224,3 +230,14 @@ def test_the_branch_stays_out_of_summary_only_searches(corpus, e5):
     rows = corpus.execute("SELECT node_type, sentence_rank FROM rag.search(%s, %s, p_node_type => 'summary')",
                           (QUERY, v)).fetchall()
     assert rows and all(t == "summary" and r is None for t, r in rows)
+
+
+def test_two_stage_takes_the_branch_by_default(corpus, e5):
+    # the defaults (rag._fusion_settings) place the branch in a two-stage list as in a hybrid one;
+    # sentence_every 0 gives back the sections-only list of rag.search_two_stage
+    v = e5.query(QUERY)
+    default = ids(corpus, v, "two-stage")
+    assert default == ids(corpus, v, "two-stage", sentence_after=1, sentence_every=3)
+    assert any(r is not None for (_, r) in default)
+    sections_only = [r[0] for r in corpus.execute("SELECT id FROM rag.search_two_stage(%s, %s, 6)", (QUERY, v))]
+    assert [i for (i, _) in ids(corpus, v, "two-stage", sentence_every=0)] == sections_only != [i for (i, _) in default]
