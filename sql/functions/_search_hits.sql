@@ -44,8 +44,8 @@ Checks rag.search's arguments and runs the search named by p_mode, returning its
   'vector'     rag.search_branch, branch 'vector' (p_query unused; p_query_embedding required)
   'two-stage'  rag.search_two_stage (sections first; no levels or node_type filter), merged
                with the sentence branch as 'hybrid' is (its list in place of the fused one).
-               Measured on the tuning halves (recall@5 / MRR@10, Bastiat 0.524 / 0.827 ->
-               0.524 / 0.846, Tocqueville 0.540 / 0.748 -> 0.667 / 0.780; PIAF, without
+               Measured on the tuning halves (recall@5 / MRR@10, Bastiat 0.571 / 0.864 ->
+               0.571 / 0.881, Tocqueville 0.556 / 0.718 -> 0.667 / 0.741; PIAF, without
                sentences, unchanged): decision 21. p_sentence_every 0 gives the sections-only list.
 Any other mode is an error naming it; so is a word of p_expand other than 'parent' and 'cited',
 and a p_query_model that is not the corpus model. Parameters: as rag.search's (no defaults

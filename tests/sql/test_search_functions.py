@@ -222,6 +222,23 @@ def test_two_stage_boosts_paragraphs_of_the_best_sections(corpus, e5):
     assert all(a[3] >= b[3] for a, b in zip(hits, hits[1:]))
 
 
+def test_two_stage_finds_a_section_by_its_paragraphs_words(corpus):
+    # words of the routes chapter's text that no summary uses: stage 1 reads the paragraphs with
+    # the summaries, so it finds that section (reading the summaries alone, it found none and fell
+    # back to a flat search)
+    q = "ornière charrette colline"
+    notices: list[str] = []
+    corpus.add_notice_handler(lambda d: notices.append(d.message_primary))
+    assert corpus.execute("SELECT count(*) FROM rag.search_hybrid(%s, NULL, 10, p_levels => '{1}')", (q,)).fetchone()[0] == 0
+    hits = corpus.execute("SELECT parent_source_file, section_score FROM rag.search_two_stage(%s, NULL, 3)", (q,)).fetchall()
+    assert hits and hits[0][0] == f"{C}/premiere-partie/chapitre-02-les-routes/summary.md"
+    assert hits[0][1] == pytest.approx(1.0)
+    assert not notices
+    # nothing matches at all: the fallback runs, says so, and returns nothing
+    assert corpus.execute("SELECT count(*) FROM rag.search_two_stage('zzzqqq', NULL, 3)").fetchone()[0] == 0
+    assert any("falling back to a flat hybrid search" in n for n in notices)
+
+
 def test_every_search_function_returns_the_citation_columns(corpus, e5):
     cols = {"id", "source_file", "chunk_index", "level", "node_type", "heading_path", "content", "content_token_count", "score"}
     for call in ("rag.search_branch('pain', NULL, 'bm25')", "rag.search_branch(NULL, %(v)s, 'vector')", "rag.search_hybrid('pain', %(v)s)",
