@@ -24,7 +24,7 @@ import math
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
 
 _APOS = str.maketrans({"’": "'", "‘": "'", "ʼ": "'", "`": "'", "«": '"', "»": '"', "“": '"', "”": '"'})
 _DASHES = re.compile(r"\s*(?:--|[—–‒―])\s*")
@@ -44,6 +44,10 @@ def contains_answer(content: str, answers: Iterable[str]) -> bool:
     return any(normalise(a) in norm for a in answers)
 
 
+#: What a rank is counted by (QuestionResult.rank).
+RankBy = Literal["answer", "node", "paragraph", "chapter", "two_step", "relevant"]
+
+
 @dataclass
 class QuestionResult:
     id: str
@@ -58,12 +62,13 @@ class QuestionResult:
     chapter_rank: int | None = None  # 1-based rank of the first hit from an expected file's chapter
     two_step_rank: int | None = None  # answer rank in the search within the top chapter (harness)
 
-    def rank(self, by: str) -> int | None:
-        """The rank a measure counts: answer, node, paragraph, chapter, two_step, else the first relevant hit."""
+    def rank(self, by: RankBy) -> int | None:
+        """The rank a measure counts: answer, node, paragraph, chapter, two_step, or relevant (the
+        first hit that holds an answer or is on an expected node)."""
         return {"answer": self.answer_rank, "node": self.node_rank, "paragraph": self.paragraph_rank,
-                "chapter": self.chapter_rank, "two_step": self.two_step_rank}.get(by, self.first_relevant)
+                "chapter": self.chapter_rank, "two_step": self.two_step_rank, "relevant": self.first_relevant}[by]
 
-    def recall(self, k: int, by: str = "answer") -> float:
+    def recall(self, k: int, by: RankBy = "answer") -> float:
         r = self.rank(by)
         return 1.0 if r is not None and r <= k else 0.0
 
@@ -71,7 +76,7 @@ class QuestionResult:
     def first_relevant(self) -> int | None:
         return next((i + 1 for i, rel in enumerate(self.relevant) if rel), None)
 
-    def mrr(self, k: int = 10, by: str = "relevant") -> float:
+    def mrr(self, k: int = 10, by: RankBy = "relevant") -> float:
         r = self.rank(by)
         return 1.0 / r if r is not None and r <= k else 0.0
 

@@ -93,7 +93,7 @@ BEGIN
 END
 $$;
 
--- function: _search_hits sha256:e89abbe50e4d25d94c0c993e4adab511a5874596ad8553c7203e6cb976ef6b0a
+-- function: _search_hits sha256:4e0e0a5573d91799253891214e678d3476d8df2db4d42e2d7a96db64b2ba237a
 -- rag._search_hits: the mode dispatcher behind rag.search (the mode list is defined and checked here).
 CREATE OR REPLACE FUNCTION rag._search_hits(
     p_query           TEXT,
@@ -154,7 +154,7 @@ migration 0011).
 DECLARE
     v_model TEXT;
     st      RECORD;
-    f_rows  rag.search_hit[];  -- the fused list, best first, and each row's paragraph key
+    f_rows  rag.search_hit[];  -- the mode's list (hybrid's or two-stage's), best first, and each row's key
     f_keys  TEXT[];
     s_rows  rag.search_hit[];  -- the sentence branch's paragraphs, best first, and their keys
     s_keys  TEXT[];
@@ -190,8 +190,8 @@ BEGIN
     IF p_mode IN ('hybrid', 'two-stage') THEN
         SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight,
                                                    p_chapter_weight, p_cite_weight, p_sentence_after, p_sentence_every);
-        -- The mode's own list, best first, and each row's key: a paragraph's is its file and
-        -- number (its chunks are one paragraph); other rows keep their id.
+        -- The mode's own list, best first (the fusion settings above are checked in both modes,
+        -- though two-stage does not use chapter_weight and cite_weight).
         IF p_mode = 'hybrid' THEN
             SELECT array_agg(b ORDER BY b.rank) INTO f_rows
             FROM rag.search_hybrid(p_query, p_query_embedding, p_k, p_book, p_levels, p_node_type,
@@ -212,6 +212,8 @@ BEGIN
         -- Merge: the greedy interleave of evaluation/experiments/sentence_anchors/slots.py. Two
         -- chunks of one paragraph in the mode's list both stay. At most k + 2k rows, so the loop
         -- and its ANY() are cheap.
+        -- Each row's key: a paragraph's is its file and number (its chunks are one paragraph);
+        -- other rows keep their id.
         SELECT array_agg(CASE WHEN b.level = 0 THEN b.source_file || '#' || b.paragraph ELSE b.id::text END
                          ORDER BY b.rank)
         INTO f_keys FROM unnest(f_rows) b;
@@ -263,7 +265,7 @@ BEGIN
 END
 $$;
 
--- function: search sha256:3994952cb6cfcebe02707902c6ad0f1a2fca60b136af409f68bd2852f65db57f
+-- function: search sha256:7e6b8448acc7cd534994e0b26b3a1d72c6b68cb72d57cd26b86d7cca2995d800
 -- rag.search: one entry point for every search mode, with each hit's cites and the expansions asked for.
 CREATE OR REPLACE FUNCTION rag.search(
     p_query           TEXT,
@@ -301,7 +303,7 @@ function, so the list above is the product's one list of modes.
 Parameters: as in the function called; p_within restricts every mode to a node's subtree;
 p_fusion, p_normalisation, p_bm25_weight, p_vector_weight (NULL = rag._fusion_settings()) are
 used by 'hybrid' and 'two-stage', p_sentence_after and p_sentence_every by both,
-p_chapter_weight and p_cite_weight by 'hybrid'.
+p_chapter_weight and p_cite_weight by 'hybrid' (checked in both: rag._fusion_settings).
   p_expand       what to attach to each hit, any of:
                    'parent'  the hit's parent node rows (rag.get_node of parent_source_file), as JSON;
                    'cited'   the rows a summary hit's anchors cite (rag.get_citations), as JSON.
@@ -330,7 +332,7 @@ cached with a prepared statement) and an expansion not asked for is never run.
     ORDER BY h.rank;
 $$;
 
--- function: search_two_stage sha256:cf5f922ad09bff24f793b6ba9ca932c15f4167df56218c4f8d9f74eb28e928f4
+-- function: search_two_stage sha256:13172d00d190b12ce33a760e34853db1dcf862f53aa565ba69bb9d56413e695d
 -- rag.search_two_stage: find the best sections by their summaries and paragraphs, then the best paragraphs inside them.
 CREATE OR REPLACE FUNCTION rag.search_two_stage(
     p_query           TEXT,
@@ -356,10 +358,10 @@ Two-stage retrieval (seeds/two-stage-search, section 4.2):
      best fused score of its rows among them, so a section is found by its summary's words or
      by its own text; the p_sections best are kept, their scores min-max normalised over them
      (section_score in 0..1, 1 for the best). Until migration 0012 stage 1 read the summaries
-     alone: measured on the tuning halves, the paragraphs' evidence lifts PIAF (whose
-     "summaries" are articles' leads) from 0.775 / 0.677 to 0.908 / 0.804 (recall@5 / MRR@10)
-     and Bastiat from 0.524 / 0.846 to 0.571 / 0.881, Tocqueville 0.667 / 0.780 -> 0.667 / 0.741
-     (with the sentence branch merged by rag.search; decision 21).
+     alone. Measured on the tuning halves with the sentence branch merged by rag.search
+     (recall@5 / MRR@10; decision 21): PIAF, whose "summaries" are articles' leads, 0.775 /
+     0.677 -> 0.908 / 0.804; Bastiat 0.524 / 0.846 -> 0.571 / 0.881; Tocqueville 0.667 / 0.780
+     -> 0.667 / 0.741 (MRR@10 lower); the mean over the three sets 0.7114 -> 0.7620.
   2. rag.search_hybrid over the level-0 paragraphs whose parent is one of those sections;
      paragraph scores min-max normalised over the candidates.
   score = (1 - p_section_weight) * paragraph score + p_section_weight * section_score,
@@ -371,7 +373,9 @@ Parameters:
   p_book           NULL or one book.
   p_sections       sections kept after stage 1, 1..100 (default 5).
   p_section_weight 0..1 (default 0.3, the seed's value).
-  p_pool           candidates per branch in each stage (default 100).
+  p_pool           candidates per branch in each stage (default 100); stage 1 reads
+                   greatest(p_pool, 10 x p_sections) rows of levels 0-1, stage 2 greatest(p_k, p_pool)
+                   paragraphs.
   p_within         NULL or a source_file: both stages stay inside its subtree.
   p_fusion, p_normalisation, p_bm25_weight, p_vector_weight: passed to rag.search_hybrid
                    (NULL = rag._fusion_settings()); its chapter term is not used here (stage 1
@@ -379,7 +383,8 @@ Parameters:
 Edge case: when no row of levels 0-1 matches, or none has a parent (a corpus without
 summaries), stage 1 is empty and the function falls back to a flat hybrid search over
 paragraphs (NOTICE).
-Cost: two hybrid statements; about twice rag.search_hybrid.
+Cost: two hybrid statements, each reading its 100 best rows (content included); about three
+times rag.search_hybrid on the books (17 ms against 5.7 ms p50 from Python, 20 queries).
 */
 DECLARE
     v_files  TEXT[];
@@ -417,7 +422,7 @@ BEGIN
     ) s;
 
     IF v_files IS NULL THEN
-        RAISE NOTICE 'no section summary matches; falling back to a flat hybrid search over paragraphs';
+        RAISE NOTICE 'no section matches (no summary, and no paragraph with a parent); falling back to a flat hybrid search over paragraphs';
         RETURN QUERY SELECT * FROM rag.search_hybrid(p_query, p_query_embedding, p_k => p_k,
                                                       p_book => p_book, p_levels => ARRAY[0], p_pool => p_pool,
                                                       p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight,
@@ -455,7 +460,7 @@ REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default 
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_fusion_settings', 'c931ae958dfe8eebc6158966daafa90b31308deaa1a1aa80cef6514baad25686', '0012_two_stage_sentence_branch'),
-    ('_search_hits', 'e89abbe50e4d25d94c0c993e4adab511a5874596ad8553c7203e6cb976ef6b0a', '0012_two_stage_sentence_branch'),
-    ('search', '3994952cb6cfcebe02707902c6ad0f1a2fca60b136af409f68bd2852f65db57f', '0012_two_stage_sentence_branch'),
-    ('search_two_stage', 'cf5f922ad09bff24f793b6ba9ca932c15f4167df56218c4f8d9f74eb28e928f4', '0012_two_stage_sentence_branch')
+    ('_search_hits', '4e0e0a5573d91799253891214e678d3476d8df2db4d42e2d7a96db64b2ba237a', '0012_two_stage_sentence_branch'),
+    ('search', '7e6b8448acc7cd534994e0b26b3a1d72c6b68cb72d57cd26b86d7cca2995d800', '0012_two_stage_sentence_branch'),
+    ('search_two_stage', '13172d00d190b12ce33a760e34853db1dcf862f53aa565ba69bb9d56413e695d', '0012_two_stage_sentence_branch')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

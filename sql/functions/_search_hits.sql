@@ -58,7 +58,7 @@ migration 0011).
 DECLARE
     v_model TEXT;
     st      RECORD;
-    f_rows  rag.search_hit[];  -- the fused list, best first, and each row's paragraph key
+    f_rows  rag.search_hit[];  -- the mode's list (hybrid's or two-stage's), best first, and each row's key
     f_keys  TEXT[];
     s_rows  rag.search_hit[];  -- the sentence branch's paragraphs, best first, and their keys
     s_keys  TEXT[];
@@ -94,8 +94,8 @@ BEGIN
     IF p_mode IN ('hybrid', 'two-stage') THEN
         SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight,
                                                    p_chapter_weight, p_cite_weight, p_sentence_after, p_sentence_every);
-        -- The mode's own list, best first, and each row's key: a paragraph's is its file and
-        -- number (its chunks are one paragraph); other rows keep their id.
+        -- The mode's own list, best first (the fusion settings above are checked in both modes,
+        -- though two-stage does not use chapter_weight and cite_weight).
         IF p_mode = 'hybrid' THEN
             SELECT array_agg(b ORDER BY b.rank) INTO f_rows
             FROM rag.search_hybrid(p_query, p_query_embedding, p_k, p_book, p_levels, p_node_type,
@@ -116,6 +116,8 @@ BEGIN
         -- Merge: the greedy interleave of evaluation/experiments/sentence_anchors/slots.py. Two
         -- chunks of one paragraph in the mode's list both stay. At most k + 2k rows, so the loop
         -- and its ANY() are cheap.
+        -- Each row's key: a paragraph's is its file and number (its chunks are one paragraph);
+        -- other rows keep their id.
         SELECT array_agg(CASE WHEN b.level = 0 THEN b.source_file || '#' || b.paragraph ELSE b.id::text END
                          ORDER BY b.rank)
         INTO f_keys FROM unnest(f_rows) b;

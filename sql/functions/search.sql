@@ -35,7 +35,7 @@ function, so the list above is the product's one list of modes.
 Parameters: as in the function called; p_within restricts every mode to a node's subtree;
 p_fusion, p_normalisation, p_bm25_weight, p_vector_weight (NULL = rag._fusion_settings()) are
 used by 'hybrid' and 'two-stage', p_sentence_after and p_sentence_every by both,
-p_chapter_weight and p_cite_weight by 'hybrid'.
+p_chapter_weight and p_cite_weight by 'hybrid' (checked in both: rag._fusion_settings).
   p_expand       what to attach to each hit, any of:
                    'parent'  the hit's parent node rows (rag.get_node of parent_source_file), as JSON;
                    'cited'   the rows a summary hit's anchors cite (rag.get_citations), as JSON.

@@ -23,10 +23,10 @@ Two-stage retrieval (seeds/two-stage-search, section 4.2):
      best fused score of its rows among them, so a section is found by its summary's words or
      by its own text; the p_sections best are kept, their scores min-max normalised over them
      (section_score in 0..1, 1 for the best). Until migration 0012 stage 1 read the summaries
-     alone: measured on the tuning halves, the paragraphs' evidence lifts PIAF (whose
-     "summaries" are articles' leads) from 0.775 / 0.677 to 0.908 / 0.804 (recall@5 / MRR@10)
-     and Bastiat from 0.524 / 0.846 to 0.571 / 0.881, Tocqueville 0.667 / 0.780 -> 0.667 / 0.741
-     (with the sentence branch merged by rag.search; decision 21).
+     alone. Measured on the tuning halves with the sentence branch merged by rag.search
+     (recall@5 / MRR@10; decision 21): PIAF, whose "summaries" are articles' leads, 0.775 /
+     0.677 -> 0.908 / 0.804; Bastiat 0.524 / 0.846 -> 0.571 / 0.881; Tocqueville 0.667 / 0.780
+     -> 0.667 / 0.741 (MRR@10 lower); the mean over the three sets 0.7114 -> 0.7620.
   2. rag.search_hybrid over the level-0 paragraphs whose parent is one of those sections;
      paragraph scores min-max normalised over the candidates.
   score = (1 - p_section_weight) * paragraph score + p_section_weight * section_score,
@@ -38,7 +38,9 @@ Parameters:
   p_book           NULL or one book.
   p_sections       sections kept after stage 1, 1..100 (default 5).
   p_section_weight 0..1 (default 0.3, the seed's value).
-  p_pool           candidates per branch in each stage (default 100).
+  p_pool           candidates per branch in each stage (default 100); stage 1 reads
+                   greatest(p_pool, 10 x p_sections) rows of levels 0-1, stage 2 greatest(p_k, p_pool)
+                   paragraphs.
   p_within         NULL or a source_file: both stages stay inside its subtree.
   p_fusion, p_normalisation, p_bm25_weight, p_vector_weight: passed to rag.search_hybrid
                    (NULL = rag._fusion_settings()); its chapter term is not used here (stage 1
@@ -46,7 +48,8 @@ Parameters:
 Edge case: when no row of levels 0-1 matches, or none has a parent (a corpus without
 summaries), stage 1 is empty and the function falls back to a flat hybrid search over
 paragraphs (NOTICE).
-Cost: two hybrid statements; about twice rag.search_hybrid.
+Cost: two hybrid statements, each reading its 100 best rows (content included); about three
+times rag.search_hybrid on the books (17 ms against 5.7 ms p50 from Python, 20 queries).
 */
 DECLARE
     v_files  TEXT[];
@@ -84,7 +87,7 @@ BEGIN
     ) s;
 
     IF v_files IS NULL THEN
-        RAISE NOTICE 'no section summary matches; falling back to a flat hybrid search over paragraphs';
+        RAISE NOTICE 'no section matches (no summary, and no paragraph with a parent); falling back to a flat hybrid search over paragraphs';
         RETURN QUERY SELECT * FROM rag.search_hybrid(p_query, p_query_embedding, p_k => p_k,
                                                       p_book => p_book, p_levels => ARRAY[0], p_pool => p_pool,
                                                       p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight,

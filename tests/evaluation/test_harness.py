@@ -29,6 +29,8 @@ def test_evaluate_every_strategy(corpus):
     assert md.startswith("| mode | kind | n | recall@1 | recall@5 |")
     assert data["bm25"]["lexical"]["recall@1"] == 1.0
     assert {"chapter_recall@5", "two_step_recall@5", "paragraph_recall@5", "paragraph_mrr@10"} <= set(data["hybrid"]["all"])
+    assert {"two_step_recall@1", "two_step_mrr@10"} <= set(data["hybrid"]["all"]) and "two_step_mrr@10" in md
+    assert data["hybrid"]["all"]["two_step_mrr@10"] > 0
 
 
 def test_questions_no_hit_can_answer_are_named(corpus):

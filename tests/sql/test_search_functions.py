@@ -190,7 +190,7 @@ def test_search_runs_every_mode_the_product_lists(corpus, e5):
               "vector": "rag.search_branch(NULL, %(v)s, 'vector', 5)", "two-stage": "rag.search_two_stage(%(q)s, %(v)s, 5)"}
     assert set(direct) == set(MODES)
     for mode in MODES:
-        # (hybrid without the sentence branch's places: tests/sql/test_sentence_branch.py checks them)
+        # (hybrid and two-stage without the sentence branch's places: tests/sql/test_sentence_branch.py checks them)
         via = corpus.execute("SELECT id, rank FROM rag.search(%(q)s, %(v)s, %(m)s, 5, p_sentence_every => 0)",
                              {"q": q, "v": v, "m": mode}).fetchall()
         assert via and via == corpus.execute(f"SELECT id, rank FROM {direct[mode]}", {"q": q, "v": v}).fetchall(), mode

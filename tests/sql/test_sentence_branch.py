@@ -241,3 +241,14 @@ def test_two_stage_takes_the_branch_by_default(corpus, e5):
     assert any(r is not None for (_, r) in default)
     sections_only = [r[0] for r in corpus.execute("SELECT id FROM rag.search_two_stage(%s, %s, 6)", (QUERY, v))]
     assert [i for (i, _) in ids(corpus, v, "two-stage", sentence_every=0)] == sections_only != [i for (i, _) in default]
+
+
+def test_two_stage_checks_the_fusion_settings_as_hybrid_does(corpus, e5):
+    # chapter and cite weights are hybrid's, but an out-of-bounds pair is refused in both modes
+    for mode in ("hybrid", "two-stage"):
+        with pytest.raises(psycopg.errors.InvalidParameterValue) as info:
+            corpus.execute("SELECT * FROM rag.search(%s, %s, %s, 5, p_chapter_weight => 0.9, p_cite_weight => 0.2)",
+                           (QUERY, e5.query(QUERY), mode))
+        assert info.value.diag.message_primary == \
+            "cite_weight must be within 0..1 and chapter_weight + cite_weight at most 1, got 0.2 and 0.9"
+        corpus.rollback()

@@ -3,7 +3,7 @@
 the three evalsets, measured as evaluation.tune_fusion measures (recall@5 and MRR@10 on the
 books, paragraph recall@5 and MRR@10 on PIAF; the mean of (recall@5 + MRR@10) / 2 over the sets).
 Each question is searched inside its own book. Needs the books and PIAF loaded; the tuning half
-takes about 1 min with --piaf-limit 600, the held-out half about 3 min.
+takes about 1 min with --piaf-limit 600, the held-out half 3 to 4 min.
     cd /work/main && .venv/bin/python evaluation/experiments/sentence_anchors/two_stage_sentences.py tune|heldout [--piaf-limit N]
 """
 import argparse

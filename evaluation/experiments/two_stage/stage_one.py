@@ -28,6 +28,8 @@ from interleave import interleave
 
 HALF = sys.argv[1] if len(sys.argv) > 1 else "tune"
 PIAF_LIMIT = int(sys.argv[2]) if len(sys.argv) > 2 else None
+if HALF not in ("tune", "heldout"):
+    sys.exit(f"usage: stage_one.py tune|heldout [PIAF_LIMIT]; got {HALF!r}")
 K, SECTIONS, WEIGHT = 10, 5, 0.3
 COLS = ("h.id, h.source_file, h.chunk_index, h.level, h.content, h.content_token_count, h.paragraph, "
         "h.parent_source_file, h.score, h.rank")
@@ -82,9 +84,9 @@ def main() -> None:
                                       (v, it.book)).fetchall()
                 for variant in STAGE_ONE:
                     listed = stage_two(conn, it.question, v, it.book, sections(conn, it.question, v, it.book, variant))
-                    scored[f"two-stage, {variant} stage 1"].append(score_question(it, variant, listed))
-                    scored[f"two-stage, {variant} stage 1 + sentence branch"].append(
-                        score_question(it, variant, interleave(listed, branch)))
+                    name = f"two-stage, {variant} stage 1"
+                    scored[name].append(score_question(it, name, listed))
+                    scored[f"{name} + sentence branch"].append(score_question(it, name, interleave(listed, branch)))
             for name, res in scored.items():
                 results[name][f"{set_name} ({len(items)})"] = measures(set_name, aggregate(res, [1, 5, 10]))
     sets = list(results[names[0]])
