@@ -7,7 +7,9 @@ list. Two measures, each with `within` searches at (after 1, every 3) and (after
              `within` it; only the second search's places change): two-step recall@1, recall@5,
              two-step MRR@10.
 A third line runs the oracle within the gold chapter's part (level 2), where the branch ranks
-several chapters' sentences. Scored as `bookrag eval` scores. Needs the two books loaded; ~1 min.
+several chapters' sentences. Below the table: for the paraphrase questions, how often the
+sentence citing the gold paragraph (the first level-0 chunk of the gold chapter holding an
+answer fragment) is the nearest of its chapter's sentences, or among the 3 nearest. Scored as `bookrag eval` scores. Needs the two books loaded; ~1 min.
     cd /work/main && .venv/bin/python evaluation/experiments/sentence_anchors/within_chapter.py tune|heldout|all
 """
 import sys
@@ -20,7 +22,7 @@ from bookrag.config import load_settings
 from bookrag.search import SearchRequest, embed_query, search
 from evaluation.evalset import load_evalset
 from evaluation.harness import top_chapter
-from evaluation.metrics import aggregate, score_question
+from evaluation.metrics import aggregate, contains_answer, score_question
 from evaluation.tune_fusion import half_of
 
 HALF = sys.argv[1] if len(sys.argv) > 1 else "tune"
@@ -34,6 +36,25 @@ def gold_chapter(item) -> str | None:
     return (summaries or sources or [None])[0]
 
 
+SENTENCE_RANK = """
+WITH ranked AS (
+  SELECT st.cited_source_file AS f, st.cited_paragraphs AS ps,
+         row_number() OVER (ORDER BY st.embedding <=> %(v)s::vector) AS r
+  FROM rag.sentences st WHERE st.source_file = %(chapter)s)
+SELECT min(r) FROM ranked WHERE f = %(file)s AND %(paragraph)s = ANY(ps)
+"""
+
+
+def citing_sentence_rank(conn, item, chapter: str, emb) -> int | None:
+    """Rank of the nearest sentence citing the gold paragraph among its chapter's sentences."""
+    rows = conn.execute("SELECT source_file, paragraph, content FROM rag.hierarchical_content_nodes "
+                        "WHERE parent_source_file = %s AND level = 0 ORDER BY node_order, chunk_index", (chapter,)).fetchall()
+    gold = next(((f, p) for f, p, c in rows if contains_answer(c, item.answers)), None)
+    if gold is None:
+        return None
+    return conn.execute(SENTENCE_RANK, {"v": emb, "chapter": chapter, "file": gold[0], "paragraph": gold[1]}).fetchone()[0]
+
+
 def main() -> None:
     with db.connect(db.database_url(load_settings())) as conn:
         print(f"| {HALF} | book | measure | within | after | questions | recall@1 | recall@5 | MRR@10 | paraphrase r@1 | lexical r@1 |")
@@ -41,11 +62,14 @@ def main() -> None:
         for book in BOOKS:
             items = [i for i in load_evalset(Path(f"evals/{book}.jsonl")) if HALF == "all" or half_of(i.id) == HALF]
             rows: dict[tuple[str, str, int], list] = {}
+            sentence_ranks: list[int | None] = []
             for it in items:
                 emb = embed_query(conn, it.question)
                 req = SearchRequest(it.question, k=10, book=book)
                 first = search(conn, req, emb)
                 chapter, gold = top_chapter(first), gold_chapter(it)
+                if it.kind == "paraphrase" and gold:
+                    sentence_ranks.append(citing_sentence_rank(conn, it, gold, emb))
                 part = conn.execute("SELECT parent_source_file FROM rag.hierarchical_content_nodes WHERE source_file = %s "
                                     "LIMIT 1", (gold,)).fetchone() if gold else None
                 for after in PLACES:
@@ -62,6 +86,11 @@ def main() -> None:
                 r1 = {k: aggregate([r for r in res if r.kind == k], [1])["recall@1"] for k in ("paraphrase", "lexical")}
                 print(f"| {HALF} | {book.split('-')[0]} | {measure} | {scope} | {after} | {len(res)} | {a['recall@1']:.3f} | {a['recall@5']:.3f} "
                       f"| {a['answer_mrr@10']:.3f} | {r1['paraphrase']:.3f} | {r1['lexical']:.3f} |")
+            n = len(sentence_ranks)
+            first = sum(1 for r in sentence_ranks if r == 1)
+            top3 = sum(1 for r in sentence_ranks if r is not None and r <= 3)
+            print(f"\n{book.split('-')[0]}, {HALF}: the gold paragraph's citing sentence is its chapter's nearest for "
+                  f"{first} of {n} paraphrase questions, among the 3 nearest for {top3}\n")
 
 
 if __name__ == "__main__":
