@@ -23,7 +23,7 @@ from bookrag.config import load_settings
 from bookrag.search import embed_query, vector_literal
 from evaluation.evalset import load_evalset
 from evaluation.metrics import aggregate, score_question
-from evaluation.tune_fusion import SETS, half_of, measures, spread
+from evaluation.tune_fusion import SETS, half_of, headers_for, rows_for, spread, table
 from interleave import interleave
 
 HALF = sys.argv[1] if len(sys.argv) > 1 else "tune"
@@ -66,7 +66,7 @@ def main() -> None:
     home = load_settings().home
     names = ["bm25", "vector", "hybrid (default)"] + [f"two-stage, {v} stage 1{s}" for v in STAGE_ONE
                                                       for s in ("", " + sentence branch")]
-    results: dict[str, dict[str, tuple[float, float]]] = {n: {} for n in names}
+    results: dict[str, dict[str, dict[str, float]]] = {n: {} for n in names}  # as tune_fusion's
     with db.connect(db.database_url(load_settings())) as conn:
         conn.row_factory = dict_row
         for set_name, path in SETS.items():
@@ -88,14 +88,9 @@ def main() -> None:
                     scored[name].append(score_question(it, name, listed))
                     scored[f"{name} + sentence branch"].append(score_question(it, name, interleave(listed, branch)))
             for name, res in scored.items():
-                results[name][f"{set_name} ({len(items)})"] = measures(set_name, aggregate(res, [1, 5, 10]))
-    sets = list(results[names[0]])
-    print(f"| {HALF} half | " + " | ".join(f"{s} r@5 / MRR" for s in sets) + " | mean |")
-    print("|---|" + "---|" * (len(sets) + 1))
-    for name, per_set in results.items():
-        mean = sum(sum(x) / 2 for x in per_set.values()) / len(per_set)
-        print(f"| {name} | " + " | ".join(f"{r:.3f} / {m:.3f}" for r, m in per_set.values()) + f" | {mean:.4f} |")
-
+                results[name][set_name] = aggregate(res, [1, 5, 10])
+    print(f"{HALF} half: " + ", ".join(f"{n} {int(a['questions'])} questions" for n, a in results[names[0]].items()) + "\n")
+    print(table(headers_for(results), rows_for(results, names)))
 
 if __name__ == "__main__":
     main()
