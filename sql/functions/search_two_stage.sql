@@ -1,4 +1,4 @@
--- rag.search_two_stage: find the best sections by their summaries and paragraphs, then the best paragraphs inside them.
+-- rag.search_two_stage: the best sections by their summaries and paragraphs, then their best paragraphs, from one hybrid search.
 CREATE OR REPLACE FUNCTION rag.search_two_stage(
     p_query           TEXT,
     p_query_embedding vector,
@@ -17,41 +17,47 @@ LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
 AS $$
 /*
-Two-stage retrieval (seeds/two-stage-search, section 4.2):
-  1. rag.search_hybrid over the level-1 summaries (chapters and front matter) and the level-0
-     paragraphs together; each section (a summary's own file, a paragraph's parent) gets the
-     best fused score of its rows among them, so a section is found by its summary's words or
-     by its own text; the p_sections best are kept, their scores min-max normalised over them
-     (section_score in 0..1, 1 for the best). Until migration 0012 stage 1 read the summaries
-     alone. Measured on the tuning halves with the sentence branch merged by rag.search
-     (recall@5 / MRR@10; decision 21): PIAF, whose "summaries" are articles' leads, 0.775 /
-     0.677 -> 0.908 / 0.804; Bastiat 0.524 / 0.846 -> 0.571 / 0.881; Tocqueville 0.667 / 0.780
-     -> 0.667 / 0.741 (MRR@10 lower); the mean over the three sets 0.7114 -> 0.7620.
-  2. rag.search_hybrid over the level-0 paragraphs whose parent is one of those sections;
-     paragraph scores min-max normalised over the candidates.
+Two-stage retrieval (seeds/two-stage-search, section 4.2), both stages over one hybrid search:
+  rag.search_hybrid over every level (k = greatest(p_pool, p_k, 10 x p_sections) rows, pool
+  p_pool per branch, no chapter term); rows of levels 2-3 (parts, the book) are left out.
+  1. Sections: each section (a level-1 summary's own file, a paragraph's parent) gets the best
+     fused score of its rows among those, so a section is found by its summary's words or by
+     its own text; the p_sections best are kept, their scores min-max normalised over them
+     (section_score in 0..1, 1 for the best).
+  2. Paragraphs: the level-0 rows among those whose parent is a kept section, their fused
+     scores min-max normalised over them; when they are fewer than p_k, a second hybrid search
+     over the kept sections' paragraphs (pool p_pool) gives them instead.
   score = (1 - p_section_weight) * paragraph score + p_section_weight * section_score,
-  so a paragraph is boosted by its section's score. Returns the p_k best, with the stage-2
-  branch ranks and section_score.
+  so a paragraph is boosted by its section's score. Returns the p_k best (fewer only when the
+  kept sections hold fewer paragraphs), with their branch ranks and section_score.
+  Until migration 0013 stage 2 always ran that second search (and until 0012 stage 1 read the
+  summaries alone); reading the first search's rows gives the same quality within one question
+  of the smallest tuning half at about half the cost (decision 22; recall@5 / MRR@10 with the
+  sentence branch merged by rag.search, tuning halves: Bastiat 0.619 / 0.881 both, Tocqueville
+  0.667 / 0.741 -> 0.651 / 0.742, PIAF 0.908 / 0.804 -> 0.912 / 0.808; mean of the held-out
+  halves 0.688 -> 0.690).
 Parameters:
   p_query, p_query_embedding  as in rag.search_hybrid (embedding may be NULL: BM25 only).
   p_k              rows returned, 1..1000 (default 10).
   p_book           NULL or one book.
-  p_sections       sections kept after stage 1, 1..100 (default 5).
+  p_sections       sections kept, 1..100 (default 5).
   p_section_weight 0..1 (default 0.3, the seed's value).
-  p_pool           candidates per branch in each stage (default 100); stage 1 reads
-                   greatest(p_pool, 10 x p_sections) rows of levels 0-1, stage 2 greatest(p_k, p_pool)
-                   paragraphs.
-  p_within         NULL or a source_file: both stages stay inside its subtree.
+  p_pool           candidates per branch (default 100); rows read as said above (at most 1000).
+  p_within         NULL or a source_file: only rows inside its subtree.
   p_fusion, p_normalisation, p_bm25_weight, p_vector_weight: passed to rag.search_hybrid
-                   (NULL = rag._fusion_settings()); its chapter term is not used here (stage 1
-                   already ranks the chapters).
+                   (NULL = rag._fusion_settings()); its chapter term is not used here (the
+                   sections already rank the chapters).
 Edge case: when no row of levels 0-1 matches, or none has a parent (a corpus without
-summaries), stage 1 is empty and the function falls back to a flat hybrid search over
+summaries), no section is found and the function falls back to a flat hybrid search over
 paragraphs (NOTICE).
-Cost: two hybrid statements, each reading its 100 best rows (content included); about three
-times rag.search_hybrid on the books (17 ms against 5.7 ms p50 from Python, 20 queries).
+Cost: one rag.search_hybrid reading its greatest(p_pool, p_k, 10 x p_sections) best rows (100
+by default, content included), then two small statements over them in memory; a second
+hybrid search when the first holds fewer than p_k of the kept sections' paragraphs (on the
+books 5 of 177 evalset questions, on PIAF, whose articles have about 4 paragraphs each, 56 of
+500). About 1.25 times the default's time on the books (bench/bench_search.py, "two-stage+parent").
 */
 DECLARE
+    v_rows   rag.search_hit[];
     v_files  TEXT[];
     v_scores FLOAT8[];
 BEGIN
@@ -65,6 +71,15 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
+    -- The one search both stages read (every level: a levels filter costs the BM25 scan more
+    -- than the few part and book rows it would keep out).
+    SELECT array_agg(h ORDER BY h.rank) INTO v_rows
+    FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, greatest(p_pool, p_k, p_sections * 10)),
+                           p_book => p_book, p_pool => p_pool, p_bm25_weight => p_bm25_weight,
+                           p_vector_weight => p_vector_weight, p_fusion => p_fusion,
+                           p_normalisation => p_normalisation, p_chapter_weight => 0, p_within => p_within) h;
+
+    -- Stage 1: the sections, best first, and their normalised scores.
     SELECT array_agg(s.source_file ORDER BY s.best DESC, s.source_file),
            array_agg(s.norm ORDER BY s.best DESC, s.source_file)
     INTO v_files, v_scores
@@ -74,11 +89,7 @@ BEGIN
         FROM (
             SELECT h.section AS source_file, max(h.score) AS best
             FROM (SELECT CASE WHEN h.level = 1 THEN h.source_file ELSE h.parent_source_file END AS section, h.score
-                  FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, greatest(p_pool, p_sections * 10)),
-                                         p_book => p_book, p_levels => ARRAY[0, 1], p_pool => p_pool,
-                                         p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight,
-                                         p_fusion => p_fusion, p_normalisation => p_normalisation,
-                                         p_chapter_weight => 0, p_within => p_within) h) h
+                  FROM unnest(v_rows) h WHERE h.level <= 1) h
             WHERE h.section IS NOT NULL
             GROUP BY h.section
             ORDER BY best DESC, h.section
@@ -96,16 +107,24 @@ BEGIN
         RETURN;
     END IF;
 
+    -- Stage 2: the kept sections' paragraphs among the same rows; when those rows hold fewer
+    -- than p_k of them, a search inside the kept sections (stage 2 until migration 0013), so a
+    -- list is never shorter than the sections allow.
+    IF (SELECT count(*) FROM unnest(v_rows) h WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)) < p_k THEN
+        SELECT array_agg(h ORDER BY h.rank) INTO v_rows
+        FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, greatest(p_k, p_pool)),
+                               p_book => p_book, p_levels => ARRAY[0], p_parent_files => v_files,
+                               p_pool => p_pool, p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight,
+                               p_fusion => p_fusion, p_normalisation => p_normalisation,
+                               p_chapter_weight => 0, p_within => p_within) h;
+    END IF;
     RETURN QUERY
     WITH sec AS (
         SELECT f, sc FROM unnest(v_files, v_scores) AS u(f, sc)
     ), para AS (
         SELECT h.*, coalesce((h.score - min(h.score) OVER ()) / nullif(max(h.score) OVER () - min(h.score) OVER (), 0), 1) AS norm
-        FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, greatest(p_k, p_pool)),
-                               p_book => p_book, p_levels => ARRAY[0], p_parent_files => v_files,
-                               p_pool => p_pool, p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight,
-                               p_fusion => p_fusion, p_normalisation => p_normalisation,
-                               p_chapter_weight => 0, p_within => p_within) h
+        FROM unnest(v_rows) h
+        WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)
     ), scored AS (
         SELECT p.*, (1 - p_section_weight) * p.norm + p_section_weight * s.sc AS final, s.sc AS ssc
         FROM para p JOIN sec s ON s.f = p.parent_source_file

@@ -1,0 +1,151 @@
+-- 0013_two_stage_one_search: two-stage reads both stages from one hybrid search: the same quality within one question, half the time (issue 10; decision 22)
+-- depends: 0012_two_stage_sentence_branch
+
+-- function: search_two_stage sha256:8c5bcd9321d222b9233b820c94cec155c4d44dec8b612db90065e466a8e2f0e2
+-- rag.search_two_stage: the best sections by their summaries and paragraphs, then their best paragraphs, from one hybrid search.
+CREATE OR REPLACE FUNCTION rag.search_two_stage(
+    p_query           TEXT,
+    p_query_embedding vector,
+    p_k               INT DEFAULT 10,
+    p_book            TEXT DEFAULT NULL,
+    p_sections        INT DEFAULT 5,
+    p_section_weight  FLOAT8 DEFAULT 0.3,
+    p_pool            INT DEFAULT 100,
+    p_within          TEXT DEFAULT NULL,
+    p_fusion          TEXT DEFAULT NULL,
+    p_normalisation   TEXT DEFAULT NULL,
+    p_bm25_weight     FLOAT8 DEFAULT NULL,
+    p_vector_weight   FLOAT8 DEFAULT NULL
+) RETURNS SETOF rag.search_hit
+LANGUAGE plpgsql STABLE
+SET max_parallel_workers_per_gather = 0
+AS $$
+/*
+Two-stage retrieval (seeds/two-stage-search, section 4.2), both stages over one hybrid search:
+  rag.search_hybrid over every level (k = greatest(p_pool, p_k, 10 x p_sections) rows, pool
+  p_pool per branch, no chapter term); rows of levels 2-3 (parts, the book) are left out.
+  1. Sections: each section (a level-1 summary's own file, a paragraph's parent) gets the best
+     fused score of its rows among those, so a section is found by its summary's words or by
+     its own text; the p_sections best are kept, their scores min-max normalised over them
+     (section_score in 0..1, 1 for the best).
+  2. Paragraphs: the level-0 rows among those whose parent is a kept section, their fused
+     scores min-max normalised over them; when they are fewer than p_k, a second hybrid search
+     over the kept sections' paragraphs (pool p_pool) gives them instead.
+  score = (1 - p_section_weight) * paragraph score + p_section_weight * section_score,
+  so a paragraph is boosted by its section's score. Returns the p_k best (fewer only when the
+  kept sections hold fewer paragraphs), with their branch ranks and section_score.
+  Until migration 0013 stage 2 always ran that second search (and until 0012 stage 1 read the
+  summaries alone); reading the first search's rows gives the same quality within one question
+  of the smallest tuning half at about half the cost (decision 22; recall@5 / MRR@10 with the
+  sentence branch merged by rag.search, tuning halves: Bastiat 0.619 / 0.881 both, Tocqueville
+  0.667 / 0.741 -> 0.651 / 0.742, PIAF 0.908 / 0.804 -> 0.912 / 0.808; mean of the held-out
+  halves 0.688 -> 0.690).
+Parameters:
+  p_query, p_query_embedding  as in rag.search_hybrid (embedding may be NULL: BM25 only).
+  p_k              rows returned, 1..1000 (default 10).
+  p_book           NULL or one book.
+  p_sections       sections kept, 1..100 (default 5).
+  p_section_weight 0..1 (default 0.3, the seed's value).
+  p_pool           candidates per branch (default 100); rows read as said above (at most 1000).
+  p_within         NULL or a source_file: only rows inside its subtree.
+  p_fusion, p_normalisation, p_bm25_weight, p_vector_weight: passed to rag.search_hybrid
+                   (NULL = rag._fusion_settings()); its chapter term is not used here (the
+                   sections already rank the chapters).
+Edge case: when no row of levels 0-1 matches, or none has a parent (a corpus without
+summaries), no section is found and the function falls back to a flat hybrid search over
+paragraphs (NOTICE).
+Cost: one rag.search_hybrid reading its greatest(p_pool, p_k, 10 x p_sections) best rows (100
+by default, content included), then two small statements over them in memory; a second
+hybrid search when the first holds fewer than p_k of the kept sections' paragraphs (on the
+books 5 of 177 evalset questions, on PIAF, whose articles have about 4 paragraphs each, 56 of
+500). About 1.25 times the default's time on the books (bench/bench_search.py, "two-stage+parent").
+*/
+DECLARE
+    v_rows   rag.search_hit[];
+    v_files  TEXT[];
+    v_scores FLOAT8[];
+BEGIN
+    PERFORM rag._check_search_args(p_query, p_k, p_book, NULL, NULL);
+    IF p_sections IS NULL OR p_sections < 1 OR p_sections > 100 THEN
+        RAISE EXCEPTION 'sections must be between 1 and 100, got %', coalesce(p_sections::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_section_weight IS NULL OR p_section_weight < 0 OR p_section_weight > 1 THEN
+        RAISE EXCEPTION 'section_weight must be within 0..1, got %', coalesce(p_section_weight::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- The one search both stages read (every level: a levels filter costs the BM25 scan more
+    -- than the few part and book rows it would keep out).
+    SELECT array_agg(h ORDER BY h.rank) INTO v_rows
+    FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, greatest(p_pool, p_k, p_sections * 10)),
+                           p_book => p_book, p_pool => p_pool, p_bm25_weight => p_bm25_weight,
+                           p_vector_weight => p_vector_weight, p_fusion => p_fusion,
+                           p_normalisation => p_normalisation, p_chapter_weight => 0, p_within => p_within) h;
+
+    -- Stage 1: the sections, best first, and their normalised scores.
+    SELECT array_agg(s.source_file ORDER BY s.best DESC, s.source_file),
+           array_agg(s.norm ORDER BY s.best DESC, s.source_file)
+    INTO v_files, v_scores
+    FROM (
+        SELECT t.source_file, t.best,
+               coalesce((t.best - min(t.best) OVER ()) / nullif(max(t.best) OVER () - min(t.best) OVER (), 0), 1) AS norm
+        FROM (
+            SELECT h.section AS source_file, max(h.score) AS best
+            FROM (SELECT CASE WHEN h.level = 1 THEN h.source_file ELSE h.parent_source_file END AS section, h.score
+                  FROM unnest(v_rows) h WHERE h.level <= 1) h
+            WHERE h.section IS NOT NULL
+            GROUP BY h.section
+            ORDER BY best DESC, h.section
+            LIMIT p_sections
+        ) t
+    ) s;
+
+    IF v_files IS NULL THEN
+        RAISE NOTICE 'no section matches (no summary, and no paragraph with a parent); falling back to a flat hybrid search over paragraphs';
+        RETURN QUERY SELECT * FROM rag.search_hybrid(p_query, p_query_embedding, p_k => p_k,
+                                                      p_book => p_book, p_levels => ARRAY[0], p_pool => p_pool,
+                                                      p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight,
+                                                      p_fusion => p_fusion, p_normalisation => p_normalisation,
+                                                      p_chapter_weight => 0, p_within => p_within);
+        RETURN;
+    END IF;
+
+    -- Stage 2: the kept sections' paragraphs among the same rows; when those rows hold fewer
+    -- than p_k of them, a search inside the kept sections (stage 2 until migration 0013), so a
+    -- list is never shorter than the sections allow.
+    IF (SELECT count(*) FROM unnest(v_rows) h WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)) < p_k THEN
+        SELECT array_agg(h ORDER BY h.rank) INTO v_rows
+        FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, greatest(p_k, p_pool)),
+                               p_book => p_book, p_levels => ARRAY[0], p_parent_files => v_files,
+                               p_pool => p_pool, p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight,
+                               p_fusion => p_fusion, p_normalisation => p_normalisation,
+                               p_chapter_weight => 0, p_within => p_within) h;
+    END IF;
+    RETURN QUERY
+    WITH sec AS (
+        SELECT f, sc FROM unnest(v_files, v_scores) AS u(f, sc)
+    ), para AS (
+        SELECT h.*, coalesce((h.score - min(h.score) OVER ()) / nullif(max(h.score) OVER () - min(h.score) OVER (), 0), 1) AS norm
+        FROM unnest(v_rows) h
+        WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)
+    ), scored AS (
+        SELECT p.*, (1 - p_section_weight) * p.norm + p_section_weight * s.sc AS final, s.sc AS ssc
+        FROM para p JOIN sec s ON s.f = p.parent_source_file
+    )
+    SELECT x.id, x.source_file, x.chunk_index, x.level, x.node_type, x.heading_path,
+           x.parent_source_file, x.content, x.content_token_count, x.book, x.node_order, x.paragraph,
+           x.final, (row_number() OVER (ORDER BY x.final DESC, x.rank, x.id))::int,
+           x.bm25_rank, x.bm25_score, x.vector_rank, x.vector_score, x.ssc, NULL::int, NULL::float8,
+           NULL::json, NULL::json, NULL::json
+    FROM scored x
+    ORDER BY x.final DESC, x.rank, x.id
+    LIMIT p_k;
+END
+$$;
+
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default on new functions
+
+INSERT INTO rag.function_versions (name, sha256, migration) VALUES
+    ('search_two_stage', '8c5bcd9321d222b9233b820c94cec155c4d44dec8b612db90065e466a8e2f0e2', '0013_two_stage_one_search')
+ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();
