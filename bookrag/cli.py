@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 import psycopg
 import sys
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from bookrag.argtypes import level_list
 from bookrag.config import Settings, load_settings
 from bookrag.errors import BookragError, database_reason
 from bookrag.ask import locator
@@ -24,6 +26,20 @@ def command(name: str, help_: str, example: str):
         COMMANDS[name] = (help_, example, fn)
         return fn
     return wrap
+
+
+def node_path(text: str | None, home: Path) -> str | None:
+    """A node as the database names it (`corpus/<book>/…`, relative to the checkout) from what a
+    user types: that form itself, or a file path (relative to where they are, or absolute) inside
+    the checkout, e.g. ./corpus/… or, from inside corpus/, <book>/…/summary.md. Anything else is
+    passed on unchanged, for the SQL's own error ("… names no loaded node")."""
+    if text is None or text.startswith("corpus/"):
+        return text
+    path = Path(text).expanduser()
+    try:
+        return (path if path.is_absolute() else Path.cwd() / path).resolve().relative_to(home.resolve()).as_posix()
+    except ValueError:
+        return text
 
 
 def _conn(settings: Settings, migrate: bool = True):
@@ -192,8 +208,10 @@ def cmd_load(args: argparse.Namespace, s: Settings) -> None:
 def cmd_search(args: argparse.Namespace, s: Settings) -> None:
     from bookrag.search import SearchRequest, build_context, search
 
-    req = SearchRequest(args.query, args.mode, args.k, args.book, args.levels, args.expand == "parent", args.budget,
-                        args.within, args.fusion, args.normalisation, args.bm25_weight, args.vector_weight,
+    # --budget packs a context as rag.build_context does: with the hits' parents unless --expand none
+    parents = args.expand == "parent" or (args.budget is not None and args.expand is None)
+    req = SearchRequest(args.query, args.mode, args.k, args.book, args.levels, parents, args.budget,
+                        node_path(args.within, s.home), args.fusion, args.normalisation, args.bm25_weight, args.vector_weight,
                         args.chapter_weight, args.cite_weight, args.expand == "cited", args.sentence_after,
                         args.sentence_every)
     conn = _conn(s, migrate=False)
@@ -240,7 +258,8 @@ def _print_context(rows: list[dict], as_json: bool) -> None:
         if as_json:
             print(json.dumps(r, ensure_ascii=False, default=str))
         else:
-            print(f"[{r['role']} of hit {r['hit_rank']}] {r['heading_path']} — {r['source_file']} {locator(r)} "
+            role = "hit" if r["role"] == "hit" else f"{r['role']} of hit"
+            print(f"[{role} {r['hit_rank']}] {r['heading_path']} — {r['source_file']} {locator(r)} "
                   f"({r['content_token_count']} tokens, total {r['used_tokens']})")
             print("    " + _clip(r["content"], 600))
 
@@ -325,17 +344,6 @@ def cmd_new_function_migration(args: argparse.Namespace, s: Settings) -> None:
     print(path if path else "no function changed since the last migration")
 
 
-def level_list(text: str) -> list[int]:
-    """--levels / --level: comma-separated levels within 0..3."""
-    try:
-        levels = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"levels are comma-separated numbers 0..3, got {text!r}") from None
-    if not levels or any(not 0 <= x <= 3 for x in levels):
-        raise argparse.ArgumentTypeError(f"levels are comma-separated numbers 0..3, got {text!r}")
-    return levels
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bookrag", description="Retrieval-augmented generation over whole books, inside PostgreSQL.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -390,9 +398,11 @@ def build_parser() -> argparse.ArgumentParser:
     p["search"].add_argument("query")
     p["search"].add_argument("--k", type=int, default=10)
     p["search"].add_argument("--levels", type=level_list, help="comma-separated levels, e.g. 0 or 1,2")
-    p["search"].add_argument("--expand", choices=("parent", "cited", "none"), default="none",
-                             help="parent: each hit's parent node; cited: the paragraphs a summary hit's anchors cite")
-    p["search"].add_argument("--budget", type=int, help="build a context within this many tokens (search + parent expansion)")
+    p["search"].add_argument("--expand", choices=("parent", "cited", "none"),
+                             help="parent: each hit's parent node; cited: the paragraphs a summary hit's anchors cite "
+                                  "(default: none; with --budget, parent)")
+    p["search"].add_argument("--budget", type=int,
+                             help="build a context within this many tokens (search + parent expansion, as rag.build_context)")
     p["search"].add_argument("--json", action="store_true", help="one JSON object per hit")
     p["ask"].add_argument("question")
     p["ask"].add_argument("--k", type=int, default=6)
@@ -427,6 +437,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: finished files are in place; run the command again to continue", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader of stdout went away (`… | head`): stop quietly, as Python's docs advise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     return 0
 
 

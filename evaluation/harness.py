@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 
 from bookrag import db
+from bookrag.argtypes import level_list, names_from, positive_int, positive_int_list
 from bookrag.config import Settings
 from bookrag.errors import BookragError
 from bookrag.search import SearchRequest, build_context, embed_query, search
@@ -162,12 +163,13 @@ def write_outputs(name: str, out: Path, md: str, data: dict[str, Any], ks: list[
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--evalset", required=True, help="JSONL evalset (docs/evalsets.md)")
-    p.add_argument("--mode", default="bm25,vector,hybrid,hybrid-rrf,two-stage,hybrid+parent",
+    p.add_argument("--mode", type=names_from(STRATEGIES), default="bm25,vector,hybrid,hybrid-rrf,two-stage,hybrid+parent",
                    help=f"comma-separated, from {', '.join(STRATEGIES)}")
-    p.add_argument("--levels", help="search only these levels, e.g. 0 for paragraphs only (PIAF beside its peers)")
-    p.add_argument("--limit", type=int, help="evaluate only the first N questions of a deterministic spread")
+    p.add_argument("--levels", type=level_list,
+                   help="search only these levels, e.g. 0 for paragraphs only (PIAF beside its peers)")
+    p.add_argument("--limit", type=positive_int, help="evaluate only the first N questions of a deterministic spread")
     p.add_argument("--no-two-step", action="store_true", help="skip the second, `within` search of two-step recall")
-    p.add_argument("--k", default="1,5,10", help="cut-offs for recall, e.g. 1,5,10")
+    p.add_argument("--k", type=positive_int_list, default="1,5,10", help="cut-offs for recall, e.g. 1,5,10")
     p.add_argument("--budget", type=int, default=3000, help="token budget of the 'context' mode")
     p.add_argument("--book", help="restrict the search to one book (default: each question's book)")
     p.add_argument("--scratch", action="store_true",
@@ -184,9 +186,9 @@ def run_eval_cli(settings: Settings, args: argparse.Namespace) -> None:
     if args.limit and args.limit < len(items):
         step = len(items) / args.limit
         items = [items[int(i * step)] for i in range(args.limit)]
-    levels = [int(x) for x in args.levels.split(",")] if args.levels else None
-    ks = sorted({int(x) for x in args.k.split(",")})
-    strategies = [s.strip() for s in args.mode.split(",") if s.strip()]
+    levels = args.levels
+    ks = sorted(set(args.k))
+    strategies = args.mode
     books = sorted({i.book for i in items})
     url = db.database_url(settings)
     from bookrag.migrate import apply_migrations

@@ -21,9 +21,11 @@ from typing import Any
 import numpy as np
 
 from bookrag import db
+from bookrag.argtypes import names_from, positive_int
 from bookrag.config import Settings
+from bookrag.errors import BookragError
 from evaluation.evalset import load_evalset
-from evaluation.harness import evaluate
+from evaluation.harness import STRATEGIES, evaluate
 from evaluation.metrics import aggregate
 from evaluation.scratch import scratch_database
 from loader import frontmatter
@@ -98,6 +100,8 @@ def _copy_book(settings: Settings, book: str, home: Path, economic: bool) -> lis
 
 def sweep(settings: Settings, book: str, evalset: Path, thresholds: list[int], strategies: list[str],
           progress: bool = True, limit: int | None = None) -> list[dict[str, Any]]:
+    if not (settings.corpus / book / "book.toml").is_file():
+        raise BookragError(f"unknown book {book!r}: no {settings.corpus / book / 'book.toml'}")
     items = [i for i in load_evalset(evalset) if i.book == book]
     if limit and len(items) > limit:  # a deterministic spread sample: every n-th question
         step = len(items) / limit
@@ -171,20 +175,40 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+#: What --strategies takes: the harness's strategies, and two variants built in their own scratch database.
+SWEEP_STRATEGIES = (*STRATEGIES, "economic", "no-heading")
+
+
+def thresholds(text: str) -> list[int]:
+    """--thresholds: comma-separated token counts >= 1, or 'paragraph' (PARAGRAPH)."""
+    out = []
+    for t in (x.strip() for x in text.split(",") if x.strip()):
+        if t == "paragraph":
+            out.append(PARAGRAPH)
+        elif t.isdigit() and int(t) >= 1:
+            out.append(int(t))
+        else:
+            raise argparse.ArgumentTypeError(f"thresholds are token counts >= 1 or 'paragraph', got {t!r}")
+    if not out:
+        raise argparse.ArgumentTypeError(f"thresholds are token counts >= 1 or 'paragraph', got {text!r}")
+    return out
+
+
 def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--book", required=True, help="book folder under corpus/ (piaf included)")
     p.add_argument("--evalset", required=True)
-    p.add_argument("--thresholds", default="64,128,256,512,paragraph")
-    p.add_argument("--strategies", default="bm25,vector,hybrid,hybrid+parent,two-stage,economic,no-heading")
-    p.add_argument("--limit", type=int, help="evaluate an evenly spread sample of this many questions")
+    p.add_argument("--thresholds", type=thresholds, default="64,128,256,512,paragraph",
+                   help="chunk thresholds in tokens, comma-separated ('paragraph': one chunk per paragraph)")
+    p.add_argument("--strategies", type=names_from(SWEEP_STRATEGIES),
+                   default="bm25,vector,hybrid,hybrid+parent,two-stage,economic,no-heading",
+                   help=f"comma-separated, from {', '.join(SWEEP_STRATEGIES)}")
+    p.add_argument("--limit", type=positive_int, help="evaluate an evenly spread sample of this many questions")
     p.add_argument("--out", default=".bookrag/eval")
     p.add_argument("--quiet", action="store_true")
 
 
 def run_sweep_cli(settings: Settings, args: argparse.Namespace) -> None:
-    thresholds = [PARAGRAPH if t.strip() == "paragraph" else int(t) for t in args.thresholds.split(",")]
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    rows = sweep(settings, args.book, Path(args.evalset), thresholds, strategies, not args.quiet, args.limit)
+    rows = sweep(settings, args.book, Path(args.evalset), args.thresholds, args.strategies, not args.quiet, args.limit)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     md = render(rows)

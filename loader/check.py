@@ -74,11 +74,16 @@ def check_corpus(settings: Settings, books: list[str] | None = None) -> tuple[li
             rel = md.relative_to(settings.home).as_posix()
             if rel not in known:
                 problems.append(f"{rel}: not part of {book.slug}'s tree (book.toml does not name it)")
-    line = (f"{counts['books']} books, {counts['files']} files checked, {len(problems)} problems"
+    line = (f"{plural(counts['books'], 'book')}, {plural(counts['files'], 'file')} checked, "
+            f"{plural(len(problems), 'problem')}"
             + (f" ({counts['missing_sources']} source files not prepared)" if counts["missing_sources"] else "")
             + (f"; not built (manifest only): {', '.join(skipped)}" if skipped else "")
             + (f"\nparagraphs cited by a summary anchor: {'; '.join(cited)}" if cited else ""))
     return problems, line
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _units(home: Path, tree: list[Node], node: Node) -> int | None:

@@ -106,6 +106,58 @@ def test_bad_levels_are_refused_by_the_parser(capsys):
     assert "levels are comma-separated numbers 0..3, got 'a'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv,expected", [
+    (["eval", "--evalset", "e.jsonl", "--k", "abc"], "expected comma-separated whole numbers >= 1, got 'abc'"),
+    (["eval", "--evalset", "e.jsonl", "--limit", "-1"], "expected a whole number >= 1, got '-1'"),
+    (["eval", "--evalset", "e.jsonl", "--limit", "0"], "expected a whole number >= 1, got '0'"),
+    (["eval", "--evalset", "e.jsonl", "--mode", "hybrid,fuzzy"], "got fuzzy"),
+    (["eval", "--evalset", "e.jsonl", "--levels", "0,7"], "levels are comma-separated numbers 0..3, got '0,7'"),
+    (["sweep", "--book", "b", "--evalset", "e.jsonl", "--thresholds", "128,abc"],
+     "thresholds are token counts >= 1 or 'paragraph', got 'abc'"),
+    (["sweep", "--book", "b", "--evalset", "e.jsonl", "--strategies", "hybrid,bogus"], "got bogus"),
+], ids=["eval k", "eval limit -1", "eval limit 0", "eval mode", "eval levels", "sweep thresholds", "sweep strategies"])
+def test_eval_and_sweep_options_are_checked_before_any_work(capsys, argv, expected):
+    # a malformed option is argparse's usage error (exit 2) naming the value, never a traceback
+    # or minutes of embedding before the failure
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err
+
+
+def test_sweep_of_an_unknown_book_says_so(fixture_home, capsys):
+    assert main(["sweep", "--book", "nosuch", "--evalset", "e.jsonl"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: unknown book 'nosuch': no ") and err.endswith("corpus/nosuch/book.toml")
+
+
+def test_within_takes_a_file_path_too(tmp_path, monkeypatch):
+    from bookrag.cli import node_path
+
+    home = tmp_path / "checkout"
+    (home / "corpus/b/ch").mkdir(parents=True)
+    stored = "corpus/b/ch/summary.md"
+    monkeypatch.chdir(home)
+    assert node_path(stored, home) == stored
+    assert node_path("./corpus/b/ch/summary.md", home) == stored
+    assert node_path(str(home / stored), home) == stored
+    monkeypatch.chdir(home / "corpus")
+    assert node_path("b/ch/summary.md", home) == stored
+    assert node_path("/elsewhere/summary.md", home) == "/elsewhere/summary.md"  # left for the SQL's error
+    assert node_path(None, home) is None
+
+
+def test_search_budget_packs_parents_as_build_context_does(loaded_cli, capsys):
+    import json
+
+    assert main(["search", "le prix du pain", "--budget", "2000", "--json"]) == 0
+    roles = {json.loads(line)["role"] for line in capsys.readouterr().out.splitlines()}
+    assert roles == {"hit", "parent"}
+    assert main(["search", "le prix du pain", "--budget", "2000", "--json", "--expand", "none"]) == 0
+    assert {json.loads(line)["role"] for line in capsys.readouterr().out.splitlines()} == {"hit"}
+
+
 @pytest.fixture
 def loaded_cli(corpus_url, corpus_home, monkeypatch):
     monkeypatch.setenv("DATABASE_URL", corpus_url)
@@ -195,7 +247,7 @@ def test_check_lists_problems_then_fails(fixture_home, capsys):
     assert capsys.readouterr() == (
         f"{chapter}/summary.md: missing summary (run `bookrag summarize traite-des-echanges`)\n"
         f"{chapter}/source.md:1: parent_source_file {chapter}/summary.md does not exist\n"
-        "1 books, 12 files checked, 2 problems\n"
+        "1 book, 12 files checked, 2 problems\n"
         "paragraphs cited by a summary anchor: traite-des-echanges 7/9 (78 %)\n",
         "error: 2 problem(s) in the corpus tree\n")
 

@@ -53,7 +53,7 @@ def test_demo_prints_each_stage_then_the_answers(tmp_path, pg_url, monkeypatch, 
     stages, answer = out.split("\n\n", 1)
     assert re.sub(r"ready in \d+\.\d s$", "ready in … s", stages) == "\n".join([
         "prepare  essai: 5 source files",
-        "check    1 books, 13 files checked, 0 problems",
+        "check    1 book, 13 files checked, 0 problems",
         "paragraphs cited by a summary anchor: essai 5/13 (38 %)",
         "sidecars 13 written, 0 unchanged, 8 chunks and 5 summary sentences embedded",
         "load     13 inserted, 0 replaced, 0 unchanged, 0 removed (21 rows written; books: essai)",

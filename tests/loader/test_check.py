@@ -24,7 +24,7 @@ def edit(home, rel: str, **changes):
 
 def test_the_fixture_tree_is_clean(home):
     found, line = check_corpus(settings_for(home, None))
-    assert found == [] and line == ("1 books, 13 files checked, 0 problems\n"
+    assert found == [] and line == ("1 book, 13 files checked, 0 problems\n"
                                     "paragraphs cited by a summary anchor: traite-des-echanges 9/12 (75 %)")
 
 

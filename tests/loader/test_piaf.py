@@ -40,7 +40,7 @@ def test_prepare_piaf_builds_a_complete_tree_and_evalset(tmp_path):
     paras = [p for f in sources for p in paragraphs(frontmatter.read(f)[1])]
     assert len(paras) == sum(len(a["paragraphs"]) for a in data) == 761
     problems, line = check_corpus(settings_for(tmp_path, None), ["piaf"])
-    assert problems == [] and line.startswith("1 books, 383 files checked")
+    assert problems == [] and line.startswith("1 book, 383 files checked")
     items = load_evalset(evalset)
     assert len(items) == 3835
     for item in items[::97]:  # each fragment sits in exactly the gold paragraph of its article
