@@ -426,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         COMMANDS[args.command][2](args, load_settings())
+        sys.stdout.flush()  # inside the try: a reader gone while the buffer drains is a broken pipe too
     except BookragError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

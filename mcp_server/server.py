@@ -148,7 +148,7 @@ def _no_node(source_file: str) -> ToolError:
 def search_tool(
     ctx: Context,
     query: Annotated[str, Field(min_length=1, max_length=2000, description="the question or keywords, in French for French books")],
-    mode: Annotated[Mode, Field(description="hybrid = BM25 + vectors fused, chapter-aware (default); two-stage = best chapters first (found by their summaries or their text), then their paragraphs: its first hits are more often right (the best MRR@10 on every evalset), at about 1.25 times the time, paragraphs only")] = "hybrid",
+    mode: Annotated[Mode, Field(description="hybrid = BM25 + vectors fused, chapter-aware (default); two-stage = best chapters first (found by their summaries or their text), then their paragraphs: its first hits are more often right (the best MRR@10 on every evalset), at about 1.25 times the time on the books, paragraphs only")] = "hybrid",
     k: Annotated[int, Field(ge=1, le=50, description="number of hits")] = 8,
     book: Annotated[str | None, Field(description="restrict to one book (see list_books)")] = None,
     levels: Annotated[list[Annotated[int, Field(ge=0, le=3)]] | None, Field(min_length=1, description="0 paragraphs, 1 chapter summaries, 2 part summaries, 3 book summary; omit for all levels")] = None,

@@ -1,7 +1,7 @@
 -- 0013_two_stage_one_search: two-stage reads both stages from one hybrid search: the same quality within one question, half the time (issue 10; decision 22)
 -- depends: 0012_two_stage_sentence_branch
 
--- function: search_two_stage sha256:8c5bcd9321d222b9233b820c94cec155c4d44dec8b612db90065e466a8e2f0e2
+-- function: search_two_stage sha256:97a947f85ea0ffcd35f4ed6c427a1d4e94e25c44f405de8ecad274248f99d117
 -- rag.search_two_stage: the best sections by their summaries and paragraphs, then their best paragraphs, from one hybrid search.
 CREATE OR REPLACE FUNCTION rag.search_two_stage(
     p_query           TEXT,
@@ -22,18 +22,21 @@ SET max_parallel_workers_per_gather = 0
 AS $$
 /*
 Two-stage retrieval (seeds/two-stage-search, section 4.2), both stages over one hybrid search:
-  rag.search_hybrid over every level (k = greatest(p_pool, p_k, 10 x p_sections) rows, pool
-  p_pool per branch, no chapter term); rows of levels 2-3 (parts, the book) are left out.
+  rag.search_hybrid over every level (k = greatest(p_pool, p_k, 10 x p_sections) rows, each
+  branch's pool raised to that k by rag.search_hybrid; no chapter term); rows of levels 2-3
+  (parts, the book) are left out.
   1. Sections: each section (a level-1 summary's own file, a paragraph's parent) gets the best
      fused score of its rows among those, so a section is found by its summary's words or by
      its own text; the p_sections best are kept, their scores min-max normalised over them
      (section_score in 0..1, 1 for the best).
   2. Paragraphs: the level-0 rows among those whose parent is a kept section, their fused
      scores min-max normalised over them; when they are fewer than p_k, a second hybrid search
-     over the kept sections' paragraphs (pool p_pool) gives them instead.
+     over the kept sections' paragraphs (k and pool greatest(p_pool, p_k)) gives them instead.
+     A section kept for its summary's score contributes only those of its paragraphs that are
+     among the rows read (unless the second search runs).
   score = (1 - p_section_weight) * paragraph score + p_section_weight * section_score,
-  so a paragraph is boosted by its section's score. Returns the p_k best (fewer only when the
-  kept sections hold fewer paragraphs), with their branch ranks and section_score.
+  so a paragraph is boosted by its section's score. Returns the p_k best (fewer only when fewer
+  of the kept sections' paragraphs match), with their branch ranks and section_score.
   Until migration 0013 stage 2 always ran that second search (and until 0012 stage 1 read the
   summaries alone); reading the first search's rows gives the same quality within one question
   of the smallest tuning half at about half the cost (decision 22; recall@5 / MRR@10 with the
@@ -46,7 +49,7 @@ Parameters:
   p_book           NULL or one book.
   p_sections       sections kept, 1..100 (default 5).
   p_section_weight 0..1 (default 0.3, the seed's value).
-  p_pool           candidates per branch (default 100); rows read as said above (at most 1000).
+  p_pool           candidates per branch, at least (default 100); rows read as said above (at most 1000).
   p_within         NULL or a source_file: only rows inside its subtree.
   p_fusion, p_normalisation, p_bm25_weight, p_vector_weight: passed to rag.search_hybrid
                    (NULL = rag._fusion_settings()); its chapter term is not used here (the
@@ -56,9 +59,10 @@ summaries), no section is found and the function falls back to a flat hybrid sea
 paragraphs (NOTICE).
 Cost: one rag.search_hybrid reading its greatest(p_pool, p_k, 10 x p_sections) best rows (100
 by default, content included), then two small statements over them in memory; a second
-hybrid search when the first holds fewer than p_k of the kept sections' paragraphs (on the
-books 5 of 177 evalset questions, on PIAF, whose articles have about 4 paragraphs each, 56 of
-500). About 1.25 times the default's time on the books (bench/bench_search.py, "two-stage+parent").
+hybrid search when the first holds fewer than p_k of the kept sections' paragraphs (k 10: 5 of
+the books' 177 evalset questions; 56 of an evenly spread 500 of PIAF's 3,835, whose articles
+have about 4 paragraphs each). About 1.25 times the default's time on the books, 2 times at
+100k synthetic rows (bench/bench_search.py, "two-stage+parent").
 */
 DECLARE
     v_rows   rag.search_hit[];
@@ -147,5 +151,5 @@ $$;
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default on new functions
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
-    ('search_two_stage', '8c5bcd9321d222b9233b820c94cec155c4d44dec8b612db90065e466a8e2f0e2', '0013_two_stage_one_search')
+    ('search_two_stage', '97a947f85ea0ffcd35f4ed6c427a1d4e94e25c44f405de8ecad274248f99d117', '0013_two_stage_one_search')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

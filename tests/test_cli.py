@@ -126,6 +126,31 @@ def test_eval_and_sweep_options_are_checked_before_any_work(capsys, argv, expect
     assert expected in err and "Traceback" not in err
 
 
+def test_output_cut_by_a_closed_pipe_stops_quietly(fixture_home, monkeypatch, capsys):
+    # `bookrag search … | head`: the reader is gone before the buffered output is written; main
+    # flushes inside its try, so that is exit 141 without a traceback, not an error at exit
+    import io
+    import os
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    out = io.TextIOWrapper(io.FileIO(write_end, "w"), write_through=False)
+    help_, example, _ = COMMANDS["check"]
+    monkeypatch.setitem(COMMANDS, "check", (help_, example, lambda args, s: print("a line of hits")))
+    monkeypatch.setattr("sys.stdout", out)
+    assert main(["check"]) == 141
+    out.close()
+
+
+def test_eval_and_sweep_defaults_parse():
+    args = build_parser().parse_args(["eval", "--evalset", "e.jsonl"])
+    assert args.mode == ["bm25", "vector", "hybrid", "hybrid-rrf", "two-stage", "hybrid+parent"]
+    assert args.k == [1, 5, 10] and args.levels is None and args.limit is None
+    args = build_parser().parse_args(["sweep", "--book", "b", "--evalset", "e.jsonl"])
+    assert args.thresholds[:4] == [64, 128, 256, 512] and len(args.thresholds) == 5
+    assert args.strategies == ["bm25", "vector", "hybrid", "hybrid+parent", "two-stage", "economic", "no-heading"]
+
+
 def test_sweep_of_an_unknown_book_says_so(fixture_home, capsys):
     assert main(["sweep", "--book", "nosuch", "--evalset", "e.jsonl"]) == 1
     err = capsys.readouterr().err.strip()
