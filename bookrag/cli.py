@@ -269,6 +269,29 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+@command("outline", "Print a book's table of contents from the database: every node in order, with its source_file.",
+         "bookrag outline bastiat-sophismes-economiques --level 1,2\n"
+         "  bookrag outline tocqueville-democratie-en-amerique --json | head -3")
+def cmd_outline(args: argparse.Namespace, s: Settings) -> None:
+    from bookrag.search import outline
+
+    conn = _conn(s, migrate=False)
+    try:
+        rows = outline(conn, args.book)
+    finally:
+        conn.close()
+    top = max((r["level"] for r in rows), default=0)
+    for r in rows:
+        if args.level is not None and r["level"] not in args.level:
+            continue
+        if args.json:
+            print(json.dumps(r, ensure_ascii=False))
+            continue
+        title = r["heading_path"].rsplit(" > ", 1)[-1] if r["heading_path"] else r["source_file"]
+        print(f"{'  ' * (top - r['level'])}{title}  ({r['chunk_count']} chunks, {r['tokens']} tokens)")
+        print(f"{'  ' * (top - r['level'])}  {r['source_file']}")
+
+
 @command("ask", "Answer a question from the books with citations (context built in SQL; LLM optional).",
          "bookrag ask \"Quelle est la thèse de la Pétition des fabricants de chandelles ?\"")
 def cmd_ask(args: argparse.Namespace, s: Settings) -> None:
@@ -382,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
         p[name].add_argument("--mode", choices=MODES, default="hybrid")
         p[name].add_argument("--book")
     p["search"].add_argument("--within", metavar="SOURCE_FILE",
-                             help="search only this node's subtree (e.g. a chapter's summary.md from a hit or the outline)")
+                             help="search only this node's subtree (e.g. a chapter's summary.md from a hit or `bookrag outline`)")
     p["search"].add_argument("--fusion", choices=FUSIONS, help="how hybrid fuses the branches (default: rag._fusion_settings())")
     p["search"].add_argument("--normalisation", choices=NORMALISATIONS, help="per-query score normalisation of --fusion convex")
     p["search"].add_argument("--bm25-weight", type=float, help="weight of the BM25 branch")
@@ -404,6 +427,9 @@ def build_parser() -> argparse.ArgumentParser:
     p["search"].add_argument("--budget", type=int,
                              help="build a context within this many tokens (search + parent expansion, as rag.build_context)")
     p["search"].add_argument("--json", action="store_true", help="one JSON object per hit")
+    p["outline"].add_argument("book")
+    p["outline"].add_argument("--level", type=level_list, help="only these levels, e.g. 1 for the chapters and front matter")
+    p["outline"].add_argument("--json", action="store_true", help="one JSON object per node")
     p["ask"].add_argument("question")
     p["ask"].add_argument("--k", type=int, default=6)
     p["ask"].add_argument("--budget", type=int, default=2500)

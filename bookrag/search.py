@@ -217,6 +217,11 @@ def build_context(conn: psycopg.Connection, req: SearchRequest, embedding: np.nd
                                   "budget": 3000 if req.budget is None else req.budget})
 
 
+def outline(conn: psycopg.Connection, book: str) -> list[dict[str, Any]]:
+    """rag.outline's rows for one book: every node in document order, with its size."""
+    return _fetch(conn, "SELECT * FROM rag.outline(%(book)s)", {"book": book})
+
+
 def cited_rows(conn: psycopg.Connection, rows: list[dict[str, Any]]) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """For each summary row of a context, the rows its anchors cite (rag.get_citations), by
     (source_file, chunk_index); one statement for the whole context."""

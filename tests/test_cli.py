@@ -173,6 +173,22 @@ def test_within_takes_a_file_path_too(tmp_path, monkeypatch):
     assert node_path(None, home) is None
 
 
+def test_outline_lists_the_nodes_a_search_can_be_kept_within(loaded_cli, capsys):
+    import json
+
+    assert main(["outline", "traite-des-echanges", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert rows[0]["source_file"] == "corpus/traite-des-echanges/summary.md" and rows[0]["level"] == 3
+    chapter = "corpus/traite-des-echanges/premiere-partie/chapitre-02-les-routes/summary.md"
+    assert chapter in [r["source_file"] for r in rows] and len(rows) == len({r["source_file"] for r in rows})
+    # the human form, one level: each node's title line, then its source_file
+    assert main(["outline", "traite-des-echanges", "--level", "1"]) == 0
+    printed = {line.strip() for line in capsys.readouterr().out.splitlines() if line.strip().startswith("corpus/")}
+    assert printed == {r["source_file"] for r in rows if r["level"] == 1} and chapter in printed
+    assert main(["outline", "nope"]) == 1
+    assert capsys.readouterr().err.startswith('error: unknown book "nope"; known books: traite-des-echanges')
+
+
 def test_search_budget_packs_parents_as_build_context_does(loaded_cli, capsys):
     import json
 
