@@ -42,7 +42,8 @@ Checks rag.search's arguments and runs the search named by p_mode, returning its
                query vector.
   'bm25'       rag.search_branch, branch 'bm25' (p_query_embedding unused)
   'vector'     rag.search_branch, branch 'vector' (p_query unused; p_query_embedding required)
-  'two-stage'  rag.search_two_stage (sections first; no levels or node_type filter), merged
+  'two-stage'  rag.search_two_stage (sections first; paragraphs only, so levels {0} and node_type
+               'source' are the only filters it takes, and change nothing), merged
                with the sentence branch as 'hybrid' is (its list in place of the fused one).
                Measured on the tuning halves (recall@5 / MRR@10, Bastiat 0.571 / 0.864 ->
                0.571 / 0.881, Tocqueville 0.556 / 0.718 -> 0.667 / 0.741; PIAF, without
@@ -75,8 +76,13 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_mode = 'two-stage' AND (p_levels IS NOT NULL OR p_node_type IS NOT NULL) THEN
-        RAISE EXCEPTION 'two-stage search ranks paragraphs inside the best sections: it takes no levels or node_type filter'
-            USING ERRCODE = 'invalid_parameter_value';
+        -- it returns paragraphs only: the filters that say so are accepted (and change nothing)
+        PERFORM rag._check_search_args(p_query, p_k, p_book, p_levels, p_node_type);
+        IF NOT coalesce(p_levels <@ ARRAY[0], true) OR coalesce(p_node_type, 'source') <> 'source' THEN
+            RAISE EXCEPTION 'two-stage search ranks paragraphs inside the best sections: it takes no levels filter but {0} and no node_type but source, got levels %, node_type %',
+                coalesce(p_levels::text, 'NULL'), coalesce(p_node_type, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
     END IF;
     IF p_expand IS NOT NULL AND NOT p_expand <@ ARRAY['parent', 'cited'] THEN
         RAISE EXCEPTION 'expand takes parent and cited, got "%"',

@@ -28,7 +28,8 @@ returns its rows (rag.search_hit, best first) with cites, parent and cited fille
                sentence branch (rag.search_sentences; see rag._search_hits)
   'bm25'       rag.search_branch, branch 'bm25' (p_query_embedding unused)
   'vector'     rag.search_branch, branch 'vector' (p_query unused; p_query_embedding required)
-  'two-stage'  rag.search_two_stage (sections first; no levels or node_type filter), with
+  'two-stage'  rag.search_two_stage (sections first; paragraphs only: levels {0} and node_type
+               'source' are the only filters it takes), with
                the same places for the sentence branch
 Any other mode is an error naming it. The CLI, rag.build_context and the MCP server call this
 function, so the list above is the product's one list of modes.

@@ -146,7 +146,7 @@ async def exercise(session: ClientSession) -> None:
     errors = {
         ("search", (("query", "   "),)): "the query is empty",
         ("search", (("query", "pain"), ("book", "nope"))): 'unknown book "nope"; known books: traite-des-echanges',
-        ("search", (("query", "pain"), ("mode", "two-stage"), ("levels", (0,)))): "two-stage search ranks paragraphs",
+        ("search", (("query", "pain"), ("mode", "two-stage"), ("levels", (1,)))): "two-stage search ranks paragraphs",
         ("search", (("query", "pain"), ("chapter_weight", 2.0))): "chapter_weight must be within 0..1, got 2",
         ("search", (("query", "pain"), ("bm25_weight", -1.0))): "branch weights must be finite and >= 0, got bm25 -1 and vector 0.5",
         ("search", (("query", "pain"), ("within", "corpus/x/summary.md"))): 'within "corpus/x/summary.md" names no loaded node',

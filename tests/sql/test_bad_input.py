@@ -133,6 +133,23 @@ def test_unknown_mode(corpus):
         'mode must be hybrid, two-stage, bm25 or vector, got "semantic"'
 
 
+def test_two_stage_takes_only_the_filters_that_say_paragraphs(corpus, e5):
+    # two-stage returns paragraphs: levels {0} and node_type 'source' change nothing; any other
+    # filter is refused naming it, an invalid one with the usual message
+    v = e5.query("le prix du pain")
+    plain = corpus.execute("SELECT id FROM rag.search('le prix du pain', %s, 'two-stage', 6)", (v,)).fetchall()
+    assert plain and plain == corpus.execute("SELECT id FROM rag.search('le prix du pain', %s, 'two-stage', 6, "
+                                             "p_levels => '{0}', p_node_type => 'source')", (v,)).fetchall()
+    prefix = "two-stage search ranks paragraphs inside the best sections: it takes no levels filter but {0} and no node_type but source"
+    assert error_of(corpus, "SELECT * FROM rag.search('pain', NULL, 'two-stage', p_levels => '{0,1}')") == \
+        f"{prefix}, got levels {{0,1}}, node_type NULL"
+    assert error_of(corpus, "SELECT * FROM rag.search('pain', NULL, 'two-stage', p_node_type => 'summary')") == \
+        f"{prefix}, got levels NULL, node_type summary"
+    assert error_of(corpus, "SELECT * FROM rag.search('pain', NULL, 'two-stage', p_levels => '{}')") == \
+        "levels is empty: omit it to search every level, or give some of 0..3"
+    assert corpus.execute("SELECT 1").fetchone() == (1,)
+
+
 def test_null_embedding_for_vector_search(corpus):
     msg = error_of(corpus, "SELECT * FROM rag.search_branch(NULL, NULL, 'vector')")
     assert msg == "query embedding is NULL; vector search needs a vector (see `bookrag embed`)"
