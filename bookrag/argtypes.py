@@ -8,37 +8,33 @@ import argparse
 from collections.abc import Callable
 
 
+def _ints(text: str, ok: Callable[[int], bool], expected: str) -> list[int]:
+    """Comma-separated whole numbers, each passing ok, at least one; else one sentence."""
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or not all(ok(v) for v in values):
+        raise argparse.ArgumentTypeError(f"{expected}, got {text!r}")
+    return values
+
+
 def positive_int(text: str) -> int:
     """A count: 1 or more."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if n < 1:
+    values = _ints(text, lambda v: v >= 1, "expected a whole number >= 1")
+    if len(values) != 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return n
+    return values[0]
 
 
 def positive_int_list(text: str) -> list[int]:
     """Comma-separated counts, e.g. recall cut-offs 1,5,10."""
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers >= 1, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers >= 1, got {text!r}")
-    return values
+    return _ints(text, lambda v: v >= 1, "expected comma-separated whole numbers >= 1")
 
 
 def level_list(text: str) -> list[int]:
     """--levels / --level: comma-separated levels within 0..3."""
-    try:
-        levels = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"levels are comma-separated numbers 0..3, got {text!r}") from None
-    if not levels or any(not 0 <= x <= 3 for x in levels):
-        raise argparse.ArgumentTypeError(f"levels are comma-separated numbers 0..3, got {text!r}")
-    return levels
+    return _ints(text, lambda v: 0 <= v <= 3, "levels are comma-separated numbers 0..3")
 
 
 def names_from(choices: tuple[str, ...]) -> Callable[[str], list[str]]:

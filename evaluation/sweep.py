@@ -23,12 +23,12 @@ import numpy as np
 from bookrag import db
 from bookrag.argtypes import names_from, positive_int
 from bookrag.config import Settings
-from bookrag.errors import BookragError
 from evaluation.evalset import load_evalset
 from evaluation.harness import STRATEGIES, evaluate
 from evaluation.metrics import aggregate
 from evaluation.scratch import scratch_database
 from loader import frontmatter
+from loader.manifest import find_book
 from loader.embedding import RECIPE, Embedder, get_embedder
 from loader.load import load
 from loader.sidecars import write_sidecars
@@ -100,8 +100,7 @@ def _copy_book(settings: Settings, book: str, home: Path, economic: bool) -> lis
 
 def sweep(settings: Settings, book: str, evalset: Path, thresholds: list[int], strategies: list[str],
           progress: bool = True, limit: int | None = None) -> list[dict[str, Any]]:
-    if not (settings.corpus / book / "book.toml").is_file():
-        raise BookragError(f"unknown book {book!r}: no {settings.corpus / book / 'book.toml'}")
+    find_book(settings.corpus, book)  # an unknown book is refused before any work, naming the known ones
     items = [i for i in load_evalset(evalset) if i.book == book]
     if limit and len(items) > limit:  # a deterministic spread sample: every n-th question
         step = len(items) / limit

@@ -154,7 +154,8 @@ def test_eval_and_sweep_defaults_parse():
 def test_sweep_of_an_unknown_book_says_so(fixture_home, capsys):
     assert main(["sweep", "--book", "nosuch", "--evalset", "e.jsonl"]) == 1
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: unknown book 'nosuch': no ") and err.endswith("corpus/nosuch/book.toml")
+    # the message every command gives for an unknown book (loader.manifest.find_book)
+    assert err.startswith("error: unknown book 'nosuch': no ") and err.endswith("books with a manifest: traite-des-echanges")
 
 
 def test_within_takes_a_file_path_too(tmp_path, monkeypatch):
