@@ -402,7 +402,8 @@ def build_parser() -> argparse.ArgumentParser:
     from bookrag.search import FUSIONS, MODES, NORMALISATIONS
 
     for name in ("search", "ask"):
-        p[name].add_argument("--mode", choices=MODES, default="hybrid")
+        p[name].add_argument("--mode", choices=MODES, default=MODES[0],
+                             help="auto (default): two-stage, or hybrid when --levels asks for summaries")
         p[name].add_argument("--book")
     p["search"].add_argument("--within", metavar="SOURCE_FILE",
                              help="search only this node's subtree (e.g. a chapter's summary.md from a hit or `bookrag outline`)")
@@ -420,7 +421,8 @@ def build_parser() -> argparse.ArgumentParser:
                              help="hybrid, two-stage: then one place in every N goes to the sentence branch (0 = off)")
     p["search"].add_argument("query")
     p["search"].add_argument("--k", type=int, default=10)
-    p["search"].add_argument("--levels", type=level_list, help="comma-separated levels, e.g. 0 or 1,2")
+    p["search"].add_argument("--levels", type=level_list,
+                             help="comma-separated levels, e.g. 0 or 1,2 (default: paragraphs in mode auto, every level in the others)")
     p["search"].add_argument("--expand", choices=("parent", "cited", "none"),
                              help="parent: each hit's parent node; cited: the paragraphs a summary hit's anchors cite "
                                   "(default: none; with --budget, parent)")

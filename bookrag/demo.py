@@ -45,7 +45,7 @@ def run_demo(settings: Settings, questions: list[str] | None = None) -> None:
         print(f"load     {report.line()}")
         print(f"ready in {time.perf_counter() - t0:.1f} s\n")
         for q in questions or QUESTIONS:
-            rows = build_context(conn, SearchRequest(q, "hybrid", 6, None, None, True, 2500))
+            rows = build_context(conn, SearchRequest(q, k=6, expand_parent=True, budget=2500))
             print(render_answer(q, rows, cited_rows(conn, rows)))
             print()
     finally:

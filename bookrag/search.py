@@ -16,9 +16,9 @@ from psycopg.rows import dict_row, tuple_row
 
 from bookrag.errors import BookragError, database_reason
 
-#: The names rag.search accepts (the SQL checks them; this tuple feeds the CLI's choices and the
-#: MCP schema). Fusion names and bounds are rag._fusion_settings's; defaults rag._fusion_settings's.
-MODES = ("hybrid", "bm25", "vector", "two-stage")
+#: The names rag.search accepts, its default first (the SQL checks them and resolves 'auto'; this
+#: tuple feeds the CLI's choices and the MCP schema). Fusion names and bounds are rag._fusion_settings's; defaults rag._fusion_settings's.
+MODES = ("auto", "hybrid", "two-stage", "bm25", "vector")
 FUSIONS = ("convex", "rrf")
 NORMALISATIONS = ("minmax", "zscore")
 Mode = Literal[MODES]  # type: ignore[valid-type]
@@ -38,7 +38,7 @@ class SearchRequest:
     a parameter to rag.search is adding a field here (the calls below are built from them)."""
 
     query: str = field(metadata=_arg("p_query"))
-    mode: str = field(default="hybrid", metadata=_arg("p_mode"))
+    mode: str = field(default=MODES[0], metadata=_arg("p_mode"))
     k: int = field(default=10, metadata=_arg("p_k"))
     book: str | None = field(default=None, metadata=_arg("p_book"))
     levels: list[int] | None = field(default=None, metadata=_arg("p_levels", "::int[]"))

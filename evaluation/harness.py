@@ -20,14 +20,15 @@ from bookrag import db
 from bookrag.argtypes import level_list, names_from, positive_int, positive_int_list
 from bookrag.config import Settings
 from bookrag.errors import BookragError
-from bookrag.search import SearchRequest, build_context, embed_query, search
+from bookrag.search import MODES, SearchRequest, build_context, embed_query, search
 from evaluation.evalset import KINDS, EvalItem, load_evalset
 from evaluation.metrics import QuestionResult, aggregate, normalise, score_question
 
-#: Strategies: a search mode, optionally with parent expansion or a built context; hybrid-rrf
+#: Strategies: a search mode, optionally with parent expansion, or a built context (the default
+#: mode, each hit with its parent, as `bookrag ask` builds it); hybrid-rrf
 #: is hybrid with the former default fusion (RRF, equal weights, no chapter term, no sentence
 #: branch), for comparison.
-STRATEGIES = ("bm25", "vector", "hybrid", "hybrid-rrf", "two-stage", "hybrid+parent", "context")
+STRATEGIES = ("bm25", "vector", "auto", "hybrid", "hybrid-rrf", "two-stage", "hybrid+parent", "context")
 RRF_SETTINGS = {"fusion": "rrf", "bm25_weight": 1.0, "vector_weight": 1.0, "chapter_weight": 0.0, "sentence_every": 0}
 
 
@@ -38,7 +39,7 @@ def request_for(strategy: str, question: str, k: int, book: str | None, levels: 
     if strategy == "hybrid-rrf":
         return replace(req, mode="hybrid", **RRF_SETTINGS)
     if strategy == "context":
-        return replace(req, mode="hybrid", expand_parent=True)
+        return replace(req, mode=MODES[0], expand_parent=True)
     return replace(req, mode=strategy.removesuffix("+parent"), expand_parent=strategy.endswith("+parent"))
 
 

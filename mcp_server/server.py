@@ -38,7 +38,7 @@ from pydantic import Field
 from bookrag import db
 from bookrag.config import Settings
 from bookrag.errors import BookragError, database_reason
-from bookrag.search import (MODEL_REFUSED, Fusion, Mode, Normalisation, SearchRequest, check_query, corpus_model,
+from bookrag.search import (MODEL_REFUSED, MODES, Fusion, Mode, Normalisation, SearchRequest, check_query, corpus_model,
                             query_vector, search_and_pack)
 from mcp_server.models import (Book, Books, Children, Chunk, Cites, ContextChunk, Hit, LeftOut, Node, Outline, OutlineEntry,
                                SearchResult, SqlResult)
@@ -148,10 +148,10 @@ def _no_node(source_file: str) -> ToolError:
 def search_tool(
     ctx: Context,
     query: Annotated[str, Field(min_length=1, max_length=2000, description="the question or keywords, in French for French books")],
-    mode: Annotated[Mode, Field(description="hybrid = BM25 + vectors fused, chapter-aware (default); two-stage = best chapters first (found by their summaries or their text), then their paragraphs: its first hits are more often right (the best MRR@10 on every evalset), at about 1.25 times the time on the books, paragraphs only")] = "hybrid",
+    mode: Annotated[Mode, Field(description="auto (default) = two-stage, or hybrid when levels asks for summaries; two-stage = the best chapters first (found by their summaries or their text), then their paragraphs (the book's own words, to quote; a paragraph's chapter summary is its parent); hybrid = BM25 + vectors fused over every level, summaries included, chapter-aware; bm25, vector = one branch alone")] = MODES[0],
     k: Annotated[int, Field(ge=1, le=50, description="number of hits")] = 8,
     book: Annotated[str | None, Field(description="restrict to one book (see list_books)")] = None,
-    levels: Annotated[list[Annotated[int, Field(ge=0, le=3)]] | None, Field(min_length=1, description="0 paragraphs, 1 chapter summaries, 2 part summaries, 3 book summary; omit for all levels")] = None,
+    levels: Annotated[list[Annotated[int, Field(ge=0, le=3)]] | None, Field(min_length=1, description="0 paragraphs, 1 chapter summaries, 2 part summaries, 3 book summary; omitted: paragraphs in mode auto (it runs two-stage), every level in hybrid, bm25 and vector")] = None,
     expand_parent: Annotated[bool, Field(description="attach each hit's parent node (its chapter or part summary)")] = False,
     expand_cited: Annotated[bool, Field(description="attach to each summary hit the book's paragraphs its sentences cite (quote those, not the summary)")] = False,
     token_budget: Annotated[int | None, Field(ge=50, le=20000, description="also build a reading-order context (hits + parents) within this many tokens")] = None,

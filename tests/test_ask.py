@@ -14,30 +14,21 @@ QUESTION = "Qui paie l'entretien des routes ?"
 HEADING = "Petit traité des échanges > Première partie"
 PART = "corpus/traite-des-echanges/premiere-partie"
 ROUTES = f"{PART}/chapitre-02-les-routes"
-BAKER = f"{PART}/chapitre-01-le-boulanger"
-#: The four passages of the context, in reading order: (citation line, what a summary cites).
+#: The three passages of the context, in reading order: (citation line, what a summary cites). The
+#: default search (auto: two-stage) ranks the routes chapter's two paragraphs; their chapter
+#: summary comes in as their parent.
 PASSAGES = [
-    (f"[1] {HEADING} (résumé) — {PART}/summary.md §1, chunk 0  (context, level 2)",
-     f"    cites the book: {BAKER}/summary.md §1; {ROUTES}/summary.md §1"),
-    (f"[2] {HEADING} (résumé) — {PART}/summary.md §2, chunk 1  (context, level 2)",
-     f"    cites the book: {ROUTES}/summary.md §1"),
-    (f"[3] {HEADING} > Chapitre II (Les routes) (résumé) — {ROUTES}/summary.md §1, chunk 0  (hit, level 1)",
+    (f"[1] {HEADING} > Chapitre II (Les routes) (résumé) — {ROUTES}/summary.md §1, chunk 0  (context, level 1)",
      f"    cites the book: {ROUTES}/source.md §1, §2"),
-    # the second hit is the sentence branch's (the routes summary sentence cites this paragraph)
-    (f"[4] {HEADING} > Chapitre II (Les routes) — {ROUTES}/source.md §2, chunk 1  (hit, level 0)", None),
+    (f"[2] {HEADING} > Chapitre II (Les routes) — {ROUTES}/source.md §1, chunk 0  (hit, level 0)", None),
+    (f"[3] {HEADING} > Chapitre II (Les routes) — {ROUTES}/source.md §2, chunk 1  (hit, level 0)", None),
 ]
-PART_1 = ("La première partie montre que la production et le transport forment une seule chaîne : le boulanger "
-          "ne nourrit le village que si les routes laissent passer la farine.")
-PART_2 = "Elle conclut qu'un péage sur le pont renchérit le pain autant qu'une mauvaise récolte."
 ROUTES_SUMMARY = ("Le chapitre sur les routes montre que tout obstacle au transport agit comme une taxe : le réverbère "
                   "du pont et le péage renchérissent la farine que paie le consommateur.")
-BAKER_SUMMARY = ("Le chapitre sur le boulanger soutient que la division du travail enrichit le village : le boulanger "
-                 "se spécialise, et chacun mange un meilleur pain pour moins d'effort.")
 ROUTES_1 = ("La charrette du meunier met deux heures pour traverser la colline quand le chemin est sec, et une "
             "journée entière après la pluie. Chaque ornière ajoute quelques sous au prix du sac.")
 ROUTES_2 = ("Le conseil du village a voulu installer un péage sur le pont pour payer le réverbère. Les marchands "
             "ont aussitôt augmenté leurs prix du montant exact du péage.")
-
 
 
 @pytest.fixture
@@ -58,7 +49,7 @@ def llm(monkeypatch) -> Iterator[FakeOpenAI]:
 
 
 def test_ask_offline_quotes_the_passages_and_what_they_cite(loaded, capsys):
-    (c1, s1), (c2, s2), (c3, s3), (c4, _) = PASSAGES
+    (c1, s1), (c2, _), (c3, _) = PASSAGES
     assert main(["ask", QUESTION, "--k", "2", "--budget", "400"]) == 0
     assert capsys.readouterr() == ("\n".join([
         f"Question : {QUESTION}",
@@ -66,20 +57,19 @@ def test_ask_offline_quotes_the_passages_and_what_they_cite(loaded, capsys):
         "(No LLM configured: the answer is the cited passages, in reading order; set BOOKRAG_LLM_MODEL and "
         "OPENAI_BASE_URL for a written answer.)",
         "",
-        c1, f"    {PART_1}", s1, f"      §1 « {BAKER_SUMMARY} »",
-        c2, f"    {PART_2}", s2, f"      §1 « {ROUTES_SUMMARY} »",
-        c3, f"    {ROUTES_SUMMARY}", s3, f"      §1 « {ROUTES_1} »",
-        c4, f"    {ROUTES_2}",
+        c1, f"    {ROUTES_SUMMARY}", s1, f"      §1 « {ROUTES_1} »",
+        c2, f"    {ROUTES_1}",
+        c3, f"    {ROUTES_2}",
     ]) + "\n", "")
 
 
 def test_ask_with_an_llm_prints_its_answer_over_the_citations(loaded, llm, capsys):
-    llm.reply("Les usagers paient le péage [4], que les marchands reportent sur leurs prix [2].")
+    llm.reply("Les marchands reportent le péage sur leurs prix [3], comme chaque ornière [2].")
     assert main(["ask", QUESTION, "--k", "2", "--budget", "400"]) == 0
     assert capsys.readouterr() == ("\n".join([
         f"Question : {QUESTION}",
         "",
-        "Les usagers paient le péage [4], que les marchands reportent sur leurs prix [2].",
+        "Les marchands reportent le péage sur leurs prix [3], comme chaque ornière [2].",
         "",
         *[line for passage in PASSAGES for line in passage if line],
     ]) + "\n", "")
@@ -88,11 +78,10 @@ def test_ask_with_an_llm_prints_its_answer_over_the_citations(loaded, llm, capsy
     assert request.prompt.endswith("\n\n".join([
         f"Question : {QUESTION}",
         "Extraits :",
-        f"[1] ({HEADING} (résumé))\n{PART_1}\n(passages du livre résumés ici : {BAKER}/summary.md §1; {ROUTES}/summary.md §1)",
-        f"[2] ({HEADING} (résumé))\n{PART_2}\n(passages du livre résumés ici : {ROUTES}/summary.md §1)",
-        f"[3] ({HEADING} > Chapitre II (Les routes) (résumé))\n{ROUTES_SUMMARY}\n"
+        f"[1] ({HEADING} > Chapitre II (Les routes) (résumé))\n{ROUTES_SUMMARY}\n"
         f"(passages du livre résumés ici : {ROUTES}/source.md §1, §2)",
-        f"[4] ({HEADING} > Chapitre II (Les routes))\n{ROUTES_2}",
+        f"[2] ({HEADING} > Chapitre II (Les routes))\n{ROUTES_1}",
+        f"[3] ({HEADING} > Chapitre II (Les routes))\n{ROUTES_2}",
     ]))
 
 

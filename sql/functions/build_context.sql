@@ -8,14 +8,14 @@ CREATE OR REPLACE FUNCTION rag.build_context(
     p_levels          INT[] DEFAULT NULL,
     p_node_type       TEXT DEFAULT NULL,
     p_expand          BOOLEAN DEFAULT true,
-    p_mode            TEXT DEFAULT 'hybrid',
+    p_mode            TEXT DEFAULT 'auto',
     p_within          TEXT DEFAULT NULL
 ) RETURNS SETOF rag.context_row
 LANGUAGE plpgsql STABLE
 AS $$
 /*
 Builds the context an LLM reads to answer p_query: the p_k hits of rag.search (p_mode
-'hybrid' | 'two-stage' | 'bm25' | 'vector', checked there) packed by rag.pack_context: each hit
+'auto' | 'hybrid' | 'two-stage' | 'bm25' | 'vector', checked there) packed by rag.pack_context: each hit
 with its parent node's rows (when p_expand), whole units while they fit, never more than
 p_budget tokens, in reading order (book, node_order, chunk_index), each row with its citation
 (source_file, chunk_index, heading_path, level), its role ('hit' or 'parent'), the rank of the
@@ -30,9 +30,11 @@ Parameters:
   p_query, p_query_embedding  as in rag.search (embedding NULL: BM25 only).
   p_budget   tokens, 1..1,000,000 (default 3000; checked by rag.pack_context).
   p_k        hits considered, 1..1000 (default 8; checked by rag.search).
-  p_book, p_levels, p_node_type  search filters (levels and node_type: not with two-stage).
+  p_book, p_levels, p_node_type  search filters (levels or node_type asking for summaries: 'auto'
+             runs hybrid; 'two-stage' refuses them).
   p_expand   add each hit's parent node (default true).
-  p_mode     which search ranks the hits (default 'hybrid').
+  p_mode     which search ranks the hits (default 'auto', as rag.search: since migration 0014
+             the paragraphs of the best sections, each with its chapter summary as parent).
   p_within   NULL or a source_file: hits only from that node's subtree (parents may lie above it).
 Cost: one search plus rag.pack_context (two indexed lookups per hit); p50 6.5 ms on the two books,
 10.9 ms at 100k rows (bench/bench_search.py, migration 0011).

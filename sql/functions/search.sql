@@ -2,7 +2,7 @@
 CREATE OR REPLACE FUNCTION rag.search(
     p_query           TEXT,
     p_query_embedding vector,
-    p_mode            TEXT DEFAULT 'hybrid',
+    p_mode            TEXT DEFAULT 'auto',
     p_k               INT DEFAULT 10,
     p_book            TEXT DEFAULT NULL,
     p_levels          INT[] DEFAULT NULL,
@@ -24,7 +24,9 @@ AS $$
 /*
 Runs the search named by p_mode (rag._search_hits checks every argument and dispatches) and
 returns its rows (rag.search_hit, best first) with cites, parent and cited filled:
-  'hybrid'     rag.search_hybrid (both branches fused; the default), with places for the
+  'auto'       the default: 'two-stage' when the filters allow paragraphs (none, levels {0},
+               node_type 'source'), 'hybrid' when they ask for summaries (decision 23)
+  'hybrid'     rag.search_hybrid (both branches fused, every level), with places for the
                sentence branch (rag.search_sentences; see rag._search_hits)
   'bm25'       rag.search_branch, branch 'bm25' (p_query_embedding unused)
   'vector'     rag.search_branch, branch 'vector' (p_query unused; p_query_embedding required)

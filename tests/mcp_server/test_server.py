@@ -84,7 +84,16 @@ async def exercise(session: ClientSession) -> None:
     assert not r.is_error
     assert [b["book"] for b in r.structured_content["books"]] == ["traite-des-echanges"]
 
+    # the default (auto) runs two-stage: the book's paragraphs, each with its chapter as parent
     r = await session.call_tool("search", {"query": "péage sur le pont", "k": 3, "expand_parent": True})
+    assert not r.is_error and r.structured_content["mode"] == "auto"
+    hits = r.structured_content["hits"]
+    assert len(hits) == 3 and {h["level"] for h in hits} == {0}
+    assert ROUTES in {h["citation"]["source_file"] for h in hits}
+    assert all({p["citation"]["source_file"] for p in h["parent"]}
+               == {h["citation"]["source_file"].replace("source.md", "summary.md")} for h in hits)
+
+    r = await session.call_tool("search", {"query": "péage sur le pont", "k": 3, "expand_parent": True, "mode": "hybrid"})
     assert not r.is_error
     hits = r.structured_content["hits"]
     assert len(hits) == 3 and [h["rank"] for h in hits] == [1, 2, 3]

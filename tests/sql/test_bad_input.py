@@ -125,12 +125,12 @@ def test_within_a_node_of_another_book(corpus, e5):
 
 def test_unknown_mode(corpus):
     assert error_of(corpus, "SELECT * FROM rag.search('pain', NULL, 'semantic')") == \
-        'mode must be hybrid, two-stage, bm25 or vector, got "semantic"'
+        'mode must be auto, hybrid, two-stage, bm25 or vector, got "semantic"'
     assert error_of(corpus, "SELECT * FROM rag.search_branch('pain', NULL, 'hybrid')") == \
         'branch must be bm25 or vector, got "hybrid"'
     assert error_of(corpus, "SELECT * FROM rag.search_branch('pain', NULL, NULL)") == 'branch must be bm25 or vector, got "NULL"'
     assert error_of(corpus, "SELECT * FROM rag.build_context('pain', NULL, p_mode => 'semantic')") == \
-        'mode must be hybrid, two-stage, bm25 or vector, got "semantic"'
+        'mode must be auto, hybrid, two-stage, bm25 or vector, got "semantic"'
 
 
 def test_two_stage_takes_only_the_filters_that_say_paragraphs(corpus, e5):

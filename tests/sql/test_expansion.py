@@ -159,7 +159,7 @@ def test_build_context_is_search_then_pack_context(corpus, e5):
     for budget in (60, 400, 3000):
         for expand in (True, False):
             built = corpus.execute("SELECT * FROM rag.build_context(%s, %s, %s, 8, p_expand => %s)", (q, v, budget, expand)).fetchall()
-            packed = corpus.execute("SELECT * FROM rag.pack_context(ARRAY(SELECT id FROM rag.search(%s, %s, 'hybrid', 8) "
+            packed = corpus.execute("SELECT * FROM rag.pack_context(ARRAY(SELECT id FROM rag.search(%s, %s, 'auto', 8) "
                                     "ORDER BY rank), %s, %s)", (q, v, budget, expand)).fetchall()
             assert built == packed and built, (budget, expand)
 
@@ -182,11 +182,11 @@ def test_python_context_is_the_sql_composition_with_every_search_setting(corpus,
     composed = corpus.execute(f"SELECT {cols} FROM rag.pack_context(ARRAY(SELECT id FROM rag.search(%s, %s, 'hybrid', 6, "
                               "p_fusion => 'rrf', p_sentence_every => 0) ORDER BY rank), 400)", (q, v)).fetchall()
     assert composed != built  # the setting changes the context here, so the comparison below means something
-    assert python(fusion="rrf", sentence_every=0) == composed
+    assert python(mode="hybrid", fusion="rrf", sentence_every=0) == composed
 
 
 def test_build_context_takes_rag_search_bounds_for_k(corpus):
-    assert corpus.execute("SELECT count(*) FROM rag.build_context('pain', NULL, 3000, 101)").fetchone()[0] > 0
+    assert corpus.execute("SELECT count(*) FROM rag.build_context('pain', NULL, 3000, 101, p_mode => 'hybrid')").fetchone()[0] > 0
     with pytest.raises(psycopg.Error, match="k must be between 1 and 1000, got 1001"):
         corpus.execute("SELECT * FROM rag.build_context('pain', NULL, 3000, 1001)")
 

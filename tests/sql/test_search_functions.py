@@ -187,13 +187,41 @@ def test_search_runs_every_mode_the_product_lists(corpus, e5):
     q = "péage pont"
     v = e5.query(q)
     direct = {"hybrid": "rag.search_hybrid(%(q)s, %(v)s, 5)", "bm25": "rag.search_branch(%(q)s, NULL, 'bm25', 5)",
-              "vector": "rag.search_branch(NULL, %(v)s, 'vector', 5)", "two-stage": "rag.search_two_stage(%(q)s, %(v)s, 5)"}
-    assert set(direct) == set(MODES)
+              "vector": "rag.search_branch(NULL, %(v)s, 'vector', 5)", "two-stage": "rag.search_two_stage(%(q)s, %(v)s, 5)",
+              "auto": "rag.search_two_stage(%(q)s, %(v)s, 5)"}  # without a filter asking for summaries
+    assert set(direct) == set(MODES) and MODES[0] == "auto"
     for mode in MODES:
         # (hybrid and two-stage without the sentence branch's places: tests/sql/test_sentence_branch.py checks them)
         via = corpus.execute("SELECT id, rank FROM rag.search(%(q)s, %(v)s, %(m)s, 5, p_sentence_every => 0)",
                              {"q": q, "v": v, "m": mode}).fetchall()
         assert via and via == corpus.execute(f"SELECT id, rank FROM {direct[mode]}", {"q": q, "v": v}).fetchall(), mode
+
+
+def test_the_default_is_auto_two_stage_for_paragraphs_and_hybrid_for_summaries(corpus, e5):
+    """rag.search's default mode, 'auto' (decision 23): two-stage when the filters allow
+    paragraphs, hybrid when they ask for summaries, hybrid when two-stage finds no paragraph."""
+    q = "le péage sur le pont"
+    v = e5.query(q)
+
+    def ids(call: str, *args) -> list[int]:
+        return [r[0] for r in corpus.execute(f"SELECT id FROM {call} ORDER BY rank", (q, v, *args)).fetchall()]
+
+    two_stage = ids("rag.search(%s, %s, 'two-stage', 6)")
+    hybrid = ids("rag.search(%s, %s, 'hybrid', 6)")
+    assert two_stage and two_stage != hybrid  # so the comparisons below tell the two apart
+    assert ids("rag.search(%s, %s, p_k => 6)") == ids("rag.search(%s, %s, 'auto', 6)") == two_stage
+    assert ids("rag.search(%s, %s, 'auto', 6, p_levels => '{0}')") == two_stage
+    assert ids("rag.search(%s, %s, 'auto', 6, p_node_type => 'source')") == two_stage
+    for levels in (["{1}"], ["{0,1}"], ["{1,2,3}"]):
+        assert ids("rag.search(%s, %s, 'auto', 6, p_levels => %s::int[])", *levels) == \
+            ids("rag.search(%s, %s, 'hybrid', 6, p_levels => %s::int[])", *levels), levels
+    assert ids("rag.search(%s, %s, 'auto', 6, p_node_type => 'summary')") == \
+        ids("rag.search(%s, %s, 'hybrid', 6, p_node_type => 'summary')")
+    # 'pain' is only in summaries of the fixture: without a query vector two-stage finds no
+    # paragraph, and the default gives hybrid's summaries instead of nothing
+    assert corpus.execute("SELECT count(*) FROM rag.search('pain', NULL, 'two-stage', 5)").fetchone()[0] == 0
+    bm25_only = [r[0] for r in corpus.execute("SELECT id FROM rag.search('pain', NULL, 'hybrid', 5) ORDER BY rank")]
+    assert bm25_only and [r[0] for r in corpus.execute("SELECT id FROM rag.search('pain', NULL) ORDER BY rank")] == bm25_only
 
 
 def test_chapter_term_lifts_paragraphs_of_the_matching_chapter(corpus, e5):

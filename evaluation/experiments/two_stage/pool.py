@@ -1,0 +1,68 @@
+"""Can two-stage search at the default's cost? Its one hybrid search reads p_pool candidates per
+branch (100 since migration 0013) where the default hybrid search reads 40: the HNSW scan's
+ef_search and the BM25 top-N follow the pool, so the pool is most of two-stage's extra time.
+Here rag.search_two_stage is installed with p_pool 100, 60 and 40 in turn (committed, because
+bookrag.search ends a transaction after each search; the file's own definition is installed
+again at the end, whatever happens) and two-stage is run through rag.search as
+installed (with the sentence branch), beside the default and the two branches, on one half of
+the three evalsets, scored by evaluation.tune_fusion's runner (recall@5 and MRR@10; PIAF at
+paragraph level). Needs the books and PIAF loaded.
+    cd /work/main && .venv/bin/python evaluation/experiments/two_stage/pool.py tune|heldout [--piaf-limit N]
+"""
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT))
+from bookrag import db
+from bookrag.config import load_settings
+from evaluation.evalset import load_evalset
+from evaluation.tune_fusion import (BRANCHES, SETS, Runner, Setting, evaluate_settings, half_of, headers_for, rows_for,
+                                    spread, table)
+
+POOLS = (100, 60, 40)
+FUNCTION = ROOT / "sql" / "functions" / "search_two_stage.sql"
+
+
+def with_pool(pool: int) -> str:
+    """The installed function's text with another default pool."""
+    text, n = re.subn(r"p_pool(\s+)INT DEFAULT \d+", rf"p_pool\g<1>INT DEFAULT {pool}", FUNCTION.read_text())
+    assert n == 1, "search_two_stage.sql no longer declares p_pool INT DEFAULT <n>"
+    return text
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("half", choices=("tune", "heldout"))
+    ap.add_argument("--piaf-limit", type=int)
+    args = ap.parse_args()
+    settings = load_settings()
+    sets = {name: [i for i in load_evalset(settings.home / path) if half_of(i.id) == args.half]
+            for name, path in SETS.items()}
+    sets["piaf"] = spread(sets["piaf"], args.piaf_limit)
+    results = {}
+    names = []
+    with db.connect(db.database_url(settings)) as conn:
+        runner = Runner(conn, progress=False)
+        results.update(evaluate_settings(runner, sets, [*BRANCHES, Setting("hybrid (default)")]))
+        names += [s.name for s in BRANCHES] + ["hybrid (default)"]
+        try:
+            for pool in POOLS:
+                conn.execute(with_pool(pool))
+                conn.commit()
+                conn.execute("DISCARD PLANS")  # the callers' cached plans hold the old default
+                name = f"two-stage pool {pool}"
+                results.update(evaluate_settings(runner, sets, [Setting(name, "two-stage")]))
+                names.append(name)
+        finally:
+            conn.rollback()
+            conn.execute(FUNCTION.read_text())
+            conn.commit()
+    print(f"{args.half} half: " + ", ".join(f"{n} {len(items)} questions" for n, items in sets.items()) + "\n")
+    print(table(headers_for(results), rows_for(results, names)))
+
+
+if __name__ == "__main__":
+    main()
