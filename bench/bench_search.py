@@ -1,19 +1,20 @@
 """Latency of the SQL retrieval functions at three scales.
 
-Measures p50/p95 latency (ms) of nine statements:
+Measures p50/p95 latency (ms) of ten statements:
   bm25           SELECT * FROM rag.search_branch(q, NULL, 'bm25', k)
   vector         SELECT * FROM rag.search_branch(NULL, e, 'vector', k)
-  sentences      SELECT * FROM rag.search_sentences(e, 2k)  (the sentence branch, as the default calls it)
-  hybrid-rrf     SELECT * FROM rag.search_hybrid(q, e, k, p_pool => 100, p_fusion => 'rrf', ...)  (the former default)
-  hybrid         SELECT * FROM rag.search(q, e, 'hybrid', k)  (the default search)
-  hybrid+parent  SELECT * FROM rag.search(q, e, 'hybrid', k, p_expand => '{parent}')  (as `bookrag search --expand parent`)
+  sentences      SELECT * FROM rag.search_sentences(e, 2k)  (the sentence branch, as hybrid and two-stage call it)
+  hybrid-rrf     SELECT * FROM rag.search_hybrid(q, e, k, p_pool => 100, p_fusion => 'rrf', ...)  (the default until migration 0006)
+  default        SELECT * FROM rag.search(q, e, p_k => k)  (mode auto: two-stage here, the default since migration 0014)
+  default+parent SELECT * FROM rag.search(q, e, p_k => k, p_expand => '{parent}')  (as `bookrag search --expand parent`)
+  hybrid         SELECT * FROM rag.search(q, e, 'hybrid', k)  (the default until migration 0014)
+  hybrid+parent  SELECT * FROM rag.search(q, e, 'hybrid', k, p_expand => '{parent}')
   hybrid+parent, no sentences   the same with p_sentence_every => 0 (what the sentence branch costs)
-  two-stage+parent  SELECT * FROM rag.search(q, e, 'two-stage', k, p_expand => '{parent}')  (the other full mode)
   build_context  SELECT * FROM rag.build_context(q, e, 3000, 8)
-and, per scale, the ratio p50(hybrid+parent) / (p50(bm25) + p50(vector)): what fusion and
-expansion cost on top of the two index scans (issue 10's target: <= 1.3), and the same over
-p50(bm25) + p50(vector) + p50(sentences), the three index scans the default runs since the
-sentence branch (issue 11).
+and, per scale, the ratio p50(default+parent) / (p50(bm25) + p50(vector)): what the default
+search and the expansion cost on top of the two index scans (issue 10's target: <= 1.3), the
+same over p50(bm25) + p50(vector) + p50(sentences), the three index scans it runs since the
+sentence branch (issue 11), and hybrid's ratios beside them.
 each over --runs executions (default 200) after --warmup executions (default 20), cycling
 through the queries, the statements interleaved (run i executes each of them once). A sample is time.perf_counter() around cursor.execute + fetchall from
 Python, so it includes the client round trip over the unix socket and row decoding.
@@ -61,7 +62,7 @@ from evaluation.scratch import scratch_database
 from loader.embedding import embedder_for_model
 
 K = 10
-THREE_SCANS = ("bm25", "vector", "sentences")  # the index scans the default search runs
+THREE_SCANS = ("bm25", "vector", "sentences")  # the index scans the default search runs (and hybrid)
 BENCH_MODEL = "bench/model"
 DIM = 384
 STATEMENTS: dict[str, str] = {
@@ -70,11 +71,12 @@ STATEMENTS: dict[str, str] = {
     "sentences": "SELECT * FROM rag.search_sentences(%(e)s, 2 * %(k)s)",
     "hybrid-rrf": ("SELECT * FROM rag.search_hybrid(%(q)s, %(e)s, %(k)s, p_pool => 100, p_fusion => 'rrf', "
                    "p_bm25_weight => 1, p_vector_weight => 1, p_chapter_weight => 0)"),
+    "default": "SELECT * FROM rag.search(%(q)s, %(e)s, p_k => %(k)s)",
+    "default+parent": "SELECT * FROM rag.search(%(q)s, %(e)s, p_k => %(k)s, p_expand => '{parent}')",
     "hybrid": "SELECT * FROM rag.search(%(q)s, %(e)s, 'hybrid', %(k)s)",
     "hybrid+parent": "SELECT * FROM rag.search(%(q)s, %(e)s, 'hybrid', %(k)s, p_expand => '{parent}')",
     "hybrid+parent, no sentences": ("SELECT * FROM rag.search(%(q)s, %(e)s, 'hybrid', %(k)s, p_expand => '{parent}', "
                                     "p_sentence_every => 0)"),
-    "two-stage+parent": "SELECT * FROM rag.search(%(q)s, %(e)s, 'two-stage', %(k)s, p_expand => '{parent}')",
     "build_context": "SELECT * FROM rag.build_context(%(q)s, %(e)s, 3000, 8)",
 }
 COPY_COLUMNS = ("level", "parent_source_file", "node_type", "source_file", "source_file_hash", "chunk_index",
@@ -95,7 +97,7 @@ class Scale:
     latency: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
-def ratio(scale: Scale, statement: str = "hybrid+parent", scans: tuple[str, ...] = ("bm25", "vector")) -> float:
+def ratio(scale: Scale, statement: str = "default+parent", scans: tuple[str, ...] = ("bm25", "vector")) -> float:
     """p50 of the default search with parent expansion (or `statement`) over the sum of the index
     scans' p50 (the two branches; with "sentences", also the sentence branch the default runs)."""
     lat = scale.latency
@@ -331,14 +333,14 @@ def main() -> None:
                          [[s.name, s.rows, name, st["p50_ms"], st["p95_ms"], st["mean_ms"], st["max_ms"], st["rows_per_call"]]
                           for s in scales for name, st in s.latency.items()]))
     print("\n## default search + parent expansion against the index scans (p50)\n")
-    print(markdown_table(["scale", "rows", "bm25 p50", "vector p50", "hybrid+parent p50", "ratio",
-                          "no sentences p50", "ratio without the sentence branch", "sentences p50",
-                          "ratio to the three scans", "hybrid-rrf p50", "two-stage+parent p50", "its ratio"],
+    print(markdown_table(["scale", "rows", "bm25 p50", "vector p50", "sentences p50", "default+parent p50", "ratio",
+                          "ratio to the three scans", "hybrid+parent p50", "its ratio", "its ratio to the three scans",
+                          "hybrid+parent without sentences p50", "its ratio", "hybrid-rrf p50"],
                          [[s.name, s.rows, s.latency["bm25"]["p50_ms"], s.latency["vector"]["p50_ms"],
-                           s.latency["hybrid+parent"]["p50_ms"], ratio(s), s.latency["hybrid+parent, no sentences"]["p50_ms"],
-                           ratio(s, "hybrid+parent, no sentences"), s.latency["sentences"]["p50_ms"],
-                           ratio(s, scans=THREE_SCANS), s.latency["hybrid-rrf"]["p50_ms"],
-                           s.latency["two-stage+parent"]["p50_ms"], ratio(s, "two-stage+parent")] for s in scales]))
+                           s.latency["sentences"]["p50_ms"], s.latency["default+parent"]["p50_ms"], ratio(s),
+                           ratio(s, scans=THREE_SCANS), s.latency["hybrid+parent"]["p50_ms"], ratio(s, "hybrid+parent"),
+                           ratio(s, "hybrid+parent", THREE_SCANS), s.latency["hybrid+parent, no sentences"]["p50_ms"],
+                           ratio(s, "hybrid+parent, no sentences"), s.latency["hybrid-rrf"]["p50_ms"]] for s in scales]))
     built = [s for s in scales if s.build]
     if built:
         print("\n## build (synthetic corpora)\n")
@@ -355,9 +357,12 @@ def main() -> None:
         print(f"\n## EXPLAIN (ANALYZE, BUFFERS) of the hybrid statement at {max(sizes):,} rows\n\n```\n{explain}\n```")
     write_json(args.json, {"machine": host, "args": vars(args),
                            "scales": [{"scale": s.name, "rows": s.rows, "build": s.build, "latency": s.latency,
-                                       "ratio_hybrid_parent_to_branches": ratio(s),
-                                       "ratio_without_sentences": ratio(s, "hybrid+parent, no sentences"),
-                                       "ratio_to_three_scans": ratio(s, scans=THREE_SCANS)} for s in scales],
+                                       "ratio_default_parent_to_branches": ratio(s),
+                                       "ratio_default_parent_to_three_scans": ratio(s, scans=THREE_SCANS),
+                                       "ratio_hybrid_parent_to_branches": ratio(s, "hybrid+parent"),
+                                       "ratio_hybrid_without_sentences": ratio(s, "hybrid+parent, no sentences"),
+                                       "ratio_hybrid_to_three_scans": ratio(s, "hybrid+parent", THREE_SCANS)}
+                                      for s in scales],
                            "explain_hybrid": explain})
 
 
