@@ -18,16 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sentence_anchors"))
-from psycopg.rows import dict_row
 
 import interleave as il
-from bookrag import db
-from bookrag.config import load_settings
-from bookrag.search import embed_query, vector_literal
-from evaluation.evalset import load_evalset
-from evaluation.metrics import aggregate, score_question
-from evaluation.tune_fusion import SETS, half_of, headers_for, rows_for, spread, table
 from one_search import ONE, among, section_of, sections
+from replay import replay
 from stage_one import COLS, K
 
 LAMBDAS = (0.0, 0.01, 0.02, 0.03, 0.05, 0.1)
@@ -53,32 +47,17 @@ def rescored(branch: list[dict], secs: dict[str, float], lam: float) -> list[dic
 
 
 def main() -> None:
-    half = sys.argv[1] if len(sys.argv) > 1 else "tune"
-    piaf_limit = int(sys.argv[2]) if len(sys.argv) > 2 else None
-    home = load_settings().home
     names = [f"lambda {lam}" + (" (installed)" if lam == 0 else "") for lam in LAMBDAS]
-    results: dict[str, dict[str, dict[str, float]]] = {n: {} for n in names}
     il.AFTER, il.EVERY = 1, 3
-    with db.connect(db.database_url(load_settings())) as conn:
-        conn.row_factory = dict_row
-        for set_name, path in SETS.items():
-            items = [i for i in load_evalset(home / path) if half_of(i.id) == half]
-            if set_name == "piaf":
-                items = spread(items, piaf_limit)
-            scored: dict[str, list] = {n: [] for n in names}
-            for it in items:
-                v = vector_literal(embed_query(conn, it.question))
-                branch = conn.execute(f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {CANDIDATES}, %s) h "
-                                      "ORDER BY h.rank", (v, it.book)).fetchall()
-                rows = conn.execute(ONE.format(cols=COLS), (it.question, v, 100, it.book, 100)).fetchall()
-                listed = among(rows, sections(rows))
-                secs = all_sections(rows)
-                for name, lam in zip(names, LAMBDAS):
-                    scored[name].append(score_question(it, name, il.interleave(listed, rescored(branch, secs, lam))))
-            for name, res in scored.items():
-                results[name][set_name] = aggregate(res, [1, 5, 10])
-    print(f"{half} half: " + ", ".join(f"{n} {int(a['questions'])} questions" for n, a in results[names[0]].items()) + "\n")
-    print(table(headers_for(results), rows_for(results, names)))
+
+    def lists(conn, it, v: str) -> dict[str, list[dict]]:
+        branch = conn.execute(f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {CANDIDATES}, %s) h "
+                              "ORDER BY h.rank", (v, it.book)).fetchall()
+        rows = conn.execute(ONE.format(cols=COLS), (it.question, v, 100, it.book, 100)).fetchall()
+        listed, secs = among(rows, sections(rows)), all_sections(rows)
+        return {name: il.interleave(listed, rescored(branch, secs, lam)) for name, lam in zip(names, LAMBDAS)}
+
+    replay(names, lists)
 
 
 if __name__ == "__main__":
