@@ -164,7 +164,7 @@ def write_outputs(name: str, out: Path, md: str, data: dict[str, Any], ks: list[
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--evalset", required=True, help="JSONL evalset (docs/evalsets.md)")
-    p.add_argument("--mode", type=names_from(STRATEGIES), default="bm25,vector,hybrid,hybrid-rrf,two-stage,hybrid+parent",
+    p.add_argument("--mode", type=names_from(STRATEGIES), default="bm25,vector,auto,hybrid,hybrid-rrf,hybrid+parent",
                    help=f"comma-separated, from {', '.join(STRATEGIES)}")
     p.add_argument("--levels", type=level_list,
                    help="search only these levels, e.g. 0 for paragraphs only (PIAF beside its peers)")

@@ -144,7 +144,7 @@ def test_output_cut_by_a_closed_pipe_stops_quietly(fixture_home, monkeypatch, ca
 
 def test_eval_and_sweep_defaults_parse():
     args = build_parser().parse_args(["eval", "--evalset", "e.jsonl"])
-    assert args.mode == ["bm25", "vector", "hybrid", "hybrid-rrf", "two-stage", "hybrid+parent"]
+    assert args.mode == ["bm25", "vector", "auto", "hybrid", "hybrid-rrf", "hybrid+parent"]
     assert args.k == [1, 5, 10] and args.levels is None and args.limit is None
     args = build_parser().parse_args(["sweep", "--book", "b", "--evalset", "e.jsonl"])
     assert args.thresholds[:4] == [64, 128, 256, 512] and len(args.thresholds) == 5
