@@ -200,7 +200,7 @@ def cmd_load(args: argparse.Namespace, s: Settings) -> None:
 
 # --- retrieval ---------------------------------------------------------------------------
 
-@command("search", "Search the loaded books (hybrid fusion, bm25, vector, two-stage) and print cited hits.",
+@command("search", "Search the loaded books (auto: two-stage or hybrid; hybrid, two-stage, bm25, vector) and print cited hits.",
          "bookrag search \"pétition des fabricants de chandelles\" --k 5\n"
          "  bookrag search \"individualisme\" --book tocqueville-democratie-en-amerique --expand parent --json\n"
          "  bookrag search \"le soleil\" --within corpus/bastiat-sophismes-economiques/premiere-serie/"
@@ -403,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name in ("search", "ask"):
         p[name].add_argument("--mode", choices=MODES, default=MODES[0],
-                             help="auto (default): two-stage, or hybrid when --levels asks for summaries")
+                             help="auto (default): two-stage (paragraphs of the best chapters), or hybrid when a levels filter asks for summaries or two-stage finds no paragraph")
         p[name].add_argument("--book")
     p["search"].add_argument("--within", metavar="SOURCE_FILE",
                              help="search only this node's subtree (e.g. a chapter's summary.md from a hit or `bookrag outline`)")
@@ -412,9 +412,9 @@ def build_parser() -> argparse.ArgumentParser:
     p["search"].add_argument("--bm25-weight", type=float, help="weight of the BM25 branch")
     p["search"].add_argument("--vector-weight", type=float, help="weight of the vector branch")
     p["search"].add_argument("--chapter-weight", type=float,
-                             help="share of a paragraph's score taken from its chapter summary's match")
+                             help="hybrid only: share of a paragraph's score taken from its chapter summary's match")
     p["search"].add_argument("--cite-weight", type=float,
-                             help="share of a paragraph's score taken from the summary sentences that cite it")
+                             help="hybrid only: share of a paragraph's score taken from the summary sentences that cite it")
     p["search"].add_argument("--sentence-after", type=int,
                              help="hybrid, two-stage: hits listed before the first paragraph found through a summary sentence")
     p["search"].add_argument("--sentence-every", type=int,
@@ -422,10 +422,10 @@ def build_parser() -> argparse.ArgumentParser:
     p["search"].add_argument("query")
     p["search"].add_argument("--k", type=int, default=10)
     p["search"].add_argument("--levels", type=level_list,
-                             help="comma-separated levels, e.g. 0 or 1,2 (default: paragraphs in mode auto, every level in the others)")
+                             help="comma-separated levels, e.g. 0 or 1,2 (default: paragraphs in mode auto, unless no paragraph matches; every level in the others)")
     p["search"].add_argument("--expand", choices=("parent", "cited", "none"),
-                             help="parent: each hit's parent node; cited: the paragraphs a summary hit's anchors cite "
-                                  "(default: none; with --budget, parent)")
+                             help="parent: each hit's parent node; cited: the paragraphs a summary hit's anchors cite, so "
+                                  "with summary hits only (--levels 1,2,3 or --mode hybrid) (default: none; with --budget, parent)")
     p["search"].add_argument("--budget", type=int,
                              help="build a context within this many tokens (search + parent expansion, as rag.build_context)")
     p["search"].add_argument("--json", action="store_true", help="one JSON object per hit")

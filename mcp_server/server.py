@@ -148,12 +148,12 @@ def _no_node(source_file: str) -> ToolError:
 def search_tool(
     ctx: Context,
     query: Annotated[str, Field(min_length=1, max_length=2000, description="the question or keywords, in French for French books")],
-    mode: Annotated[Mode, Field(description="auto (default) = two-stage, or hybrid when levels asks for summaries; two-stage = the best chapters first (found by their summaries or their text), then their paragraphs (the book's own words, to quote; a paragraph's chapter summary is its parent); hybrid = BM25 + vectors fused over every level, summaries included, chapter-aware; bm25, vector = one branch alone")] = MODES[0],
+    mode: Annotated[Mode, Field(description="auto (default) = two-stage, or hybrid when levels asks for summaries or two-stage finds no paragraph; two-stage = the best chapters first (found by their summaries or their text), then their paragraphs (the book's own words, to quote; a paragraph's chapter summary is its parent); hybrid = BM25 + vectors fused over every level, summaries included, chapter-aware; bm25, vector = one branch alone")] = MODES[0],
     k: Annotated[int, Field(ge=1, le=50, description="number of hits")] = 8,
     book: Annotated[str | None, Field(description="restrict to one book (see list_books)")] = None,
-    levels: Annotated[list[Annotated[int, Field(ge=0, le=3)]] | None, Field(min_length=1, description="0 paragraphs, 1 chapter summaries, 2 part summaries, 3 book summary; omitted: paragraphs in mode auto (it runs two-stage), every level in hybrid, bm25 and vector")] = None,
+    levels: Annotated[list[Annotated[int, Field(ge=0, le=3)]] | None, Field(min_length=1, description="0 paragraphs, 1 chapter summaries, 2 part summaries, 3 book summary; omitted: paragraphs in mode auto (it runs two-stage; summaries if no paragraph matches), every level in hybrid, bm25 and vector")] = None,
     expand_parent: Annotated[bool, Field(description="attach each hit's parent node (its chapter or part summary)")] = False,
-    expand_cited: Annotated[bool, Field(description="attach to each summary hit the book's paragraphs its sentences cite (quote those, not the summary)")] = False,
+    expand_cited: Annotated[bool, Field(description="attach to each summary hit the book's paragraphs its sentences cite (quote those, not the summary); summary hits come with levels 1-3 or mode hybrid")] = False,
     token_budget: Annotated[int | None, Field(ge=50, le=20000, description="also build a reading-order context (hits + parents) within this many tokens")] = None,
     within: Annotated[str | None, Field(max_length=500, description=(
         "a source_file: search only inside that node and below it. After a first search has found the right "
@@ -165,8 +165,8 @@ def search_tool(
     normalisation: Annotated[Normalisation | None, Field(description="score normalisation of convex fusion; default: the server's")] = None,
     bm25_weight: Annotated[float | None, Field(description="weight of the BM25 branch; default: the server's")] = None,
     vector_weight: Annotated[float | None, Field(description="weight of the vector branch; default: the server's")] = None,
-    chapter_weight: Annotated[float | None, Field(description="share of a paragraph's score taken from how well its chapter summary matches; default: the server's")] = None,
-    cite_weight: Annotated[float | None, Field(description="share of a paragraph's score taken from the summary sentences whose anchors cite it; default: the server's")] = None,
+    chapter_weight: Annotated[float | None, Field(description="hybrid only: share of a paragraph's score taken from how well its chapter summary matches; default: the server's")] = None,
+    cite_weight: Annotated[float | None, Field(description="hybrid only: share of a paragraph's score taken from the summary sentences whose anchors cite it; default: the server's")] = None,
     sentence_after: Annotated[int | None, Field(description="hybrid and two-stage: hits listed before the first paragraph found through a chapter-summary sentence that cites it; default: the server's")] = None,
     sentence_every: Annotated[int | None, Field(description="hybrid and two-stage: then one place in every N goes to such a paragraph (0 = none); default: the server's")] = None,
 ) -> SearchResult:

@@ -1,7 +1,7 @@
 -- 0014_default_mode_auto: the default mode is auto: two-stage for paragraph searches, hybrid when the filters ask for summaries (decision 23)
 -- depends: 0013_two_stage_one_search
 
--- function: _search_hits sha256:9600ba3f3dec0e67d0451e964a1f844faceeff7ae7377743fc73bda80f0a07f9
+-- function: _search_hits sha256:f28f602925fdcf0ad0e27386ef757813ea1aaadfa53e7abfb6b8aefa4247153b
 -- rag._search_hits: the mode dispatcher behind rag.search (the mode list is defined and checked here).
 CREATE OR REPLACE FUNCTION rag._search_hits(
     p_query           TEXT,
@@ -35,11 +35,13 @@ Checks rag.search's arguments and runs the search named by p_mode, returning its
                default ranks paragraphs inside the best sections and still finds summaries
                when asked for them; and 'hybrid' too when two-stage finds no paragraph (the
                words are only in summaries and there is no query vector: a corpus without
-               vectors), so the default never answers nothing where hybrid answers. Two-stage leads the hybrid search on every set, tuning and
-               held-out halves (recall@5 / MRR@10 held-out: Bastiat 0.500 / 0.582 against
-               0.500 / 0.572, Tocqueville 0.615 / 0.712 against 0.600 / 0.659, PIAF paragraphs
-               0.917 / 0.812 against 0.890 / 0.738), at about 1.3 times its time.
-  'hybrid'     rag.search_hybrid (both branches fused; the default), with the sentence
+               vectors), so the default never answers nothing where hybrid answers. Two-stage
+               is never below hybrid on any set, tuning or held-out half, and ahead on the mean
+               (recall@5 / MRR@10 held-out: Bastiat 0.500 / 0.582 against 0.500 / 0.572,
+               Tocqueville 0.615 / 0.712 against 0.600 / 0.659, PIAF paragraphs 0.917 / 0.812
+               against 0.890 / 0.738), at about 1.3 times hybrid's time. Chapter and cite
+               weights only act when it runs hybrid.
+  'hybrid'     rag.search_hybrid (both branches fused over every level), with the sentence
                branch's paragraphs (rag.search_sentences) in the places p_sentence_after
                and p_sentence_every give them (rag._fusion_settings), interleaved: place
                p (1..k) is the sentence branch's when p > sentence_after and
@@ -135,7 +137,6 @@ BEGIN
             IF f_rows IS NULL AND p_mode = 'auto' THEN
                 -- no paragraph of the best sections matches (words found only in summaries, and no
                 -- query vector): 'auto' gives the hybrid list, summaries included, rather than nothing
-                v_mode := 'hybrid';
                 SELECT array_agg(b ORDER BY b.rank) INTO f_rows
                 FROM rag.search_hybrid(p_query, p_query_embedding, p_k, p_book, p_levels, p_node_type,
                          p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight, p_fusion => p_fusion,
@@ -204,7 +205,7 @@ BEGIN
 END
 $$;
 
--- function: build_context sha256:037908772c112fff59198ef87da20c46d06bf68459f2877d8005bd84d41ee68d
+-- function: build_context sha256:f77f26b2822b061f47eedadf535e5ec8ac9eb7d2911505fa1a90b9b60d3faeb2
 -- rag.build_context: search + parent expansion + deduplication within a token budget, ordered for reading.
 CREATE OR REPLACE FUNCTION rag.build_context(
     p_query           TEXT,
@@ -243,8 +244,8 @@ Parameters:
   p_mode     which search ranks the hits (default 'auto', as rag.search: since migration 0014
              the paragraphs of the best sections, each with its chapter summary as parent).
   p_within   NULL or a source_file: hits only from that node's subtree (parents may lie above it).
-Cost: one search plus rag.pack_context (two indexed lookups per hit); p50 6.5 ms on the two books,
-10.9 ms at 100k rows (bench/bench_search.py, migration 0011).
+Cost: one search plus rag.pack_context (two indexed lookups per hit); p50 11.1 ms on the two books,
+26.1 ms at 100k rows with the default mode (bench/bench_search.py, migration 0014).
 */
 BEGIN
     -- PL/pgSQL, not SQL: a SQL body is checked when created, and rag.search is created after it.
@@ -257,7 +258,7 @@ BEGIN
 END
 $$;
 
--- function: search sha256:c83ecbea60150c830550ec5d78c847486e3f75c9a99824e62082794526c86c91
+-- function: search sha256:32bdab01d5281fccd19c758d6d52b473ee2d6102d89c6c8c259265e50da66dc5
 -- rag.search: one entry point for every search mode, with each hit's cites and the expansions asked for.
 CREATE OR REPLACE FUNCTION rag.search(
     p_query           TEXT,
@@ -285,7 +286,8 @@ AS $$
 Runs the search named by p_mode (rag._search_hits checks every argument and dispatches) and
 returns its rows (rag.search_hit, best first) with cites, parent and cited filled:
   'auto'       the default: 'two-stage' when the filters allow paragraphs (none, levels {0},
-               node_type 'source'), 'hybrid' when they ask for summaries (decision 23)
+               node_type 'source'), 'hybrid' when they ask for summaries or when two-stage
+               finds no paragraph (decision 23)
   'hybrid'     rag.search_hybrid (both branches fused, every level), with places for the
                sentence branch (rag.search_sentences; see rag._search_hits)
   'bm25'       rag.search_branch, branch 'bm25' (p_query_embedding unused)
@@ -327,10 +329,159 @@ cached with a prepared statement) and an expansion not asked for is never run.
     ORDER BY h.rank;
 $$;
 
+-- function: search_two_stage sha256:81b3180500dc430233b336103dd47f3fc28c3280872160ddbd51bac632d131d5
+-- rag.search_two_stage: the best sections by their summaries and paragraphs, then their best paragraphs, from one hybrid search.
+CREATE OR REPLACE FUNCTION rag.search_two_stage(
+    p_query           TEXT,
+    p_query_embedding vector,
+    p_k               INT DEFAULT 10,
+    p_book            TEXT DEFAULT NULL,
+    p_sections        INT DEFAULT 5,
+    p_section_weight  FLOAT8 DEFAULT 0.3,
+    p_pool            INT DEFAULT 100,
+    p_within          TEXT DEFAULT NULL,
+    p_fusion          TEXT DEFAULT NULL,
+    p_normalisation   TEXT DEFAULT NULL,
+    p_bm25_weight     FLOAT8 DEFAULT NULL,
+    p_vector_weight   FLOAT8 DEFAULT NULL
+) RETURNS SETOF rag.search_hit
+LANGUAGE plpgsql STABLE
+SET max_parallel_workers_per_gather = 0
+AS $$
+/*
+Two-stage retrieval (seeds/two-stage-search, section 4.2), both stages over one hybrid search:
+  rag.search_hybrid over every level (k = greatest(p_pool, p_k, 10 x p_sections) rows, each
+  branch's pool raised to that k by rag.search_hybrid; no chapter term); rows of levels 2-3
+  (parts, the book) are left out.
+  1. Sections: each section (a level-1 summary's own file, a paragraph's parent) gets the best
+     fused score of its rows among those, so a section is found by its summary's words or by
+     its own text; the p_sections best are kept, their scores min-max normalised over them
+     (section_score in 0..1, 1 for the best).
+  2. Paragraphs: the level-0 rows among those whose parent is a kept section, their fused
+     scores min-max normalised over them; when they are fewer than p_k, a second hybrid search
+     over the kept sections' paragraphs (k and pool greatest(p_pool, p_k)) gives them instead.
+     A section kept for its summary's score contributes only those of its paragraphs that are
+     among the rows read (unless the second search runs).
+  score = (1 - p_section_weight) * paragraph score + p_section_weight * section_score,
+  so a paragraph is boosted by its section's score. Returns the p_k best (fewer only when fewer
+  of the kept sections' paragraphs match), with their branch ranks and section_score.
+  Until migration 0013 stage 2 always ran that second search (and until 0012 stage 1 read the
+  summaries alone); reading the first search's rows gives the same quality within one question
+  of the smallest tuning half at about half the cost (decision 22; recall@5 / MRR@10 with the
+  sentence branch merged by rag.search, tuning halves: Bastiat 0.619 / 0.881 both, Tocqueville
+  0.667 / 0.741 -> 0.651 / 0.742, PIAF 0.908 / 0.804 -> 0.912 / 0.808; mean of the held-out
+  halves 0.688 -> 0.690).
+Parameters:
+  p_query, p_query_embedding  as in rag.search_hybrid (embedding may be NULL: BM25 only).
+  p_k              rows returned, 1..1000 (default 10).
+  p_book           NULL or one book.
+  p_sections       sections kept, 1..100 (default 5).
+  p_section_weight 0..1 (default 0.3, the seed's value).
+  p_pool           candidates per branch, at least (default 100); rows read as said above (at most 1000).
+  p_within         NULL or a source_file: only rows inside its subtree.
+  p_fusion, p_normalisation, p_bm25_weight, p_vector_weight: passed to rag.search_hybrid
+                   (NULL = rag._fusion_settings()); its chapter term is not used here (the
+                   sections already rank the chapters).
+Edge case: when no row of levels 0-1 matches, or none has a parent (a corpus without
+summaries), no section is found and the function falls back to a flat hybrid search over
+paragraphs (NOTICE).
+Cost: one rag.search_hybrid reading its greatest(p_pool, p_k, 10 x p_sections) best rows (100
+by default, content included), then two small statements over them in memory; a second
+hybrid search when the first holds fewer than p_k of the kept sections' paragraphs (k 10: 5 of
+the books' 177 evalset questions; 56 of an evenly spread 500 of PIAF's 3,835, whose articles
+have about 4 paragraphs each). With parent expansion through rag.search, about 1.3 times
+hybrid's time on the books and 2 times at 100k synthetic rows (bench/bench_search.py,
+"default+parent" against "hybrid+parent", migration 0014: rag.search's default runs it).
+*/
+DECLARE
+    v_rows   rag.search_hit[];
+    v_files  TEXT[];
+    v_scores FLOAT8[];
+BEGIN
+    PERFORM rag._check_search_args(p_query, p_k, p_book, NULL, NULL);
+    IF p_sections IS NULL OR p_sections < 1 OR p_sections > 100 THEN
+        RAISE EXCEPTION 'sections must be between 1 and 100, got %', coalesce(p_sections::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_section_weight IS NULL OR p_section_weight < 0 OR p_section_weight > 1 THEN
+        RAISE EXCEPTION 'section_weight must be within 0..1, got %', coalesce(p_section_weight::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- The one search both stages read (every level: a levels filter costs the BM25 scan more
+    -- than the few part and book rows it would keep out).
+    SELECT array_agg(h ORDER BY h.rank) INTO v_rows
+    FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, greatest(p_pool, p_k, p_sections * 10)),
+                           p_book => p_book, p_pool => p_pool, p_bm25_weight => p_bm25_weight,
+                           p_vector_weight => p_vector_weight, p_fusion => p_fusion,
+                           p_normalisation => p_normalisation, p_chapter_weight => 0, p_within => p_within) h;
+
+    -- Stage 1: the sections, best first, and their normalised scores.
+    SELECT array_agg(s.source_file ORDER BY s.best DESC, s.source_file),
+           array_agg(s.norm ORDER BY s.best DESC, s.source_file)
+    INTO v_files, v_scores
+    FROM (
+        SELECT t.source_file, t.best,
+               coalesce((t.best - min(t.best) OVER ()) / nullif(max(t.best) OVER () - min(t.best) OVER (), 0), 1) AS norm
+        FROM (
+            SELECT h.section AS source_file, max(h.score) AS best
+            FROM (SELECT CASE WHEN h.level = 1 THEN h.source_file ELSE h.parent_source_file END AS section, h.score
+                  FROM unnest(v_rows) h WHERE h.level <= 1) h
+            WHERE h.section IS NOT NULL
+            GROUP BY h.section
+            ORDER BY best DESC, h.section
+            LIMIT p_sections
+        ) t
+    ) s;
+
+    IF v_files IS NULL THEN
+        RAISE NOTICE 'no section matches (no summary, and no paragraph with a parent); falling back to a flat hybrid search over paragraphs';
+        RETURN QUERY SELECT * FROM rag.search_hybrid(p_query, p_query_embedding, p_k => p_k,
+                                                      p_book => p_book, p_levels => ARRAY[0], p_pool => p_pool,
+                                                      p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight,
+                                                      p_fusion => p_fusion, p_normalisation => p_normalisation,
+                                                      p_chapter_weight => 0, p_within => p_within);
+        RETURN;
+    END IF;
+
+    -- Stage 2: the kept sections' paragraphs among the same rows; when those rows hold fewer
+    -- than p_k of them, a search inside the kept sections (stage 2 until migration 0013), so a
+    -- list is never shorter than the sections allow.
+    IF (SELECT count(*) FROM unnest(v_rows) h WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)) < p_k THEN
+        SELECT array_agg(h ORDER BY h.rank) INTO v_rows
+        FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, greatest(p_k, p_pool)),
+                               p_book => p_book, p_levels => ARRAY[0], p_parent_files => v_files,
+                               p_pool => p_pool, p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight,
+                               p_fusion => p_fusion, p_normalisation => p_normalisation,
+                               p_chapter_weight => 0, p_within => p_within) h;
+    END IF;
+    RETURN QUERY
+    WITH sec AS (
+        SELECT f, sc FROM unnest(v_files, v_scores) AS u(f, sc)
+    ), para AS (
+        SELECT h.*, coalesce((h.score - min(h.score) OVER ()) / nullif(max(h.score) OVER () - min(h.score) OVER (), 0), 1) AS norm
+        FROM unnest(v_rows) h
+        WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)
+    ), scored AS (
+        SELECT p.*, (1 - p_section_weight) * p.norm + p_section_weight * s.sc AS final, s.sc AS ssc
+        FROM para p JOIN sec s ON s.f = p.parent_source_file
+    )
+    SELECT x.id, x.source_file, x.chunk_index, x.level, x.node_type, x.heading_path,
+           x.parent_source_file, x.content, x.content_token_count, x.book, x.node_order, x.paragraph,
+           x.final, (row_number() OVER (ORDER BY x.final DESC, x.rank, x.id))::int,
+           x.bm25_rank, x.bm25_score, x.vector_rank, x.vector_score, x.ssc, NULL::int, NULL::float8,
+           NULL::json, NULL::json, NULL::json
+    FROM scored x
+    ORDER BY x.final DESC, x.rank, x.id
+    LIMIT p_k;
+END
+$$;
+
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default on new functions
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
-    ('_search_hits', '9600ba3f3dec0e67d0451e964a1f844faceeff7ae7377743fc73bda80f0a07f9', '0014_default_mode_auto'),
-    ('build_context', '037908772c112fff59198ef87da20c46d06bf68459f2877d8005bd84d41ee68d', '0014_default_mode_auto'),
-    ('search', 'c83ecbea60150c830550ec5d78c847486e3f75c9a99824e62082794526c86c91', '0014_default_mode_auto')
+    ('_search_hits', 'f28f602925fdcf0ad0e27386ef757813ea1aaadfa53e7abfb6b8aefa4247153b', '0014_default_mode_auto'),
+    ('build_context', 'f77f26b2822b061f47eedadf535e5ec8ac9eb7d2911505fa1a90b9b60d3faeb2', '0014_default_mode_auto'),
+    ('search', '32bdab01d5281fccd19c758d6d52b473ee2d6102d89c6c8c259265e50da66dc5', '0014_default_mode_auto'),
+    ('search_two_stage', '81b3180500dc430233b336103dd47f3fc28c3280872160ddbd51bac632d131d5', '0014_default_mode_auto')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

@@ -23,6 +23,23 @@ PASSAGES = [
     (f"[2] {HEADING} > Chapitre II (Les routes) — {ROUTES}/source.md §1, chunk 0  (hit, level 0)", None),
     (f"[3] {HEADING} > Chapitre II (Les routes) — {ROUTES}/source.md §2, chunk 1  (hit, level 0)", None),
 ]
+BAKER = f"{PART}/chapitre-01-le-boulanger"
+#: The same question in mode hybrid (summaries among the hits): the part summary comes in as the
+#: parent of the routes summary, whose hit is rendered with what its anchors cite.
+HYBRID_PASSAGES = [
+    (f"[1] {HEADING} (résumé) — {PART}/summary.md §1, chunk 0  (context, level 2)",
+     f"    cites the book: {BAKER}/summary.md §1; {ROUTES}/summary.md §1"),
+    (f"[2] {HEADING} (résumé) — {PART}/summary.md §2, chunk 1  (context, level 2)",
+     f"    cites the book: {ROUTES}/summary.md §1"),
+    (f"[3] {HEADING} > Chapitre II (Les routes) (résumé) — {ROUTES}/summary.md §1, chunk 0  (hit, level 1)",
+     f"    cites the book: {ROUTES}/source.md §1, §2"),
+    (f"[4] {HEADING} > Chapitre II (Les routes) — {ROUTES}/source.md §2, chunk 1  (hit, level 0)", None),
+]
+PART_1 = ("La première partie montre que la production et le transport forment une seule chaîne : le boulanger "
+          "ne nourrit le village que si les routes laissent passer la farine.")
+PART_2 = "Elle conclut qu'un péage sur le pont renchérit le pain autant qu'une mauvaise récolte."
+BAKER_SUMMARY = ("Le chapitre sur le boulanger soutient que la division du travail enrichit le village : le boulanger "
+                 "se spécialise, et chacun mange un meilleur pain pour moins d'effort.")
 ROUTES_SUMMARY = ("Le chapitre sur les routes montre que tout obstacle au transport agit comme une taxe : le réverbère "
                   "du pont et le péage renchérissent la farine que paie le consommateur.")
 ROUTES_1 = ("La charrette du meunier met deux heures pour traverser la colline quand le chemin est sec, et une "
@@ -60,6 +77,22 @@ def test_ask_offline_quotes_the_passages_and_what_they_cite(loaded, capsys):
         c1, f"    {ROUTES_SUMMARY}", s1, f"      §1 « {ROUTES_1} »",
         c2, f"    {ROUTES_1}",
         c3, f"    {ROUTES_2}",
+    ]) + "\n", "")
+
+
+def test_ask_in_mode_hybrid_renders_summary_hits_and_what_they_cite(loaded, capsys):
+    (c1, s1), (c2, s2), (c3, s3), (c4, _) = HYBRID_PASSAGES
+    assert main(["ask", QUESTION, "--k", "2", "--budget", "400", "--mode", "hybrid"]) == 0
+    assert capsys.readouterr() == ("\n".join([
+        f"Question : {QUESTION}",
+        "",
+        "(No LLM configured: the answer is the cited passages, in reading order; set BOOKRAG_LLM_MODEL and "
+        "OPENAI_BASE_URL for a written answer.)",
+        "",
+        c1, f"    {PART_1}", s1, f"      §1 « {BAKER_SUMMARY} »",
+        c2, f"    {PART_2}", s2, f"      §1 « {ROUTES_SUMMARY} »",
+        c3, f"    {ROUTES_SUMMARY}", s3, f"      §1 « {ROUTES_1} »",
+        c4, f"    {ROUTES_2}",
     ]) + "\n", "")
 
 

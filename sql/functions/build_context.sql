@@ -36,8 +36,8 @@ Parameters:
   p_mode     which search ranks the hits (default 'auto', as rag.search: since migration 0014
              the paragraphs of the best sections, each with its chapter summary as parent).
   p_within   NULL or a source_file: hits only from that node's subtree (parents may lie above it).
-Cost: one search plus rag.pack_context (two indexed lookups per hit); p50 6.5 ms on the two books,
-10.9 ms at 100k rows (bench/bench_search.py, migration 0011).
+Cost: one search plus rag.pack_context (two indexed lookups per hit); p50 11.1 ms on the two books,
+26.1 ms at 100k rows with the default mode (bench/bench_search.py, migration 0014).
 */
 BEGIN
     -- PL/pgSQL, not SQL: a SQL body is checked when created, and rag.search is created after it.

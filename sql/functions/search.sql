@@ -25,7 +25,8 @@ AS $$
 Runs the search named by p_mode (rag._search_hits checks every argument and dispatches) and
 returns its rows (rag.search_hit, best first) with cites, parent and cited filled:
   'auto'       the default: 'two-stage' when the filters allow paragraphs (none, levels {0},
-               node_type 'source'), 'hybrid' when they ask for summaries (decision 23)
+               node_type 'source'), 'hybrid' when they ask for summaries or when two-stage
+               finds no paragraph (decision 23)
   'hybrid'     rag.search_hybrid (both branches fused, every level), with places for the
                sentence branch (rag.search_sentences; see rag._search_hits)
   'bm25'       rag.search_branch, branch 'bm25' (p_query_embedding unused)

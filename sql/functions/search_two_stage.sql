@@ -57,8 +57,9 @@ Cost: one rag.search_hybrid reading its greatest(p_pool, p_k, 10 x p_sections) b
 by default, content included), then two small statements over them in memory; a second
 hybrid search when the first holds fewer than p_k of the kept sections' paragraphs (k 10: 5 of
 the books' 177 evalset questions; 56 of an evenly spread 500 of PIAF's 3,835, whose articles
-have about 4 paragraphs each). About 1.25 times the default's time on the books, 2 times at
-100k synthetic rows (bench/bench_search.py, "two-stage+parent").
+have about 4 paragraphs each). With parent expansion through rag.search, about 1.3 times
+hybrid's time on the books and 2 times at 100k synthetic rows (bench/bench_search.py,
+"default+parent" against "hybrid+parent", migration 0014: rag.search's default runs it).
 */
 DECLARE
     v_rows   rag.search_hit[];

@@ -113,7 +113,7 @@ async def exercise(session: ClientSession) -> None:
     assert {c["role"] for c in r.structured_content["context"]} <= {"hit", "parent"}
 
     chapter = ROUTES.replace("source.md", "summary.md")
-    r = await session.call_tool("search", {"query": "le prix du pain", "k": 5, "within": chapter, "fusion": "rrf"})
+    r = await session.call_tool("search", {"query": "le prix du pain", "k": 5, "within": chapter, "fusion": "rrf", "mode": "hybrid"})
     assert not r.is_error
     assert {h["citation"]["source_file"] for h in r.structured_content["hits"]} <= {chapter, ROUTES}
     schema = search_tool.input_schema["properties"]

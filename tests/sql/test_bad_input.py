@@ -101,7 +101,8 @@ def test_fusion_and_within_arguments(corpus, e5, args, message):
     # the same words reach the caller through every function built on search_hybrid
     if "chapter" not in args:
         assert error_of(corpus, f"SELECT * FROM rag.search_two_stage('pain', %s, {args})", e5.query("pain")) == message
-    assert error_of(corpus, f"SELECT * FROM rag.search('pain', %s, {args})", e5.query("pain")) == message
+    for mode in ("auto", "hybrid"):  # the default runs two-stage here; hybrid by name
+        assert error_of(corpus, f"SELECT * FROM rag.search('pain', %s, '{mode}', {args})", e5.query("pain")) == message
     if "within" in args:  # rag.build_context takes rag.search's filters, not its fusion settings
         assert error_of(corpus, f"SELECT * FROM rag.build_context('pain', %s, {args})", e5.query("pain")) == message
     assert corpus.execute("SELECT count(*), sum(id) FROM rag.hierarchical_content_nodes").fetchone() == before

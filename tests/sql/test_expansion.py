@@ -186,7 +186,7 @@ def test_python_context_is_the_sql_composition_with_every_search_setting(corpus,
 
 
 def test_build_context_takes_rag_search_bounds_for_k(corpus):
-    assert corpus.execute("SELECT count(*) FROM rag.build_context('pain', NULL, 3000, 101, p_mode => 'hybrid')").fetchone()[0] > 0
+    assert corpus.execute("SELECT count(*) FROM rag.build_context('pain', NULL, 3000, 101)").fetchone()[0] > 0
     with pytest.raises(psycopg.Error, match="k must be between 1 and 1000, got 1001"):
         corpus.execute("SELECT * FROM rag.build_context('pain', NULL, 3000, 1001)")
 

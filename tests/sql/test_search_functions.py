@@ -200,7 +200,7 @@ def test_search_runs_every_mode_the_product_lists(corpus, e5):
 def test_the_default_is_auto_two_stage_for_paragraphs_and_hybrid_for_summaries(corpus, e5):
     """rag.search's default mode, 'auto' (decision 23): two-stage when the filters allow
     paragraphs, hybrid when they ask for summaries, hybrid when two-stage finds no paragraph."""
-    q = "le péage sur le pont"
+    q = "la monnaie et l'impôt"  # a query whose two-stage list is not hybrid's, filtered to paragraphs or not
     v = e5.query(q)
 
     def ids(call: str, *args) -> list[int]:
@@ -208,7 +208,10 @@ def test_the_default_is_auto_two_stage_for_paragraphs_and_hybrid_for_summaries(c
 
     two_stage = ids("rag.search(%s, %s, 'two-stage', 6)")
     hybrid = ids("rag.search(%s, %s, 'hybrid', 6)")
-    assert two_stage and two_stage != hybrid  # so the comparisons below tell the two apart
+    # so the comparisons below tell the two apart, with and without the paragraph filters
+    assert two_stage and two_stage != hybrid
+    assert ids("rag.search(%s, %s, 'hybrid', 6, p_levels => '{0}')") != two_stage
+    assert ids("rag.search(%s, %s, 'hybrid', 6, p_node_type => 'source')") != two_stage
     assert ids("rag.search(%s, %s, p_k => 6)") == ids("rag.search(%s, %s, 'auto', 6)") == two_stage
     assert ids("rag.search(%s, %s, 'auto', 6, p_levels => '{0}')") == two_stage
     assert ids("rag.search(%s, %s, 'auto', 6, p_node_type => 'source')") == two_stage
@@ -220,8 +223,12 @@ def test_the_default_is_auto_two_stage_for_paragraphs_and_hybrid_for_summaries(c
     # 'pain' is only in summaries of the fixture: without a query vector two-stage finds no
     # paragraph, and the default gives hybrid's summaries instead of nothing
     assert corpus.execute("SELECT count(*) FROM rag.search('pain', NULL, 'two-stage', 5)").fetchone()[0] == 0
-    bm25_only = [r[0] for r in corpus.execute("SELECT id FROM rag.search('pain', NULL, 'hybrid', 5) ORDER BY rank")]
-    assert bm25_only and [r[0] for r in corpus.execute("SELECT id FROM rag.search('pain', NULL) ORDER BY rank")] == bm25_only
+    for k in (2, 5):
+        bm25_only = [r[0] for r in corpus.execute("SELECT id FROM rag.search('pain', NULL, 'hybrid', %s) ORDER BY rank", (k,))]
+        assert len(bm25_only) == min(k, 4)
+        assert [r[0] for r in corpus.execute("SELECT id FROM rag.search('pain', NULL, p_k => %s) ORDER BY rank", (k,))] == bm25_only
+    # the filters still hold in the fallback: levels {0} finds nothing either way
+    assert corpus.execute("SELECT count(*) FROM rag.search('pain', NULL, p_levels => '{0}')").fetchone()[0] == 0
 
 
 def test_chapter_term_lifts_paragraphs_of_the_matching_chapter(corpus, e5):
@@ -301,9 +308,11 @@ def test_every_search_function_returns_the_citation_columns(corpus, e5):
         # cites, parent and cited are rag.search's to fill
         assert corpus.execute(f"SELECT count(*), count(cites) + count(parent) + count(cited) FROM {call}",
                               {"v": e5.query("pain")}).fetchone()[1] == 0, call
-    filled = corpus.execute("SELECT count(*), count(cites), count(parent) FROM rag.search('pain', %s, p_expand => '{parent}')",
-                            (e5.query("pain"),)).fetchone()
-    assert filled[0] > 0 and filled[1] == filled[0] and filled[2] > 0
+    for mode in ("auto", "hybrid"):  # auto: paragraphs (cites '[]'); hybrid: summaries too (their anchors)
+        filled = corpus.execute("SELECT count(*), count(cites), count(parent), count(*) FILTER (WHERE cites::text <> '[]') "
+                                "FROM rag.search('pain', %s, %s, p_expand => '{parent}')", (e5.query("pain"), mode)).fetchone()
+        assert filled[0] > 0 and filled[1] == filled[0] and filled[2] > 0, mode
+        assert (filled[3] > 0) == (mode == "hybrid"), mode
 
 
 def test_two_models_are_never_compared(corpus, e5):
