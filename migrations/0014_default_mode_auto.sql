@@ -1,7 +1,7 @@
 -- 0014_default_mode_auto: the default mode is auto: two-stage for paragraph searches, hybrid when the filters ask for summaries (decision 23)
 -- depends: 0013_two_stage_one_search
 
--- function: _search_hits sha256:f28f602925fdcf0ad0e27386ef757813ea1aaadfa53e7abfb6b8aefa4247153b
+-- function: _search_hits sha256:70b241b726184e6a63470bc49639ed825951518818a3a641b142b99a8584d11b
 -- rag._search_hits: the mode dispatcher behind rag.search (the mode list is defined and checked here).
 CREATE OR REPLACE FUNCTION rag._search_hits(
     p_query           TEXT,
@@ -64,8 +64,9 @@ Checks rag.search's arguments and runs the search named by p_mode, returning its
                Measured on the tuning halves (recall@5 / MRR@10, Bastiat 0.571 / 0.864 ->
                0.571 / 0.881, Tocqueville 0.556 / 0.718 -> 0.667 / 0.741; PIAF, without
                sentences, unchanged): decision 21. p_sentence_every 0 gives the sections-only list.
-Any other mode is an error naming it (the list: auto, hybrid, two-stage, bm25, vector); so is a word of p_expand other than 'parent' and 'cited',
-and a p_query_model that is not the corpus model. Parameters: as rag.search's (no defaults
+Any other mode is an error naming it (the list: auto, hybrid, two-stage, bm25, vector); so is
+a word of p_expand other than 'parent' and 'cited', and a p_query_model that is not the corpus
+model. Parameters: as rag.search's (no defaults
 here: rag.search gives them). rag.search adds the expansions on top of these rows; it is a SQL
 function the caller's statement inlines, so its plan is cached with the caller's.
 Cost: the called function's (one extra PL/pgSQL call); hybrid and two-stage add rag.search_sentences and
@@ -480,7 +481,7 @@ $$;
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default on new functions
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
-    ('_search_hits', 'f28f602925fdcf0ad0e27386ef757813ea1aaadfa53e7abfb6b8aefa4247153b', '0014_default_mode_auto'),
+    ('_search_hits', '70b241b726184e6a63470bc49639ed825951518818a3a641b142b99a8584d11b', '0014_default_mode_auto'),
     ('build_context', 'f77f26b2822b061f47eedadf535e5ec8ac9eb7d2911505fa1a90b9b60d3faeb2', '0014_default_mode_auto'),
     ('search', '32bdab01d5281fccd19c758d6d52b473ee2d6102d89c6c8c259265e50da66dc5', '0014_default_mode_auto'),
     ('search_two_stage', '81b3180500dc430233b336103dd47f3fc28c3280872160ddbd51bac632d131d5', '0014_default_mode_auto')

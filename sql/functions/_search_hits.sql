@@ -60,8 +60,9 @@ Checks rag.search's arguments and runs the search named by p_mode, returning its
                Measured on the tuning halves (recall@5 / MRR@10, Bastiat 0.571 / 0.864 ->
                0.571 / 0.881, Tocqueville 0.556 / 0.718 -> 0.667 / 0.741; PIAF, without
                sentences, unchanged): decision 21. p_sentence_every 0 gives the sections-only list.
-Any other mode is an error naming it (the list: auto, hybrid, two-stage, bm25, vector); so is a word of p_expand other than 'parent' and 'cited',
-and a p_query_model that is not the corpus model. Parameters: as rag.search's (no defaults
+Any other mode is an error naming it (the list: auto, hybrid, two-stage, bm25, vector); so is
+a word of p_expand other than 'parent' and 'cited', and a p_query_model that is not the corpus
+model. Parameters: as rag.search's (no defaults
 here: rag.search gives them). rag.search adds the expansions on top of these rows; it is a SQL
 function the caller's statement inlines, so its plan is cached with the caller's.
 Cost: the called function's (one extra PL/pgSQL call); hybrid and two-stage add rag.search_sentences and
