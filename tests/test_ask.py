@@ -47,6 +47,11 @@ ROUTES_1 = ("La charrette du meunier met deux heures pour traverser la colline q
 ROUTES_2 = ("Le conseil du village a voulu installer un péage sur le pont pour payer le réverbère. Les marchands "
             "ont aussitôt augmenté leurs prix du montant exact du péage.")
 
+#: How `ask` begins without an LLM: the question, then why the answer is the passages themselves.
+OFFLINE = [f"Question : {QUESTION}", "",
+           "(No LLM configured: the answer is the cited passages, in reading order; set BOOKRAG_LLM_MODEL and "
+           "OPENAI_BASE_URL for a written answer.)", ""]
+
 
 @pytest.fixture
 def loaded(corpus_url, corpus_home, monkeypatch):
@@ -69,11 +74,7 @@ def test_ask_offline_quotes_the_passages_and_what_they_cite(loaded, capsys):
     (c1, s1), (c2, _), (c3, _) = PASSAGES
     assert main(["ask", QUESTION, "--k", "2", "--budget", "400"]) == 0
     assert capsys.readouterr() == ("\n".join([
-        f"Question : {QUESTION}",
-        "",
-        "(No LLM configured: the answer is the cited passages, in reading order; set BOOKRAG_LLM_MODEL and "
-        "OPENAI_BASE_URL for a written answer.)",
-        "",
+        *OFFLINE,
         c1, f"    {ROUTES_SUMMARY}", s1, f"      §1 « {ROUTES_1} »",
         c2, f"    {ROUTES_1}",
         c3, f"    {ROUTES_2}",
@@ -84,11 +85,7 @@ def test_ask_in_mode_hybrid_renders_summary_hits_and_what_they_cite(loaded, caps
     (c1, s1), (c2, s2), (c3, s3), (c4, _) = HYBRID_PASSAGES
     assert main(["ask", QUESTION, "--k", "2", "--budget", "400", "--mode", "hybrid"]) == 0
     assert capsys.readouterr() == ("\n".join([
-        f"Question : {QUESTION}",
-        "",
-        "(No LLM configured: the answer is the cited passages, in reading order; set BOOKRAG_LLM_MODEL and "
-        "OPENAI_BASE_URL for a written answer.)",
-        "",
+        *OFFLINE,
         c1, f"    {PART_1}", s1, f"      §1 « {BAKER_SUMMARY} »",
         c2, f"    {PART_2}", s2, f"      §1 « {ROUTES_SUMMARY} »",
         c3, f"    {ROUTES_SUMMARY}", s3, f"      §1 « {ROUTES_1} »",
