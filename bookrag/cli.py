@@ -403,7 +403,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name in ("search", "ask"):
         p[name].add_argument("--mode", choices=MODES, default=MODES[0],
-                             help="auto (default): two-stage (paragraphs of the best chapters), or hybrid when a levels filter asks for summaries or two-stage finds no paragraph")
+                             help="auto (default): two-stage (paragraphs of the best chapters), or hybrid when a "
+                                  "levels filter asks for summaries or two-stage finds no paragraph")
         p[name].add_argument("--book")
     p["search"].add_argument("--within", metavar="SOURCE_FILE",
                              help="search only this node's subtree (e.g. a chapter's summary.md from a hit or `bookrag outline`)")
@@ -422,7 +423,8 @@ def build_parser() -> argparse.ArgumentParser:
     p["search"].add_argument("query")
     p["search"].add_argument("--k", type=int, default=10)
     p["search"].add_argument("--levels", type=level_list,
-                             help="comma-separated levels, e.g. 0 or 1,2 (default: paragraphs in mode auto, unless no paragraph matches; every level in the others)")
+                             help="comma-separated levels, e.g. 0 or 1,2 (default: paragraphs in mode auto, unless "
+                                  "no paragraph matches; every level in the others)")
     p["search"].add_argument("--expand", choices=("parent", "cited", "none"),
                              help="parent: each hit's parent node; cited: the paragraphs a summary hit's anchors cite, so "
                                   "with summary hits only (--levels 1,2,3 or --mode hybrid) (default: none; with --budget, parent)")

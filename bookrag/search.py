@@ -17,7 +17,8 @@ from psycopg.rows import dict_row, tuple_row
 from bookrag.errors import BookragError, database_reason
 
 #: The names rag.search accepts, its default first (the SQL checks them and resolves 'auto'; this
-#: tuple feeds the CLI's choices and the MCP schema). Fusion names and bounds are rag._fusion_settings's; defaults rag._fusion_settings's.
+#: tuple feeds the CLI's choices and the MCP schema). Fusion names and bounds are
+#: rag._fusion_settings's; defaults rag._fusion_settings's.
 MODES = ("auto", "hybrid", "two-stage", "bm25", "vector")
 FUSIONS = ("convex", "rrf")
 NORMALISATIONS = ("minmax", "zscore")
