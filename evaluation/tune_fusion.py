@@ -142,6 +142,16 @@ class Runner:
                 for it in items]
 
 
+def half_sets(home: Path, half: str, piaf_limit: int | None = None,
+              names: tuple[str, ...] = tuple(SETS)) -> dict[str, list[EvalItem]]:
+    """The questions of one half ('tune' or 'heldout') of the named evalsets, PIAF's spread to
+    piaf_limit: what the experiments measure on."""
+    sets = {n: [i for i in load_evalset(home / SETS[n]) if half_of(i.id) == half] for n in names}
+    if "piaf" in sets:
+        sets["piaf"] = spread(sets["piaf"], piaf_limit)
+    return sets
+
+
 def spread(items: list[EvalItem], limit: int | None) -> list[EvalItem]:
     if not limit or limit >= len(items):
         return items

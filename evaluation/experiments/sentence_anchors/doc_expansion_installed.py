@@ -3,7 +3,8 @@ two-stage) and hybrid through rag.search as installed, on both halves of the thr
 before and after the books' paragraph vectors are replaced by the expanded ones (heading path +
 the summary sentences citing the paragraph + its text). The replacement is committed (the
 search path ends a transaction after each search) and undone at the end whatever happens: the
-installed vectors are read first and written back (also saved beside the cache). Run
+installed vectors are read first and written back (also saved beside the cache); the HNSW
+graph is not restored (UPDATEs add entries), so approximate results may move by a question. Run
 doc_expansion.py first (it embeds and caches the expanded vectors). PIAF's vectors are not
 touched (no anchored sentences), so a spread of its questions is enough.
     cd /work/main && .venv/bin/python evaluation/experiments/sentence_anchors/doc_expansion_installed.py [--piaf-limit N]
@@ -17,8 +18,7 @@ import numpy as np
 
 from bookrag import db
 from bookrag.config import load_settings
-from evaluation.evalset import load_evalset
-from evaluation.tune_fusion import SETS, Runner, Setting, evaluate_settings, half_of, headers_for, rows_for, spread, table
+from evaluation.tune_fusion import Runner, Setting, evaluate_settings, half_sets, headers_for, rows_for, table
 
 SETTINGS = [Setting("auto (default)", "auto"), Setting("hybrid", "hybrid")]
 
@@ -37,11 +37,7 @@ def main() -> None:
     settings = load_settings()
     cache = settings.home / ".bookrag" / "experiments" / "doc_expansion.npz"
     ids, expanded = np.load(cache)["ids"], np.load(cache)["vectors"]
-    halves = {}
-    for half in ("tune", "heldout"):
-        sets = {name: [i for i in load_evalset(settings.home / path) if half_of(i.id) == half] for name, path in SETS.items()}
-        sets["piaf"] = spread(sets["piaf"], args.piaf_limit)
-        halves[half] = sets
+    halves = {half: half_sets(settings.home, half, args.piaf_limit) for half in ("tune", "heldout")}
     results = {}
     with db.connect(db.database_url(settings)) as conn, db.connect(db.database_url(settings)) as writer:
         db.register_vector(writer)

@@ -13,9 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from bookrag import db
 from bookrag.config import load_settings
-from evaluation.evalset import load_evalset
-from evaluation.tune_fusion import (BRANCHES, SETS, Runner, Setting, evaluate_settings, half_of, headers_for, rows_for,
-                                    spread, table)
+from evaluation.tune_fusion import BRANCHES, Runner, Setting, evaluate_settings, half_sets, headers_for, rows_for, table
 
 SETTINGS = [*BRANCHES, Setting("hybrid (default)"),
             Setting("two-stage, sections only", "two-stage", sentence_every=0),
@@ -28,9 +26,7 @@ def main() -> None:
     ap.add_argument("--piaf-limit", type=int)
     args = ap.parse_args()
     settings = load_settings()
-    sets = {name: [i for i in load_evalset(settings.home / path) if half_of(i.id) == args.half]
-            for name, path in SETS.items()}
-    sets["piaf"] = spread(sets["piaf"], args.piaf_limit)
+    sets = half_sets(settings.home, args.half, args.piaf_limit)
     with db.connect(db.database_url(settings)) as conn:
         results = evaluate_settings(Runner(conn, progress=False), sets, SETTINGS)
     print(f"{args.half} half: " + ", ".join(f"{n} {len(items)} questions" for n, items in sets.items()) + "\n")

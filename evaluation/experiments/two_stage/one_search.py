@@ -16,15 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sentence_anchors"))
-from psycopg.rows import dict_row
-
 import interleave as il
-from bookrag import db
-from bookrag.config import load_settings
-from bookrag.search import embed_query, vector_literal
-from evaluation.evalset import load_evalset
-from evaluation.metrics import aggregate, score_question
-from evaluation.tune_fusion import SETS, half_of, headers_for, rows_for, spread, table
+from replay import replay
 from stage_one import COLS, K, SECTIONS, WEIGHT, stage_two
 
 READS = (100, 60, 40)
@@ -37,22 +30,22 @@ def section_of(r: dict) -> str | None:
     return r["source_file"] if r["level"] == 1 else r["parent_source_file"]
 
 
-def sections(rows: list[dict]) -> dict[str, float]:
-    """The SECTIONS best sections of stage-1 rows (best row each), min-max normalised."""
+def sections(rows: list[dict], keep: int | None = SECTIONS) -> dict[str, float]:
+    """The `keep` best sections of stage-1 rows (best row each; None: every one), min-max normalised."""
     best: dict[str, float] = {}
     for r in rows:
         s = section_of(r)
         if s and r["level"] <= 1 and (s not in best or r["score"] > best[s]):
             best[s] = r["score"]
-    top = sorted(best.items(), key=lambda t: (-t[1], t[0]))[:SECTIONS]
+    top = sorted(best.items(), key=lambda t: (-t[1], t[0]))[:keep]
     if not top:
         return {}
     hi, lo = top[0][1], top[-1][1]
     return {f: (b - lo) / (hi - lo) if hi != lo else 1.0 for f, b in top}
 
 
-def among(rows: list[dict], secs: dict[str, float]) -> list[dict]:
-    """Stage 2 over stage 1's rows: the kept sections' paragraphs, scored as installed."""
+def among(rows: list[dict], secs: dict[str, float], k: int = K) -> list[dict]:
+    """Stage 2 over stage 1's rows: the kept sections' k best paragraphs, scored as installed."""
     c = [dict(r) for r in rows if r["level"] == 0 and r["parent_source_file"] in secs]
     if not c:
         return []
@@ -60,41 +53,28 @@ def among(rows: list[dict], secs: dict[str, float]) -> list[dict]:
     for r in c:
         norm = (r["score"] - lo) / (hi - lo) if hi != lo else 1.0
         r["final"] = (1 - WEIGHT) * norm + WEIGHT * secs[r["parent_source_file"]]
-    return sorted(c, key=lambda r: (-r["final"], r["rank"], r["id"]))[:K]
+    return sorted(c, key=lambda r: (-r["final"], r["rank"], r["id"]))[:k]
 
 
 def main() -> None:
-    half = sys.argv[1] if len(sys.argv) > 1 else "tune"
-    piaf_limit = int(sys.argv[2]) if len(sys.argv) > 2 else None
-    home = load_settings().home
     names = ["two searches (migration 0012)"] + [f"one search, {n} rows" for n in READS]
     names += ["two searches, sections only", "one search, 100 rows, sections only"]
-    results: dict[str, dict[str, dict[str, float]]] = {n: {} for n in names}
-    with db.connect(db.database_url(load_settings())) as conn:
-        conn.row_factory = dict_row
-        for set_name, path in SETS.items():
-            items = [i for i in load_evalset(home / path) if half_of(i.id) == half]
-            if set_name == "piaf":
-                items = spread(items, piaf_limit)
-            scored: dict[str, list] = {n: [] for n in names}
-            for it in items:
-                v = vector_literal(embed_query(conn, it.question))
-                branch = conn.execute(f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {2 * K}, %s) h ORDER BY h.rank",
-                                      (v, it.book)).fetchall()
-                secs = sections(conn.execute(TWO_STAGE_ONE.format(cols=COLS), (it.question, v, it.book)).fetchall())
-                lists = {"two searches (migration 0012)": stage_two(conn, it.question, v, it.book, secs) if secs else []}
-                for n in READS:
-                    rows = conn.execute(ONE.format(cols=COLS), (it.question, v, n, it.book, n)).fetchall()
-                    lists[f"one search, {n} rows"] = among(rows, sections(rows))
-                il.AFTER, il.EVERY = 1, 3
-                for name, listed in lists.items():
-                    scored[name].append(score_question(it, name, il.interleave(listed, branch)))
-                scored["two searches, sections only"].append(score_question(it, "x", lists["two searches (migration 0012)"]))
-                scored["one search, 100 rows, sections only"].append(score_question(it, "x", lists["one search, 100 rows"]))
-            for name, res in scored.items():
-                results[name][set_name] = aggregate(res, [1, 5, 10])
-    print(f"{half} half: " + ", ".join(f"{n} {int(a['questions'])} questions" for n, a in results[names[0]].items()) + "\n")
-    print(table(headers_for(results), rows_for(results, names)))
+    il.AFTER, il.EVERY = 1, 3
+
+    def lists(conn, it, v: str) -> dict[str, list[dict]]:
+        branch = conn.execute(f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {2 * K}, %s) h ORDER BY h.rank",
+                              (v, it.book)).fetchall()
+        secs = sections(conn.execute(TWO_STAGE_ONE.format(cols=COLS), (it.question, v, it.book)).fetchall())
+        alone = {"two searches (migration 0012)": stage_two(conn, it.question, v, it.book, secs) if secs else []}
+        for n in READS:
+            rows = conn.execute(ONE.format(cols=COLS), (it.question, v, n, it.book, n)).fetchall()
+            alone[f"one search, {n} rows"] = among(rows, sections(rows))
+        out = {name: il.interleave(listed, branch) for name, listed in alone.items()}
+        out["two searches, sections only"] = alone["two searches (migration 0012)"]
+        out["one search, 100 rows, sections only"] = alone["one search, 100 rows"]
+        return out
+
+    replay(names, lists)
 
 
 if __name__ == "__main__":

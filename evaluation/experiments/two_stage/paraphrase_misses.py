@@ -22,7 +22,7 @@ from bookrag.search import embed_query, vector_literal
 from evaluation.evalset import load_evalset
 from evaluation.metrics import normalise, score_question
 from evaluation.tune_fusion import SETS, table
-from one_search import ONE, section_of, sections
+from one_search import ONE, sections
 from stage_one import COLS
 
 SEARCH = f"SELECT {COLS} FROM rag.search(%s, %s::vector, p_k => 10, p_book => %s) h ORDER BY h.rank"
@@ -49,13 +49,9 @@ def main() -> None:
                 rank = score_question(it, "auto", conn.execute(SEARCH, (it.question, v, it.book)).fetchall()).answer_rank
                 rows = conn.execute(ONE.format(cols=COLS), (it.question, v, 100, it.book, 100)).fetchall()
                 kept = sections(rows)
-                best: dict[str, float] = {}
-                for r in rows:
-                    s = section_of(r)
-                    if s and r["level"] <= 1:
-                        best[s] = max(best.get(s, float("-inf")), r["score"])
-                order = sorted(best, key=lambda f: -best[f])
-                ch_rank = min((order.index(c) + 1 for c in chapters if c in best), default=None)
+                found = sections(rows, keep=None)  # every section among the rows, best first
+                order = sorted(found, key=lambda f: (-found[f], f))
+                ch_rank = min((order.index(c) + 1 for c in chapters if c in found), default=None)
                 in_ch = [r for r in rows if r["level"] == 0 and r["parent_source_file"] in chapters]
                 p_rank = next((i + 1 for i, r in enumerate(in_ch) if (r["source_file"], r["paragraph"]) in gold_keys), None)
                 sents = conn.execute(SENTENCES, (v, it.book)).fetchall()

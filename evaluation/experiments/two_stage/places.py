@@ -13,9 +13,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from bookrag import db
 from bookrag.config import load_settings
-from evaluation.evalset import load_evalset
-from evaluation.tune_fusion import (SENTENCE_AFTER, SENTENCE_EVERY, SETS, Runner, Setting, evaluate_settings, half_of,
-                                    headers_for, one_question, rows_for, spread, table)
+from evaluation.tune_fusion import (SENTENCE_AFTER, SENTENCE_EVERY, Runner, Setting, evaluate_settings, half_sets,
+                                    headers_for, measures, one_question, rows_for, table)
 
 
 def grid(only: list[str] | None) -> list[Setting]:
@@ -34,9 +33,7 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", help="after,every pairs, e.g. 1,3 0,2")
     args = ap.parse_args()
     settings = load_settings()
-    sets = {name: [i for i in load_evalset(settings.home / path) if half_of(i.id) == args.half]
-            for name, path in SETS.items()}
-    sets["piaf"] = spread(sets["piaf"], args.piaf_limit)
+    sets = half_sets(settings.home, args.half, args.piaf_limit)
     candidates = grid(args.only)
     with db.connect(db.database_url(settings)) as conn:
         results = evaluate_settings(Runner(conn, progress=True), sets, candidates)
@@ -47,7 +44,6 @@ def main() -> None:
 
 
 def results_mean(results: dict, name: str) -> float:
-    from evaluation.tune_fusion import measures
     sets = results[name]
     return sum(sum(measures(n, agg)) / 2 for n, agg in sets.items()) / len(sets)
 

@@ -18,9 +18,7 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 from bookrag import db
 from bookrag.config import load_settings
-from evaluation.evalset import load_evalset
-from evaluation.tune_fusion import (BRANCHES, SETS, Runner, Setting, evaluate_settings, half_of, headers_for, rows_for,
-                                    spread, table)
+from evaluation.tune_fusion import BRANCHES, Runner, Setting, evaluate_settings, half_sets, headers_for, rows_for, table
 
 POOLS = (100, 60, 40)
 FUNCTION = ROOT / "sql" / "functions" / "search_two_stage.sql"
@@ -39,9 +37,7 @@ def main() -> None:
     ap.add_argument("--piaf-limit", type=int)
     args = ap.parse_args()
     settings = load_settings()
-    sets = {name: [i for i in load_evalset(settings.home / path) if half_of(i.id) == args.half]
-            for name, path in SETS.items()}
-    sets["piaf"] = spread(sets["piaf"], args.piaf_limit)
+    sets = half_sets(settings.home, args.half, args.piaf_limit)
     results = {}
     names = []
     with db.connect(db.database_url(settings)) as conn:

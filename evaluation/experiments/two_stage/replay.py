@@ -11,9 +11,9 @@ from psycopg.rows import dict_row
 from bookrag import db
 from bookrag.config import load_settings
 from bookrag.search import embed_query, vector_literal
-from evaluation.evalset import EvalItem, load_evalset
+from evaluation.evalset import EvalItem
 from evaluation.metrics import aggregate, score_question
-from evaluation.tune_fusion import SETS, half_of, headers_for, rows_for, spread, table
+from evaluation.tune_fusion import half_sets, headers_for, rows_for, table
 
 #: lists(conn, item, query vector literal) -> {variant name: its ranked rows}
 Lists = Callable[[object, EvalItem, str], dict[str, list[dict]]]
@@ -30,10 +30,7 @@ def replay(names: list[str], lists: Lists) -> None:
     results: dict[str, dict[str, dict[str, float]]] = {n: {} for n in names}
     with db.connect(db.database_url(settings)) as conn:
         conn.row_factory = dict_row
-        for set_name, path in SETS.items():
-            items = [i for i in load_evalset(settings.home / path) if half_of(i.id) == half]
-            if set_name == "piaf":
-                items = spread(items, piaf_limit)
+        for set_name, items in half_sets(settings.home, half, piaf_limit).items():
             scored: dict[str, list] = {n: [] for n in names}
             for it in items:
                 listed = lists(conn, it, vector_literal(embed_query(conn, it.question)))

@@ -20,8 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from bookrag import db
 from bookrag.config import load_settings
-from evaluation.evalset import load_evalset
-from evaluation.tune_fusion import SETS, Runner, Setting, evaluate_settings, half_of, headers_for, rows_for, spread, table
+from evaluation.tune_fusion import Runner, Setting, evaluate_settings, half_sets, headers_for, rows_for, table
 
 FUNCTION = Path(__file__).resolve().parents[3] / "sql/functions/search_two_stage.sql"
 OLD_STAGE_ONE = """            SELECT h.section AS source_file, max(h.score) AS best
@@ -68,10 +67,7 @@ def main() -> None:
     ap.add_argument("--sets", default="bastiat,tocqueville,piaf")
     args = ap.parse_args()
     settings = load_settings()
-    sets = {name: [i for i in load_evalset(settings.home / path) if half_of(i.id) == args.half]
-            for name, path in SETS.items() if name in args.sets.split(",")}
-    if "piaf" in sets:
-        sets["piaf"] = spread(sets["piaf"], args.piaf_limit)
+    sets = half_sets(settings.home, args.half, args.piaf_limit, tuple(args.sets.split(",")))
     results = {}
     with db.connect(db.database_url(settings)) as conn:
         conn.execute(variant())

@@ -20,25 +20,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sentence_anchors"))
 
 import interleave as il
-from one_search import ONE, among, section_of, sections
+from one_search import ONE, among, sections
 from replay import replay
 from stage_one import COLS, K
 
 LAMBDAS = (0.0, 0.01, 0.02, 0.03, 0.05, 0.1)
 CANDIDATES = 50
-
-
-def all_sections(rows: list[dict]) -> dict[str, float]:
-    """Every section found among stage 1's rows (levels 0-1, best row each), min-max normalised."""
-    best: dict[str, float] = {}
-    for r in rows:
-        s = section_of(r)
-        if s and r["level"] <= 1 and (s not in best or r["score"] > best[s]):
-            best[s] = r["score"]
-    if not best:
-        return {}
-    hi, lo = max(best.values()), min(best.values())
-    return {f: (b - lo) / (hi - lo) if hi != lo else 1.0 for f, b in best.items()}
 
 
 def rescored(branch: list[dict], secs: dict[str, float], lam: float) -> list[dict]:
@@ -54,7 +41,7 @@ def main() -> None:
         branch = conn.execute(f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {CANDIDATES}, %s) h "
                               "ORDER BY h.rank", (v, it.book)).fetchall()
         rows = conn.execute(ONE.format(cols=COLS), (it.question, v, 100, it.book, 100)).fetchall()
-        listed, secs = among(rows, sections(rows)), all_sections(rows)
+        listed, secs = among(rows, sections(rows)), sections(rows, keep=None)
         return {name: il.interleave(listed, rescored(branch, secs, lam)) for name, lam in zip(names, LAMBDAS)}
 
     replay(names, lists)

@@ -16,7 +16,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sentence_anchors"))
 
 import interleave as il
-import one_search
 from one_search import ONE, among, sections
 from replay import replay
 from stage_one import COLS, K
@@ -29,15 +28,6 @@ def demoted(rows: list[dict], threshold: int) -> list[dict]:
     return [r for r in rows if r["content_token_count"] >= threshold] + [r for r in rows if r["content_token_count"] < threshold]
 
 
-def among_all(rows: list[dict], secs: dict[str, float]) -> list[dict]:
-    """one_search.among without its cut at K: every kept-section paragraph among the rows, ranked."""
-    saved, one_search.K = one_search.K, 1000
-    try:
-        return among(rows, secs)
-    finally:
-        one_search.K = saved
-
-
 def main() -> None:
     names = [f"under {t} tokens last" if t else "installed" for t in THRESHOLDS]
     il.AFTER, il.EVERY = 1, 3
@@ -46,7 +36,7 @@ def main() -> None:
         branch = conn.execute(f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {2 * K + 10}, %s) h "
                               "ORDER BY h.rank", (v, it.book)).fetchall()
         rows = conn.execute(ONE.format(cols=COLS), (it.question, v, 100, it.book, 100)).fetchall()
-        ranked = among_all(rows, sections(rows))  # more than K, so demoting can promote
+        ranked = among(rows, sections(rows), k=1000)  # more than K, so demoting can promote
         return {name: il.interleave(demoted(ranked, t)[:K], demoted(branch, t)[:2 * K])
                 for name, t in zip(names, THRESHOLDS)}
 

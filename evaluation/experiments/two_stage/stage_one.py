@@ -16,20 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sentence_anchors"))
-from psycopg.rows import dict_row
-
-from bookrag import db
-from bookrag.config import load_settings
-from bookrag.search import embed_query, vector_literal
-from evaluation.evalset import load_evalset
-from evaluation.metrics import aggregate, score_question
-from evaluation.tune_fusion import SETS, half_of, headers_for, rows_for, spread, table
 from interleave import interleave
+from replay import replay
 
-HALF = sys.argv[1] if len(sys.argv) > 1 else "tune"
-PIAF_LIMIT = int(sys.argv[2]) if len(sys.argv) > 2 else None
-if HALF not in ("tune", "heldout"):
-    sys.exit(f"usage: stage_one.py tune|heldout [PIAF_LIMIT]; got {HALF!r}")
 K, SECTIONS, WEIGHT = 10, 5, 0.3
 COLS = ("h.id, h.source_file, h.chunk_index, h.level, h.content, h.content_token_count, h.paragraph, "
         "h.parent_source_file, h.score, h.rank")
@@ -63,34 +52,24 @@ def stage_two(conn, question: str, v: str, book: str, secs: dict[str, float]) ->
 
 
 def main() -> None:
-    home = load_settings().home
     names = ["bm25", "vector", "hybrid (default)"] + [f"two-stage, {v} stage 1{s}" for v in STAGE_ONE
                                                       for s in ("", " + sentence branch")]
-    results: dict[str, dict[str, dict[str, float]]] = {n: {} for n in names}  # as tune_fusion's
-    with db.connect(db.database_url(load_settings())) as conn:
-        conn.row_factory = dict_row
-        for set_name, path in SETS.items():
-            items = [i for i in load_evalset(home / path) if half_of(i.id) == HALF]
-            if set_name == "piaf":
-                items = spread(items, PIAF_LIMIT)
-            scored: dict[str, list] = {n: [] for n in names}
-            for it in items:
-                v = vector_literal(embed_query(conn, it.question))
-                for mode, name in (("bm25", "bm25"), ("vector", "vector"), ("hybrid", "hybrid (default)")):
-                    hits = conn.execute(f"SELECT {COLS} FROM rag.search(%s, %s::vector, %s, {K}, %s) h ORDER BY h.rank",
-                                        (it.question, v, mode, it.book)).fetchall()
-                    scored[name].append(score_question(it, name, hits))
-                branch = conn.execute(f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {2 * K}, %s) h ORDER BY h.rank",
-                                      (v, it.book)).fetchall()
-                for variant in STAGE_ONE:
-                    listed = stage_two(conn, it.question, v, it.book, sections(conn, it.question, v, it.book, variant))
-                    name = f"two-stage, {variant} stage 1"
-                    scored[name].append(score_question(it, name, listed))
-                    scored[f"{name} + sentence branch"].append(score_question(it, name, interleave(listed, branch)))
-            for name, res in scored.items():
-                results[name][set_name] = aggregate(res, [1, 5, 10])
-    print(f"{HALF} half: " + ", ".join(f"{n} {int(a['questions'])} questions" for n, a in results[names[0]].items()) + "\n")
-    print(table(headers_for(results), rows_for(results, names)))
+
+    def lists(conn, it, v: str) -> dict[str, list[dict]]:
+        out = {}
+        for mode, name in (("bm25", "bm25"), ("vector", "vector"), ("hybrid", "hybrid (default)")):
+            out[name] = conn.execute(f"SELECT {COLS} FROM rag.search(%s, %s::vector, %s, {K}, %s) h ORDER BY h.rank",
+                                     (it.question, v, mode, it.book)).fetchall()
+        branch = conn.execute(f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {2 * K}, %s) h ORDER BY h.rank",
+                              (v, it.book)).fetchall()
+        for variant in STAGE_ONE:
+            listed = stage_two(conn, it.question, v, it.book, sections(conn, it.question, v, it.book, variant))
+            out[f"two-stage, {variant} stage 1"] = listed
+            out[f"two-stage, {variant} stage 1 + sentence branch"] = interleave(listed, branch)
+        return out
+
+    replay(names, lists)
+
 
 if __name__ == "__main__":
     main()
