@@ -31,6 +31,16 @@ def yoyo_url(url: str) -> str:
     return f"postgresql+psycopg://{netloc}/{dbname}{query}"
 
 
+def regenerate_model_searches(connection) -> None:
+    """Each registered model's generated default search (rag._install_model_search) is rebuilt
+    after migrations, so its text follows the functions they installed."""
+    cursor = connection.cursor()
+    cursor.execute("SELECT model, dimension FROM rag.embedding_models ORDER BY model")
+    for model, dimension in cursor.fetchall():
+        cursor.execute("SELECT rag._install_model_search(%s, %s)", (model, dimension))
+    connection.commit()
+
+
 def apply_migrations(url: str, folder: Path = MIGRATIONS_DIR) -> list[str]:
     """Apply pending migrations under yoyo's lock; return the ids applied (empty when up to date)."""
     backend = get_backend(yoyo_url(url))
@@ -39,6 +49,8 @@ def apply_migrations(url: str, folder: Path = MIGRATIONS_DIR) -> list[str]:
         with backend.lock():
             pending = backend.to_apply(migrations)
             backend.apply_migrations(pending)
+            if pending:
+                regenerate_model_searches(backend.connection)
     finally:  # closed now, not whenever it is garbage-collected: an open session blocks CREATE DATABASE … TEMPLATE
         backend.connection.close()
     return [m.id for m in pending]

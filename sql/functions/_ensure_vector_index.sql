@@ -10,7 +10,8 @@ Registers (p_model, p_dimension) in rag.embedding_models and creates, if missing
 cosine index on embedding::vector(p_dimension) restricted to rows WHERE embedding_model =
 p_model: the exact expression and predicate rag._branch_sql uses, so the kNN branch can use it
 whatever the model's dimension; and the same index on rag.sentences (named sent_hnsw_…), the
-one rag.search_sentences scans. Returns the chunks' index name. A model already registered with
+one rag.search_sentences scans; then (re)generates the model's default search
+(rag._install_model_search), whose statements name the same expression. Returns the chunks' index name. A model already registered with
 another dimension is an error. Cost: index creation is O(rows of the model) (100k 384-d rows in 140 s with the default
 64MB maintenance_work_mem); instant when it exists.
 */
@@ -39,6 +40,7 @@ BEGIN
             'USING hnsw ((embedding::vector(%s)) vector_cosine_ops) WHERE embedding_model = %L',
             v_name, v_table, p_dimension, p_model);
     END LOOP;
+    PERFORM rag._install_model_search(p_model, p_dimension);
     RETURN v_index;
 END
 $$;

@@ -72,18 +72,10 @@ migration 0011).
 DECLARE
     v_mode  TEXT := p_mode;    -- the mode run ('auto' resolved)
     v_model TEXT;
+    v_fast  TEXT;              -- the generated default search of the corpus model (rag._install_model_search)
     st      RECORD;
-    f_rows  rag.search_hit[];  -- the mode's list (hybrid's or two-stage's), best first, and each row's key
-    f_keys  TEXT[];
-    s_rows  rag.search_hit[];  -- the sentence branch's paragraphs, best first, and their keys
-    s_keys  TEXT[];
-    v_fi    INT := 1;
-    v_si    INT := 1;
-    v_n     INT := 0;
-    v_seen  TEXT[] := '{}';    -- the keys placed so far, and those the sentence branch placed
-    v_seen_s TEXT[] := '{}';
-    v_take  BOOLEAN;
-    r       rag.search_hit;
+    f_rows  rag.search_hit[];  -- the mode's list (hybrid's or two-stage's), best first
+    s_rows  rag.search_hit[];  -- the sentence branch's paragraphs, best first
 BEGIN
     IF p_mode IS NULL OR p_mode NOT IN ('auto', 'hybrid', 'two-stage', 'bm25', 'vector') THEN
         RAISE EXCEPTION 'mode must be auto, hybrid, two-stage, bm25 or vector, got "%"', p_mode
@@ -118,6 +110,24 @@ BEGIN
     IF v_mode IN ('hybrid', 'two-stage') THEN
         SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight,
                                                    p_chapter_weight, p_cite_weight, p_sentence_after, p_sentence_every);
+        -- The default without filters or settings: the corpus model's generated function runs the
+        -- same search from statements whose plans are cached (decision 24); no row from it (the
+        -- rare path: fewer than k paragraphs of the kept sections among the rows read) means the
+        -- statements below.
+        IF v_mode = 'two-stage' AND p_book IS NULL AND p_within IS NULL AND p_query_embedding IS NOT NULL
+           AND p_k BETWEEN 1 AND 100
+           AND num_nulls(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_sentence_after, p_sentence_every) = 6 THEN
+            PERFORM rag._check_search_args(p_query, p_k, NULL, NULL, NULL);
+            SELECT m.model INTO v_model FROM rag._corpus_model(p_query_embedding) m;
+            v_fast := '_default_search_' || substr(md5(v_model), 1, 12);  -- the name rag._install_model_search gives it
+            IF v_fast IS NOT NULL AND to_regprocedure(format('rag.%I(text,vector,integer)', v_fast)) IS NOT NULL THEN
+                RETURN QUERY EXECUTE format('SELECT * FROM rag.%I($1, $2, $3)', v_fast)
+                    USING p_query, p_query_embedding, p_k;
+                IF FOUND THEN
+                    RETURN;
+                END IF;
+            END IF;
+        END IF;
         -- The mode's own list, best first (the fusion settings above are checked in both modes,
         -- though two-stage does not use chapter_weight and cite_weight).
         IF v_mode = 'hybrid' THEN
@@ -146,55 +156,10 @@ BEGIN
             RETURN QUERY SELECT * FROM unnest(f_rows);
             RETURN;
         END IF;
-        -- Merge: the greedy interleave of evaluation/experiments/sentence_anchors/slots.py. Two
-        -- chunks of one paragraph in the mode's list both stay. At most k + 2k rows, so the loop
-        -- and its ANY() are cheap.
-        -- Each row's key: a paragraph's is its file and number (its chunks are one paragraph);
-        -- other rows keep their id.
-        SELECT array_agg(CASE WHEN b.level = 0 THEN b.source_file || '#' || b.paragraph ELSE b.id::text END
-                         ORDER BY b.rank)
-        INTO f_keys FROM unnest(f_rows) b;
-        SELECT array_agg(s ORDER BY s.rank), array_agg(s.source_file || '#' || s.paragraph ORDER BY s.rank)
-        INTO s_rows, s_keys
+        -- Merge: the sentence branch's paragraphs into their places (rag._interleave).
+        SELECT array_agg(s ORDER BY s.rank) INTO s_rows
         FROM rag.search_sentences(p_query_embedding, least(1000, 2 * p_k), p_book, p_within) s;
-        f_rows := coalesce(f_rows, '{}');
-        s_rows := coalesce(s_rows, '{}');
-        WHILE v_n < p_k AND (v_fi <= cardinality(f_rows) OR v_si <= cardinality(s_rows)) LOOP
-            v_take := (v_si <= cardinality(s_rows) AND v_n >= st.sentence_after
-                       AND (v_n - st.sentence_after) % st.sentence_every = 0)
-                      OR v_fi > cardinality(f_rows);
-            IF v_take THEN
-                WHILE v_si <= cardinality(s_rows) AND s_keys[v_si] = ANY(v_seen) LOOP
-                    v_si := v_si + 1;
-                END LOOP;
-                CONTINUE WHEN v_si > cardinality(s_rows);
-                r := s_rows[v_si];
-                FOR i IN v_fi .. cardinality(f_rows) LOOP  -- the same chunk later in the fused list: its branch columns too
-                    IF (f_rows[i]).id = r.id THEN
-                        r.bm25_rank := (f_rows[i]).bm25_rank;
-                        r.bm25_score := (f_rows[i]).bm25_score;
-                        r.vector_rank := (f_rows[i]).vector_rank;
-                        r.vector_score := (f_rows[i]).vector_score;
-                        r.section_score := (f_rows[i]).section_score;
-                        EXIT;
-                    END IF;
-                END LOOP;
-                v_seen := v_seen || s_keys[v_si];
-                v_seen_s := v_seen_s || s_keys[v_si];
-                v_si := v_si + 1;
-            ELSE
-                WHILE v_fi <= cardinality(f_rows) AND f_keys[v_fi] = ANY(v_seen_s) LOOP
-                    v_fi := v_fi + 1;
-                END LOOP;
-                CONTINUE WHEN v_fi > cardinality(f_rows);
-                r := f_rows[v_fi];
-                v_seen := v_seen || f_keys[v_fi];
-                v_fi := v_fi + 1;
-            END IF;
-            v_n := v_n + 1;
-            r.rank := v_n;
-            RETURN NEXT r;
-        END LOOP;
+        RETURN QUERY SELECT * FROM rag._interleave(f_rows, s_rows, st.sentence_after, st.sentence_every, p_k);
     ELSE
         RETURN QUERY SELECT * FROM rag.search_branch(p_query, p_query_embedding, v_mode, p_k, p_book, p_levels, p_node_type,
                                                      p_within);

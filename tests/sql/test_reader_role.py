@@ -65,6 +65,7 @@ ATTEMPTS = {
     "SELECT pg_cancel_backend(1)": "permission denied for function pg_cancel_backend",
     "SELECT paradedb.force_merge('rag.hcn_bm25_idx'::regclass, 1::bigint)": "permission denied for function force_merge",
     "SELECT rag._ensure_vector_index('x', 3)": "permission denied for function _ensure_vector_index",
+    "SELECT rag._install_model_search('x', 3)": "permission denied for function _install_model_search",
     "INSERT INTO rag.books (book, title) VALUES ('x', 'x')": "permission denied for table books",
     "DELETE FROM rag.hierarchical_content_nodes": "permission denied for table hierarchical_content_nodes",
 }

@@ -1,0 +1,176 @@
+-- rag._install_model_search: generate the corpus model's default search, whose statements are static so their plans are cached (loader only).
+CREATE OR REPLACE FUNCTION rag._install_model_search(
+    p_model     TEXT,
+    p_dimension INT
+) RETURNS TEXT
+LANGUAGE plpgsql VOLATILE
+AS $$
+/*
+(Re)creates rag._default_search_<md5(model), 12 hex digits>(p_query TEXT, p_query_embedding
+vector, p_k INT) RETURNS SETOF rag.search_hit and returns its name. It is the default search
+(rag.search's 'auto' resolved to two-stage) without filters or settings, for p_k 1..100: the
+same rows as rag.search_two_stage merged with rag.search_sentences by rag._interleave, from
+two static statements: the BM25 and kNN top 100, their fusion (rag.search_hybrid's formulas,
+with rag._fusion_settings' defaults read at run time), both stages (5 sections, section
+weight 0.3: rag.search_two_stage's defaults), then the 2k nearest summary sentences and their
+paragraphs (rag.search_sentences' statement). PL/pgSQL caches a static statement's plan for the
+session, which the general functions cannot have: the kNN statement must name the model and its
+dimension as literals (the partial HNSW index's predicate and expression), so they build it
+anew, planned on every call. Here the model and dimension are formatted in when the function is
+generated (%L, a number), as rag._ensure_vector_index formats them into the index. Measured:
+evaluation/experiments/latency/ (the same rows on every evalset question; about 30 % less time)
+and decision 24.
+It returns no row, and rag._search_hits then runs the general functions, when the rows read
+hold fewer than p_k paragraphs of the kept sections (two-stage's second search), when no
+section is found, or when the defaults it assumes are not the defaults (cite weight other than
+0). tests/sql/test_default_search.py compares it with the general functions on every evalset
+question's query kind, so a change of either shows.
+Called by rag._ensure_vector_index (at each load of embedded rows) and by `bookrag migrate`
+after it applied migrations (every registered model), so the generated text follows the
+installed functions. Privileges: EXECUTE for bookrag_reader, not PUBLIC.
+Cost: a DROP and a CREATE FUNCTION (milliseconds).
+*/
+DECLARE
+    v_name TEXT := '_default_search_' || substr(md5(p_model), 1, 12);  -- rag._search_hits looks it up by this name
+BEGIN
+    IF p_model IS NULL OR p_dimension IS NULL OR p_dimension NOT BETWEEN 1 AND 2000 THEN
+        RAISE EXCEPTION 'model and a dimension within 1..2000 are required, got "%" and %', p_model, p_dimension
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    EXECUTE format('DROP FUNCTION IF EXISTS rag.%I(text, vector, integer)', v_name);
+    EXECUTE format($f$
+CREATE FUNCTION rag.%1$I(p_query TEXT, p_query_embedding vector, p_k INT)
+RETURNS SETOF rag.search_hit
+LANGUAGE plpgsql STABLE
+SET max_parallel_workers_per_gather = 0
+SET enable_seqscan = off
+SET hnsw.ef_search = 100
+SET hnsw.iterative_scan = relaxed_order
+AS $body$
+DECLARE
+    st      RECORD;
+    v_short BOOLEAN;
+    f_rows  rag.search_hit[];
+    s_rows  rag.search_hit[];
+    c_file  TEXT[];
+    c_par   INT[];
+    c_dist  FLOAT8[];
+BEGIN
+    PERFORM rag._check_search_args(p_query, p_k, NULL, NULL, NULL);
+    SELECT * INTO st FROM rag._fusion_settings(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+    IF st.cite_weight <> 0 OR p_k NOT BETWEEN 1 AND 100 THEN
+        RETURN;
+    END IF;
+    -- Both branches (the top 100 each: two-stage's pool, so ef_search 100), the fusion over them,
+    -- the 100 best (rag.search_hybrid's rows), the 5 best sections and their paragraphs.
+    WITH b AS (
+        SELECT x.id, x.s, row_number() OVER (ORDER BY x.s DESC, x.id)::int AS r, x.lvl, x.sf, x.pf FROM (
+            SELECT n.id, pdb.score(n.id)::float8 AS s, n.level AS lvl, n.source_file AS sf, n.parent_source_file AS pf
+            FROM rag.hierarchical_content_nodes n
+            WHERE n.content ||| p_query
+            ORDER BY pdb.score(n.id) DESC LIMIT 100) x
+    ), v AS (
+        SELECT y.id, 1 - y.d AS s, row_number() OVER (ORDER BY y.d, y.id)::int AS r, y.lvl, y.sf, y.pf FROM (
+            SELECT n.id, (n.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s))::float8 AS d, n.level AS lvl,
+                   n.source_file AS sf, n.parent_source_file AS pf
+            FROM rag.hierarchical_content_nodes n
+            WHERE n.embedding_model = %3$L AND n.embedding IS NOT NULL
+            ORDER BY n.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s) LIMIT 100) y
+    ), bx AS (
+        SELECT b.*, CASE WHEN st.fusion = 'rrf' THEN 1.0::float8 / (60 + b.r)
+                         WHEN st.normalisation = 'minmax'
+                         THEN coalesce((b.s - min(b.s) OVER ()) / nullif(max(b.s) OVER () - min(b.s) OVER (), 0), 1)
+                         ELSE coalesce((b.s - avg(b.s) OVER ()) / nullif(stddev_pop(b.s) OVER (), 0), 1) END AS x
+        FROM b
+    ), vx AS (
+        SELECT v.*, CASE WHEN st.fusion = 'rrf' THEN 1.0::float8 / (60 + v.r)
+                         WHEN st.normalisation = 'minmax'
+                         THEN coalesce((v.s - min(v.s) OVER ()) / nullif(max(v.s) OVER () - min(v.s) OVER (), 0), 1)
+                         ELSE coalesce((v.s - avg(v.s) OVER ()) / nullif(stddev_pop(v.s) OVER (), 0), 1) END AS x
+        FROM v
+    ), fl AS (
+        SELECT coalesce((SELECT least(min(bx.x), 0) FROM bx), 0) AS bf, coalesce((SELECT least(min(vx.x), 0) FROM vx), 0) AS vf
+    ), f AS (
+        SELECT coalesce(bx.id, vx.id) AS id, bx.r AS br, bx.s AS bs, vx.r AS vr, vx.s AS vs,
+               coalesce(bx.lvl, vx.lvl) AS lvl, coalesce(bx.sf, vx.sf) AS sf, coalesce(bx.pf, vx.pf) AS pf,
+               CASE WHEN st.fusion = 'rrf' THEN st.bm25_weight * coalesce(bx.x, 0) + st.vector_weight * coalesce(vx.x, 0)
+                    ELSE (st.bm25_weight * coalesce(bx.x, fl.bf) + st.vector_weight * coalesce(vx.x, fl.vf))
+                         / (st.bm25_weight + st.vector_weight) END AS fused
+        FROM bx FULL JOIN vx ON bx.id = vx.id CROSS JOIN fl
+    ), top AS (
+        SELECT f.*, row_number() OVER (ORDER BY f.fused DESC, least(f.br, f.vr), f.id)::int AS rk
+        FROM f ORDER BY f.fused DESC, least(f.br, f.vr), f.id LIMIT 100
+    ), sec0 AS (
+        SELECT h.section, max(h.fused) AS best
+        FROM (SELECT CASE WHEN t.lvl = 1 THEN t.sf ELSE t.pf END AS section, t.fused FROM top t WHERE t.lvl <= 1) h
+        WHERE h.section IS NOT NULL
+        GROUP BY h.section ORDER BY best DESC, h.section LIMIT 5
+    ), sec AS (
+        SELECT s.section, coalesce((s.best - min(s.best) OVER ()) / nullif(max(s.best) OVER () - min(s.best) OVER (), 0), 1) AS sc
+        FROM sec0 s
+    ), para AS (
+        SELECT t.*, coalesce((t.fused - min(t.fused) OVER ()) / nullif(max(t.fused) OVER () - min(t.fused) OVER (), 0), 1) AS norm
+        FROM top t WHERE t.lvl = 0 AND t.pf IN (SELECT sec.section FROM sec)
+    ), scored AS (
+        SELECT p.*, (1 - 0.3::float8) * p.norm + 0.3::float8 * s.sc AS final, s.sc AS ssc
+        FROM para p JOIN sec s ON s.section = p.pf
+    ), best AS (
+        SELECT x.*, row_number() OVER (ORDER BY x.final DESC, x.rk, x.id)::int AS r2
+        FROM scored x ORDER BY x.final DESC, x.rk, x.id LIMIT p_k
+    )
+    SELECT (SELECT count(*) FROM para) < p_k OR NOT EXISTS (SELECT 1 FROM sec),
+           array_agg(ROW(n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
+                         n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph,
+                         x.final, x.r2, x.br, x.bs, x.vr, x.vs, x.ssc, NULL::int, NULL::float8,
+                         NULL::json, NULL::json, NULL::json)::rag.search_hit ORDER BY x.r2)
+    INTO v_short, f_rows
+    FROM best x JOIN rag.hierarchical_content_nodes n ON n.id = x.id;
+    IF v_short THEN
+        RETURN;
+    END IF;
+    IF st.sentence_every = 0 OR st.sentence_after >= p_k THEN
+        RETURN QUERY SELECT * FROM unnest(f_rows);
+        RETURN;
+    END IF;
+    -- The sentence branch: the 2k nearest summary sentences, their paragraphs (one chunk each).
+    PERFORM rag._set_hnsw(2 * p_k);
+    SELECT array_agg(s.f), array_agg(p.n), array_agg(s.d) INTO c_file, c_par, c_dist FROM (
+        SELECT se.cited_source_file AS f, se.cited_paragraphs AS ps,
+               (se.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s))::float8 AS d
+        FROM rag.sentences se WHERE se.embedding_model = %3$L
+        ORDER BY se.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s) LIMIT 2 * p_k) s, unnest(s.ps) AS p(n);
+    WITH cited AS (
+        SELECT c.f, c.n, 1 - min(c.d) AS sim FROM unnest(c_file, c_par, c_dist) AS c(f, n, d) GROUP BY c.f, c.n
+    ), para AS (
+        SELECT x.f, x.n, x.sim FROM (SELECT cited.*, rank() OVER (ORDER BY cited.sim DESC) AS r FROM cited) x
+        WHERE x.r <= 2 * p_k
+    ), one AS (
+        SELECT c.*, para.sim FROM para
+        CROSS JOIN LATERAL (
+            SELECT n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
+                   n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph,
+                   CASE WHEN n.embedding_model = %3$L THEN 1 - (n.embedding <=> p_query_embedding) END AS own
+            FROM rag.hierarchical_content_nodes n
+            WHERE n.source_file = para.f AND n.paragraph = para.n AND n.level = 0
+            ORDER BY own DESC NULLS LAST, n.chunk_index LIMIT 1) c
+    ), top AS (
+        SELECT one.*, row_number() OVER (ORDER BY one.sim DESC, one.own DESC NULLS LAST, one.id)::int AS r FROM one
+    )
+    SELECT array_agg(ROW(t.id, t.source_file, t.chunk_index, t.level, t.node_type, t.heading_path,
+                         t.parent_source_file, t.content, t.content_token_count, t.book, t.node_order, t.paragraph,
+                         t.sim, t.r, NULL::int, NULL::float8, NULL::int, NULL::float8, NULL::float8, t.r, t.sim,
+                         NULL::json, NULL::json, NULL::json)::rag.search_hit ORDER BY t.r)
+    INTO s_rows
+    FROM top t WHERE t.r <= 2 * p_k;
+    RETURN QUERY SELECT * FROM rag._interleave(f_rows, s_rows, st.sentence_after, st.sentence_every, p_k);
+END
+$body$
+$f$, v_name, p_dimension, p_model);
+    EXECUTE format('COMMENT ON FUNCTION rag.%I(text, vector, integer) IS %L', v_name,
+                   format('The default search for model %s, generated by rag._install_model_search; do not edit.', p_model));
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION rag.%I(text, vector, integer) FROM PUBLIC', v_name);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION rag.%I(text, vector, integer) TO bookrag_reader', v_name);
+    RETURN v_name;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION rag._install_model_search(TEXT, INT) FROM bookrag_reader;

@@ -1,0 +1,93 @@
+"""The default search's generated function (rag._install_model_search, migration 0015): the same
+rows as the general functions, used only where it applies, generated at load and after
+migrations, out of the reader's reach."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from bookrag import db
+from bookrag.migrate import regenerate_model_searches
+
+QUERIES = ("la monnaie et l'impôt", "Qui confectionne la nourriture quotidienne à l'aurore ?",
+           "le péage du pont et le prix du pain", "les routes et les ornières", "boulanger")
+DEFAULT = "SELECT * FROM rag.search(%s, %s, p_k => %s, p_expand => '{parent}')"
+
+
+def generated_name(conn: psycopg.Connection) -> str:
+    return conn.execute("SELECT '_default_search_' || substr(md5(model), 1, 12) FROM rag.embedding_models").fetchone()[0]
+
+
+def test_the_generated_search_gives_the_general_functions_rows(corpus, e5):
+    """Every column (parents' JSON included) equal to the general path's, which an explicit
+    setting selects (p_fusion 'convex' is the default value, so the search is the same); and the
+    generated function answered (it returns nothing only on two-stage's rare path)."""
+    name = generated_name(corpus)
+    answered = 0
+    for q in QUERIES:
+        v = e5.query(q)
+        for k in (1, 2, 3, 5, 8, 10):
+            fast = corpus.execute(DEFAULT, (q, v, k)).fetchall()
+            general = corpus.execute(DEFAULT.replace("'{parent}'", "'{parent}', p_fusion => 'convex'"), (q, v, k)).fetchall()
+            assert fast == general, (q, k)
+            assert fast, (q, k)
+            answered += corpus.execute(f"SELECT count(*) > 0 FROM rag.{name}(%s, %s, %s)", (q, v, k)).fetchone()[0]
+    assert answered >= len(QUERIES) * 4
+
+
+def test_the_default_runs_it_only_without_filters_or_settings(corpus, e5):
+    """Replaced by a function that fails, the generated search is what the plain default (and
+    explicit two-stage, and levels {0}) runs; a book, within, a setting, a summary filter, k > 100
+    or no query vector take the general functions."""
+    name = generated_name(corpus)
+    q, v = QUERIES[0], e5.query(QUERIES[0])
+    with corpus.transaction(force_rollback=True):
+        corpus.execute(f"""CREATE OR REPLACE FUNCTION rag.{name}(p_query TEXT, p_query_embedding vector, p_k INT)
+                           RETURNS SETOF rag.search_hit LANGUAGE plpgsql STABLE AS $$
+                           BEGIN RAISE EXCEPTION 'generated search called'; END $$""")
+        for call in ("rag.search(%s, %s)", "rag.search(%s, %s, 'two-stage', 5)",
+                     "rag.search(%s, %s, p_levels => '{0}')", "rag.build_context(%s, %s, 500, 3)"):
+            with pytest.raises(psycopg.errors.RaiseException, match="generated search called"):
+                with corpus.transaction():  # a savepoint: the error does not end the outer transaction
+                    corpus.execute(f"SELECT * FROM {call}", (q, v))
+        book = corpus.execute("SELECT book FROM rag.books LIMIT 1").fetchone()[0]
+        chapter = corpus.execute("SELECT parent_source_file FROM rag.hierarchical_content_nodes "
+                                 "WHERE level = 0 LIMIT 1").fetchone()[0]
+        for call, args in (("rag.search(%s, %s, p_book => %s)", (book,)),
+                           ("rag.search(%s, %s, p_within => %s)", (chapter,)),
+                           ("rag.search(%s, %s, p_sentence_every => 3)", ()),
+                           ("rag.search(%s, %s, p_normalisation => 'zscore')", ()),
+                           ("rag.search(%s, %s, p_levels => '{1}')", ()),
+                           ("rag.search(%s, %s, p_k => 101)", ()),
+                           ("rag.search(%s, %s, 'hybrid')", ())):
+            assert corpus.execute(f"SELECT count(*) FROM {call}", (q, v, *args)).fetchone()[0] > 0, call
+        assert corpus.execute("SELECT count(*) FROM rag.search(%s, NULL)", (q,)).fetchone()[0] > 0
+
+
+def test_its_errors_are_the_general_functions(corpus, e5):
+    """A bad query or vector gets the message it got before the generated search existed."""
+    v = e5.query(QUERIES[0])
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="dimension"):
+        corpus.execute("SELECT * FROM rag.search('monnaie', '[1,2,3]'::vector)")
+    corpus.rollback()
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="query"):
+        corpus.execute("SELECT * FROM rag.search(%s, %s)", ("x" * 10_001, v))
+    corpus.rollback()
+
+
+def test_registering_a_model_and_migrating_generate_it(conn):
+    """rag._ensure_vector_index (the loader's call) creates the model's function, readable by
+    the reader role and not by PUBLIC; `bookrag migrate`'s regeneration re-creates it."""
+    conn.execute("SELECT rag._ensure_vector_index('test/model', 3)")
+    conn.commit()
+    name = generated_name(conn)
+    signature = f"rag.{name}(text,vector,integer)"
+    assert conn.execute("SELECT has_function_privilege('bookrag_reader', %s, 'EXECUTE'), "
+                        "has_function_privilege('public', %s, 'EXECUTE')", (signature, signature)).fetchone() == (True, False)
+    conn.execute(f"DROP FUNCTION rag.{name}(text, vector, integer)")
+    conn.commit()
+    regenerate_model_searches(conn)
+    assert conn.execute("SELECT to_regprocedure(%s) IS NOT NULL", (signature,)).fetchone()[0]
+    # an empty corpus: no row from it, so the default answers from the general functions (nothing)
+    assert conn.execute("SELECT count(*) FROM rag.search('x', '[1,0,0]'::vector)").fetchone()[0] == 0
