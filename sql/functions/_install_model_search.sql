@@ -10,7 +10,8 @@ AS $$
 vector, p_k INT) RETURNS SETOF rag.search_hit and returns its name. It is the default search
 (rag.search's 'auto' resolved to two-stage) without filters or settings, for p_k 1..100: the
 same rows as rag.search_two_stage merged with rag.search_sentences by rag._interleave, from
-two static statements: the BM25 and kNN top 100, their fusion (rag.search_hybrid's formulas,
+rag._branch_sql's BM25 statement (planned with the query, as pg_search needs) and two static
+statements: the kNN top 100, the fusion of both branches (rag.search_hybrid's formulas,
 with rag._fusion_settings' defaults read at run time), both stages (5 sections, section
 weight 0.3: rag.search_two_stage's defaults), then the 2k nearest summary sentences and their
 paragraphs (rag.search_sentences' statement). PL/pgSQL caches a static statement's plan for the
@@ -20,10 +21,11 @@ anew, planned on every call. Here the model and dimension are formatted in when 
 generated (%L, a number), as rag._ensure_vector_index formats them into the index. Measured:
 evaluation/experiments/latency/ (the same rows on every evalset question; about 30 % less time)
 and decision 24.
-It returns no row, and rag._search_hits then runs the general functions, when the rows read
-hold fewer than p_k paragraphs of the kept sections (two-stage's second search), when no
-section is found, or when the defaults it assumes are not the defaults (cite weight other than
-0). tests/sql/test_default_search.py compares it with the general functions on every evalset
+When the rows read hold fewer than p_k paragraphs of the kept sections it runs
+rag.search_two_stage's second search inside them (rag.search_hybrid, as that function does).
+It returns no row, and rag._search_hits then runs the general functions, when no section is
+found (their flat fallback) or when a default it assumes is not the default (cite weight other
+than 0). tests/sql/test_default_search.py compares it with the general functions on every evalset
 question's query kind, so a change of either shows.
 Called by rag._ensure_vector_index (at each load of embedded rows) and by `bookrag migrate`
 after it applied migrations (every registered model), so the generated text follows the
@@ -55,20 +57,32 @@ DECLARE
     c_file  TEXT[];
     c_par   INT[];
     c_dist  FLOAT8[];
+    b_id    INT[];
+    b_s     FLOAT8[];
+    b_lvl   INT[];
+    b_sf    TEXT[];
+    b_pf    TEXT[];
+    v_files TEXT[];            -- the kept sections, best first, and their normalised scores
+    v_scores FLOAT8[];
 BEGIN
     PERFORM rag._check_search_args(p_query, p_k, NULL, NULL, NULL);
     SELECT * INTO st FROM rag._fusion_settings(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
     IF st.cite_weight <> 0 OR p_k NOT BETWEEN 1 AND 100 THEN
         RETURN;
     END IF;
-    -- Both branches (the top 100 each: two-stage's pool, so ef_search 100), the fusion over them,
-    -- the 100 best (rag.search_hybrid's rows), the 5 best sections and their paragraphs.
+    -- The BM25 top 100 (two-stage's pool): rag._branch_sql's statement, dynamic so that it is
+    -- planned with the query's words (pg_search's generic plan evaluates its query expression at
+    -- run time: 18 ms against 4 at 100k rows); then one static statement for the kNN top 100
+    -- (ef_search 100), the fusion over both, the 100 best (rag.search_hybrid's rows), the 5
+    -- best sections and their paragraphs.
+    EXECUTE format('SELECT array_agg(b.id ORDER BY b.r), array_agg(b.s ORDER BY b.r), array_agg(b.lvl ORDER BY b.r), '
+                   'array_agg(b.sf ORDER BY b.r), array_agg(b.pf ORDER BY b.r) FROM (%%s) b',
+                   rag._branch_sql('bm25', NULL, NULL, NULL, NULL, NULL, NULL, NULL))
+    INTO b_id, b_s, b_lvl, b_sf, b_pf
+    USING p_query, NULL::vector, NULL::text, NULL::int[], NULL::text, NULL::text[], 100, NULL::int[];
     WITH b AS (
-        SELECT x.id, x.s, row_number() OVER (ORDER BY x.s DESC, x.id)::int AS r, x.lvl, x.sf, x.pf FROM (
-            SELECT n.id, pdb.score(n.id)::float8 AS s, n.level AS lvl, n.source_file AS sf, n.parent_source_file AS pf
-            FROM rag.hierarchical_content_nodes n
-            WHERE n.content ||| p_query
-            ORDER BY pdb.score(n.id) DESC LIMIT 100) x
+        SELECT u.id, u.s, u.r::int AS r, u.lvl, u.sf, u.pf
+        FROM unnest(b_id, b_s, b_lvl, b_sf, b_pf) WITH ORDINALITY AS u(id, s, lvl, sf, pf, r)
     ), v AS (
         SELECT y.id, 1 - y.d AS s, row_number() OVER (ORDER BY y.d, y.id)::int AS r, y.lvl, y.sf, y.pf FROM (
             SELECT n.id, (n.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s))::float8 AS d, n.level AS lvl,
@@ -118,15 +132,40 @@ BEGIN
         SELECT x.*, row_number() OVER (ORDER BY x.final DESC, x.rk, x.id)::int AS r2
         FROM scored x ORDER BY x.final DESC, x.rk, x.id LIMIT p_k
     )
-    SELECT (SELECT count(*) FROM para) < p_k OR NOT EXISTS (SELECT 1 FROM sec),
+    SELECT (SELECT count(*) FROM para) < p_k,
+           (SELECT array_agg(sec.section ORDER BY s0.best DESC, sec.section) FROM sec JOIN sec0 s0 USING (section)),
+           (SELECT array_agg(sec.sc ORDER BY s0.best DESC, sec.section) FROM sec JOIN sec0 s0 USING (section)),
            array_agg(ROW(n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
                          n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph,
                          x.final, x.r2, x.br, x.bs, x.vr, x.vs, x.ssc, NULL::int, NULL::float8,
                          NULL::json, NULL::json, NULL::json)::rag.search_hit ORDER BY x.r2)
-    INTO v_short, f_rows
+    INTO v_short, v_files, v_scores, f_rows
     FROM best x JOIN rag.hierarchical_content_nodes n ON n.id = x.id;
-    IF v_short THEN
+    IF v_files IS NULL THEN  -- no section: the general functions' flat fallback
         RETURN;
+    END IF;
+    IF v_short THEN
+        -- Fewer than k paragraphs of the kept sections among the rows read: rag.search_two_stage's
+        -- second search, inside those sections, and its scoring.
+        WITH sec AS (
+            SELECT u.f, u.sc FROM unnest(v_files, v_scores) AS u(f, sc)
+        ), para AS (
+            SELECT h.*, coalesce((h.score - min(h.score) OVER ()) / nullif(max(h.score) OVER () - min(h.score) OVER (), 0), 1) AS norm
+            FROM rag.search_hybrid(p_query, p_query_embedding, p_k => greatest(p_k, 100), p_levels => ARRAY[0],
+                                   p_parent_files => v_files, p_pool => 100, p_chapter_weight => 0) h
+            WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)
+        ), scored AS (
+            SELECT p.*, (1 - 0.3::float8) * p.norm + 0.3::float8 * sec.sc AS final, sec.sc AS ssc
+            FROM para p JOIN sec ON sec.f = p.parent_source_file
+        ), best AS (
+            SELECT x.*, row_number() OVER (ORDER BY x.final DESC, x.rank, x.id)::int AS r2
+            FROM scored x ORDER BY x.final DESC, x.rank, x.id LIMIT p_k
+        )
+        SELECT array_agg(ROW(x.id, x.source_file, x.chunk_index, x.level, x.node_type, x.heading_path,
+                             x.parent_source_file, x.content, x.content_token_count, x.book, x.node_order, x.paragraph,
+                             x.final, x.r2, x.bm25_rank, x.bm25_score, x.vector_rank, x.vector_score, x.ssc, NULL::int,
+                             NULL::float8, NULL::json, NULL::json, NULL::json)::rag.search_hit ORDER BY x.r2)
+        INTO f_rows FROM best x;
     END IF;
     IF st.sentence_every = 0 OR st.sentence_after >= p_k THEN
         RETURN QUERY SELECT * FROM unnest(f_rows);

@@ -1,0 +1,68 @@
+"""Where the generated default search spends its time, server side: the corpus model's
+rag._default_search_<hash> copied into a scratch schema `probe` with a clock_timestamp() mark
+before each step (RAISE NOTICE), called --calls times over 20 French queries (k 10) after 40
+warm-up calls; the median of each step printed, in ms. The schema is dropped at the end.
+    cd /work/main && .venv/bin/python evaluation/experiments/latency/inside.py [--calls 160]
+"""
+import argparse
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from common import FRENCH_QUERIES  # noqa: E402
+
+from bookrag import db  # noqa: E402
+from bookrag.config import load_settings  # noqa: E402
+from bookrag.search import embed_query, vector_literal  # noqa: E402
+
+STEPS = (("    EXECUTE format('SELECT array_agg(b.id", "checks and settings"),
+         ("    WITH b AS (", "BM25 statement"),
+         ("    IF v_files IS NULL THEN", "kNN, fusion, both stages, the k rows"),
+         ("    PERFORM rag._set_hnsw(2 * p_k);", "second search (when it runs)"),
+         ("    WITH cited AS (", "sentence kNN"),
+         ("    RETURN QUERY SELECT * FROM rag._interleave", "sentence paragraphs"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=160)
+    args = ap.parse_args()
+    with db.connect(db.database_url(load_settings()), autocommit=True) as conn:
+        name = conn.execute("SELECT '_default_search_' || substr(md5(model), 1, 12) FROM rag.embedding_models").fetchone()[0]
+        text = conn.execute("SELECT pg_get_functiondef(%s::regprocedure)", (f"rag.{name}(text,vector,integer)",)).fetchone()[0]
+        text = text.replace(f"FUNCTION rag.{name}(", "FUNCTION probe.timed(", 1)
+        text = text.replace("BEGIN\n", "BEGIN\n    t0 := clock_timestamp();\n", 1).replace("DECLARE\n", "DECLARE\n    t0 timestamptz;\n", 1)
+        for anchor, label in STEPS:
+            assert anchor in text, anchor
+            text = text.replace(anchor, f"    RAISE NOTICE '{label}|%', extract(epoch from clock_timestamp() - t0) * 1000; "
+                                        "t0 := clock_timestamp();\n" + anchor, 1)
+        end = text.rindex("END\n")
+        text = text[:end] + "    RAISE NOTICE 'merge|%', extract(epoch from clock_timestamp() - t0) * 1000;\n" + text[end:]
+        conn.execute("CREATE SCHEMA IF NOT EXISTS probe")
+        try:
+            conn.execute(text)
+            marks: dict[str, list[float]] = defaultdict(list)
+            def mark(d) -> None:
+                label, _, ms = d.message_primary.partition("|")
+                if ms:
+                    marks[label].append(float(ms))
+            conn.add_notice_handler(mark)
+            params = [(q, vector_literal(embed_query(conn, q))) for q in FRENCH_QUERIES[:20]]
+            for i in range(40 + args.calls):
+                if i == 40:
+                    marks.clear()
+                conn.execute("SELECT * FROM probe.timed(%s, %s, 10)", params[i % len(params)]).fetchall()
+        finally:
+            conn.execute("DROP SCHEMA IF EXISTS probe CASCADE")
+    print(f"{args.calls} calls, 20 queries, k 10; median ms per step inside {name}\n")
+    for label, values in marks.items():
+        print(f"{label:40s} {statistics.median(values):6.3f}")
+    print(f"{'sum':40s} {sum(statistics.median(v) for v in marks.values()):6.3f}")
+
+
+if __name__ == "__main__":
+    main()
