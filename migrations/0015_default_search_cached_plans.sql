@@ -49,7 +49,7 @@ BEGIN
 END
 $$;
 
--- function: _install_model_search sha256:3d4e318fd602b4c8cd25a4648916e4946a2667a51f159661cb36aba1fbdea3cd
+-- function: _install_model_search sha256:ca83104291ade3f2b9fd53fab746b32df58f545a285e662d9baee076942c028f
 -- rag._install_model_search: generate the corpus model's default search, whose statements are static so their plans are cached (loader only).
 CREATE OR REPLACE FUNCTION rag._install_model_search(
     p_model     TEXT,
@@ -59,16 +59,16 @@ LANGUAGE plpgsql VOLATILE
 AS $$
 /*
 (Re)creates rag._default_search_<md5(model), 12 hex digits>(p_query TEXT, p_query_embedding
-vector, p_k INT, p_book TEXT) RETURNS SETOF rag.search_hit and returns its name. It is the
-default search (rag.search's 'auto' resolved to two-stage) without filters but book, or
-settings, for p_k 1..100: the
+vector, p_k INT) RETURNS SETOF rag.search_hit and returns its name. It is the default search
+(rag.search's 'auto' resolved to two-stage) without filters or settings, for p_k 1..100: the
 same rows as rag.search_two_stage merged with rag.search_sentences by rag._interleave, from
 rag._branch_sql's BM25 statement (planned with the query, as pg_search needs) and two static
 statements: the kNN top 100, the fusion of both branches (rag.search_hybrid's formulas,
 with rag._fusion_settings' defaults read at run time), both stages (5 sections, section
 weight 0.3: rag.search_two_stage's defaults), then the 2k nearest summary sentences and their
 paragraphs (rag.search_sentences' statement). PL/pgSQL caches a static statement's plan for the
-session, which the general functions cannot have: the kNN statement must name the model and its
+session (forced generic, so that the planner never goes back to planning them per call), which
+the general functions cannot have: the kNN statement must name the model and its
 dimension as literals (the partial HNSW index's predicate and expression), so they build it
 anew, planned on every call. Here the model and dimension are formatted in when the function is
 generated (%L, a number), as rag._ensure_vector_index formats them into the index. Measured:
@@ -92,12 +92,13 @@ BEGIN
         RAISE EXCEPTION 'model and a dimension within 1..2000 are required, got "%" and %', p_model, p_dimension
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    EXECUTE format('DROP FUNCTION IF EXISTS rag.%I(text, vector, integer, text)', v_name);
+    EXECUTE format('DROP FUNCTION IF EXISTS rag.%I(text, vector, integer)', v_name);
     EXECUTE format($f$
-CREATE FUNCTION rag.%1$I(p_query TEXT, p_query_embedding vector, p_k INT, p_book TEXT)
+CREATE FUNCTION rag.%1$I(p_query TEXT, p_query_embedding vector, p_k INT)
 RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
+SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 SET hnsw.ef_search = 100
 SET hnsw.iterative_scan = relaxed_order
@@ -118,7 +119,7 @@ DECLARE
     v_files TEXT[];            -- the kept sections, best first, and their normalised scores
     v_scores FLOAT8[];
 BEGIN
-    PERFORM rag._check_search_args(p_query, p_k, p_book, NULL, NULL);
+    PERFORM rag._check_search_args(p_query, p_k, NULL, NULL, NULL);
     SELECT * INTO st FROM rag._fusion_settings(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
     IF st.cite_weight <> 0 OR p_k NOT BETWEEN 1 AND 100 THEN
         RETURN;
@@ -130,9 +131,9 @@ BEGIN
     -- best sections and their paragraphs.
     EXECUTE format('SELECT array_agg(b.id ORDER BY b.r), array_agg(b.s ORDER BY b.r), array_agg(b.lvl ORDER BY b.r), '
                    'array_agg(b.sf ORDER BY b.r), array_agg(b.pf ORDER BY b.r) FROM (%%s) b',
-                   rag._branch_sql('bm25', NULL, NULL, p_book, NULL, NULL, NULL, NULL))
+                   rag._branch_sql('bm25', NULL, NULL, NULL, NULL, NULL, NULL, NULL))
     INTO b_id, b_s, b_lvl, b_sf, b_pf
-    USING p_query, NULL::vector, p_book, NULL::int[], NULL::text, NULL::text[], 100, NULL::int[];
+    USING p_query, NULL::vector, NULL::text, NULL::int[], NULL::text, NULL::text[], 100, NULL::int[];
     WITH b AS (
         SELECT u.id, u.s, u.r::int AS r, u.lvl, u.sf, u.pf
         FROM unnest(b_id, b_s, b_lvl, b_sf, b_pf) WITH ORDINALITY AS u(id, s, lvl, sf, pf, r)
@@ -141,7 +142,7 @@ BEGIN
             SELECT n.id, (n.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s))::float8 AS d, n.level AS lvl,
                    n.source_file AS sf, n.parent_source_file AS pf
             FROM rag.hierarchical_content_nodes n
-            WHERE n.embedding_model = %3$L AND n.embedding IS NOT NULL AND (p_book IS NULL OR n.book = p_book)
+            WHERE n.embedding_model = %3$L AND n.embedding IS NOT NULL
             ORDER BY n.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s) LIMIT 100) y
     ), bx AS (
         SELECT b.*, CASE WHEN st.fusion = 'rrf' THEN 1.0::float8 / (60 + b.r)
@@ -204,7 +205,7 @@ BEGIN
             SELECT u.f, u.sc FROM unnest(v_files, v_scores) AS u(f, sc)
         ), para AS (
             SELECT h.*, coalesce((h.score - min(h.score) OVER ()) / nullif(max(h.score) OVER () - min(h.score) OVER (), 0), 1) AS norm
-            FROM rag.search_hybrid(p_query, p_query_embedding, p_k => greatest(p_k, 100), p_book => p_book, p_levels => ARRAY[0],
+            FROM rag.search_hybrid(p_query, p_query_embedding, p_k => greatest(p_k, 100), p_levels => ARRAY[0],
                                    p_parent_files => v_files, p_pool => 100, p_chapter_weight => 0) h
             WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)
         ), scored AS (
@@ -229,7 +230,7 @@ BEGIN
     SELECT array_agg(s.f), array_agg(p.n), array_agg(s.d) INTO c_file, c_par, c_dist FROM (
         SELECT se.cited_source_file AS f, se.cited_paragraphs AS ps,
                (se.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s))::float8 AS d
-        FROM rag.sentences se WHERE se.embedding_model = %3$L AND (p_book IS NULL OR se.book = p_book)
+        FROM rag.sentences se WHERE se.embedding_model = %3$L
         ORDER BY se.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s) LIMIT 2 * p_k) s, unnest(s.ps) AS p(n);
     WITH cited AS (
         SELECT c.f, c.n, 1 - min(c.d) AS sim FROM unnest(c_file, c_par, c_dist) AS c(f, n, d) GROUP BY c.f, c.n
@@ -258,10 +259,10 @@ BEGIN
 END
 $body$
 $f$, v_name, p_dimension, p_model);
-    EXECUTE format('COMMENT ON FUNCTION rag.%I(text, vector, integer, text) IS %L', v_name,
+    EXECUTE format('COMMENT ON FUNCTION rag.%I(text, vector, integer) IS %L', v_name,
                    format('The default search for model %s, generated by rag._install_model_search; do not edit.', p_model));
-    EXECUTE format('REVOKE EXECUTE ON FUNCTION rag.%I(text, vector, integer, text) FROM PUBLIC', v_name);
-    EXECUTE format('GRANT EXECUTE ON FUNCTION rag.%I(text, vector, integer, text) TO bookrag_reader', v_name);
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION rag.%I(text, vector, integer) FROM PUBLIC', v_name);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION rag.%I(text, vector, integer) TO bookrag_reader', v_name);
     RETURN v_name;
 END
 $$;
@@ -351,7 +352,7 @@ BEGIN
 END
 $$;
 
--- function: _search_hits sha256:988f9216883c83fd74191d94e7558b672ab9c6407ed580fc3ff7de6defbdf69c
+-- function: _search_hits sha256:99ceb51ba48482b7a007308128b10764f6259d60b1870d142c77737c2e930ddb
 -- rag._search_hits: the mode dispatcher behind rag.search (the mode list is defined and checked here).
 CREATE OR REPLACE FUNCTION rag._search_hits(
     p_query           TEXT,
@@ -421,8 +422,8 @@ here: rag.search gives them). rag.search adds the expansions on top of these row
 function the caller's statement inlines, so its plan is cached with the caller's.
 Cost: the called function's (one extra PL/pgSQL call); hybrid and two-stage add rag.search_sentences and
 the merge (rag._interleave; about 1.1 ms per search on the two books, 3.1 ms at 100k rows:
-bench/bench_search.py, migration 0011). Two-stage without within or settings (book allowed), k
-1..100 and a query vector (the default's usual call) runs instead from the corpus model's generated function
+bench/bench_search.py, migration 0011). Two-stage without book, within or settings, k 1..100 and
+a query vector (the default's usual call) runs instead from the corpus model's generated function
 (rag._install_model_search, migration 0015, decision 24): the same rows from statements whose
 plans are cached, about a fifth less time on the books (8.2 against 10.1 ms p50 with parent
 expansion, bench/bench_search.py); the general functions when it is missing or returns nothing.
@@ -468,19 +469,19 @@ BEGIN
     IF v_mode IN ('hybrid', 'two-stage') THEN
         SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight,
                                                    p_chapter_weight, p_cite_weight, p_sentence_after, p_sentence_every);
-        -- The default without filters but book, or settings: the corpus model's generated function runs the
+        -- The default without filters or settings: the corpus model's generated function runs the
         -- same search from statements whose plans are cached (decision 24); no row from it (the
         -- rare path: fewer than k paragraphs of the kept sections among the rows read) means the
         -- statements below.
-        IF v_mode = 'two-stage' AND p_within IS NULL AND p_query_embedding IS NOT NULL
+        IF v_mode = 'two-stage' AND p_book IS NULL AND p_within IS NULL AND p_query_embedding IS NOT NULL
            AND p_k BETWEEN 1 AND 100
            AND num_nulls(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_sentence_after, p_sentence_every) = 6 THEN
-            PERFORM rag._check_search_args(p_query, p_k, p_book, NULL, NULL);
+            PERFORM rag._check_search_args(p_query, p_k, NULL, NULL, NULL);
             SELECT m.model INTO v_model FROM rag._corpus_model(p_query_embedding) m;
             v_fast := '_default_search_' || substr(md5(v_model), 1, 12);  -- the name rag._install_model_search gives it
-            IF v_fast IS NOT NULL AND to_regprocedure(format('rag.%I(text,vector,integer,text)', v_fast)) IS NOT NULL THEN
-                RETURN QUERY EXECUTE format('SELECT * FROM rag.%I($1, $2, $3, $4)', v_fast)
-                    USING p_query, p_query_embedding, p_k, p_book;
+            IF v_fast IS NOT NULL AND to_regprocedure(format('rag.%I(text,vector,integer)', v_fast)) IS NOT NULL THEN
+                RETURN QUERY EXECUTE format('SELECT * FROM rag.%I($1, $2, $3)', v_fast)
+                    USING p_query, p_query_embedding, p_k;
                 IF FOUND THEN
                     RETURN;
                 END IF;
@@ -529,7 +530,7 @@ REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default 
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_ensure_vector_index', 'fcf98a9f042b3cf5a29ab9460cb39195afb868032fc482c593cebc1b39197be9', '0015_default_search_cached_plans'),
-    ('_install_model_search', '3d4e318fd602b4c8cd25a4648916e4946a2667a51f159661cb36aba1fbdea3cd', '0015_default_search_cached_plans'),
+    ('_install_model_search', 'ca83104291ade3f2b9fd53fab746b32df58f545a285e662d9baee076942c028f', '0015_default_search_cached_plans'),
     ('_interleave', 'c83aefed5062855ee2c4e31ee2c06c93179363b873e54ac8c5f4d76826dea2d2', '0015_default_search_cached_plans'),
-    ('_search_hits', '988f9216883c83fd74191d94e7558b672ab9c6407ed580fc3ff7de6defbdf69c', '0015_default_search_cached_plans')
+    ('_search_hits', '99ceb51ba48482b7a007308128b10764f6259d60b1870d142c77737c2e930ddb', '0015_default_search_cached_plans')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

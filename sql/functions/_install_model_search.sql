@@ -7,16 +7,16 @@ LANGUAGE plpgsql VOLATILE
 AS $$
 /*
 (Re)creates rag._default_search_<md5(model), 12 hex digits>(p_query TEXT, p_query_embedding
-vector, p_k INT, p_book TEXT) RETURNS SETOF rag.search_hit and returns its name. It is the
-default search (rag.search's 'auto' resolved to two-stage) without filters but book, or
-settings, for p_k 1..100: the
+vector, p_k INT) RETURNS SETOF rag.search_hit and returns its name. It is the default search
+(rag.search's 'auto' resolved to two-stage) without filters or settings, for p_k 1..100: the
 same rows as rag.search_two_stage merged with rag.search_sentences by rag._interleave, from
 rag._branch_sql's BM25 statement (planned with the query, as pg_search needs) and two static
 statements: the kNN top 100, the fusion of both branches (rag.search_hybrid's formulas,
 with rag._fusion_settings' defaults read at run time), both stages (5 sections, section
 weight 0.3: rag.search_two_stage's defaults), then the 2k nearest summary sentences and their
 paragraphs (rag.search_sentences' statement). PL/pgSQL caches a static statement's plan for the
-session, which the general functions cannot have: the kNN statement must name the model and its
+session (forced generic, so that the planner never goes back to planning them per call), which
+the general functions cannot have: the kNN statement must name the model and its
 dimension as literals (the partial HNSW index's predicate and expression), so they build it
 anew, planned on every call. Here the model and dimension are formatted in when the function is
 generated (%L, a number), as rag._ensure_vector_index formats them into the index. Measured:
@@ -40,12 +40,13 @@ BEGIN
         RAISE EXCEPTION 'model and a dimension within 1..2000 are required, got "%" and %', p_model, p_dimension
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    EXECUTE format('DROP FUNCTION IF EXISTS rag.%I(text, vector, integer, text)', v_name);
+    EXECUTE format('DROP FUNCTION IF EXISTS rag.%I(text, vector, integer)', v_name);
     EXECUTE format($f$
-CREATE FUNCTION rag.%1$I(p_query TEXT, p_query_embedding vector, p_k INT, p_book TEXT)
+CREATE FUNCTION rag.%1$I(p_query TEXT, p_query_embedding vector, p_k INT)
 RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
+SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 SET hnsw.ef_search = 100
 SET hnsw.iterative_scan = relaxed_order
@@ -66,7 +67,7 @@ DECLARE
     v_files TEXT[];            -- the kept sections, best first, and their normalised scores
     v_scores FLOAT8[];
 BEGIN
-    PERFORM rag._check_search_args(p_query, p_k, p_book, NULL, NULL);
+    PERFORM rag._check_search_args(p_query, p_k, NULL, NULL, NULL);
     SELECT * INTO st FROM rag._fusion_settings(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
     IF st.cite_weight <> 0 OR p_k NOT BETWEEN 1 AND 100 THEN
         RETURN;
@@ -78,9 +79,9 @@ BEGIN
     -- best sections and their paragraphs.
     EXECUTE format('SELECT array_agg(b.id ORDER BY b.r), array_agg(b.s ORDER BY b.r), array_agg(b.lvl ORDER BY b.r), '
                    'array_agg(b.sf ORDER BY b.r), array_agg(b.pf ORDER BY b.r) FROM (%%s) b',
-                   rag._branch_sql('bm25', NULL, NULL, p_book, NULL, NULL, NULL, NULL))
+                   rag._branch_sql('bm25', NULL, NULL, NULL, NULL, NULL, NULL, NULL))
     INTO b_id, b_s, b_lvl, b_sf, b_pf
-    USING p_query, NULL::vector, p_book, NULL::int[], NULL::text, NULL::text[], 100, NULL::int[];
+    USING p_query, NULL::vector, NULL::text, NULL::int[], NULL::text, NULL::text[], 100, NULL::int[];
     WITH b AS (
         SELECT u.id, u.s, u.r::int AS r, u.lvl, u.sf, u.pf
         FROM unnest(b_id, b_s, b_lvl, b_sf, b_pf) WITH ORDINALITY AS u(id, s, lvl, sf, pf, r)
@@ -89,7 +90,7 @@ BEGIN
             SELECT n.id, (n.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s))::float8 AS d, n.level AS lvl,
                    n.source_file AS sf, n.parent_source_file AS pf
             FROM rag.hierarchical_content_nodes n
-            WHERE n.embedding_model = %3$L AND n.embedding IS NOT NULL AND (p_book IS NULL OR n.book = p_book)
+            WHERE n.embedding_model = %3$L AND n.embedding IS NOT NULL
             ORDER BY n.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s) LIMIT 100) y
     ), bx AS (
         SELECT b.*, CASE WHEN st.fusion = 'rrf' THEN 1.0::float8 / (60 + b.r)
@@ -152,7 +153,7 @@ BEGIN
             SELECT u.f, u.sc FROM unnest(v_files, v_scores) AS u(f, sc)
         ), para AS (
             SELECT h.*, coalesce((h.score - min(h.score) OVER ()) / nullif(max(h.score) OVER () - min(h.score) OVER (), 0), 1) AS norm
-            FROM rag.search_hybrid(p_query, p_query_embedding, p_k => greatest(p_k, 100), p_book => p_book, p_levels => ARRAY[0],
+            FROM rag.search_hybrid(p_query, p_query_embedding, p_k => greatest(p_k, 100), p_levels => ARRAY[0],
                                    p_parent_files => v_files, p_pool => 100, p_chapter_weight => 0) h
             WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)
         ), scored AS (
@@ -177,7 +178,7 @@ BEGIN
     SELECT array_agg(s.f), array_agg(p.n), array_agg(s.d) INTO c_file, c_par, c_dist FROM (
         SELECT se.cited_source_file AS f, se.cited_paragraphs AS ps,
                (se.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s))::float8 AS d
-        FROM rag.sentences se WHERE se.embedding_model = %3$L AND (p_book IS NULL OR se.book = p_book)
+        FROM rag.sentences se WHERE se.embedding_model = %3$L
         ORDER BY se.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s) LIMIT 2 * p_k) s, unnest(s.ps) AS p(n);
     WITH cited AS (
         SELECT c.f, c.n, 1 - min(c.d) AS sim FROM unnest(c_file, c_par, c_dist) AS c(f, n, d) GROUP BY c.f, c.n
@@ -206,10 +207,10 @@ BEGIN
 END
 $body$
 $f$, v_name, p_dimension, p_model);
-    EXECUTE format('COMMENT ON FUNCTION rag.%I(text, vector, integer, text) IS %L', v_name,
+    EXECUTE format('COMMENT ON FUNCTION rag.%I(text, vector, integer) IS %L', v_name,
                    format('The default search for model %s, generated by rag._install_model_search; do not edit.', p_model));
-    EXECUTE format('REVOKE EXECUTE ON FUNCTION rag.%I(text, vector, integer, text) FROM PUBLIC', v_name);
-    EXECUTE format('GRANT EXECUTE ON FUNCTION rag.%I(text, vector, integer, text) TO bookrag_reader', v_name);
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION rag.%I(text, vector, integer) FROM PUBLIC', v_name);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION rag.%I(text, vector, integer) TO bookrag_reader', v_name);
     RETURN v_name;
 END
 $$;

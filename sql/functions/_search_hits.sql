@@ -67,8 +67,8 @@ here: rag.search gives them). rag.search adds the expansions on top of these row
 function the caller's statement inlines, so its plan is cached with the caller's.
 Cost: the called function's (one extra PL/pgSQL call); hybrid and two-stage add rag.search_sentences and
 the merge (rag._interleave; about 1.1 ms per search on the two books, 3.1 ms at 100k rows:
-bench/bench_search.py, migration 0011). Two-stage without within or settings (book allowed), k
-1..100 and a query vector (the default's usual call) runs instead from the corpus model's generated function
+bench/bench_search.py, migration 0011). Two-stage without book, within or settings, k 1..100 and
+a query vector (the default's usual call) runs instead from the corpus model's generated function
 (rag._install_model_search, migration 0015, decision 24): the same rows from statements whose
 plans are cached, about a fifth less time on the books (8.2 against 10.1 ms p50 with parent
 expansion, bench/bench_search.py); the general functions when it is missing or returns nothing.
@@ -114,19 +114,19 @@ BEGIN
     IF v_mode IN ('hybrid', 'two-stage') THEN
         SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight,
                                                    p_chapter_weight, p_cite_weight, p_sentence_after, p_sentence_every);
-        -- The default without filters but book, or settings: the corpus model's generated function runs the
+        -- The default without filters or settings: the corpus model's generated function runs the
         -- same search from statements whose plans are cached (decision 24); no row from it (the
         -- rare path: fewer than k paragraphs of the kept sections among the rows read) means the
         -- statements below.
-        IF v_mode = 'two-stage' AND p_within IS NULL AND p_query_embedding IS NOT NULL
+        IF v_mode = 'two-stage' AND p_book IS NULL AND p_within IS NULL AND p_query_embedding IS NOT NULL
            AND p_k BETWEEN 1 AND 100
            AND num_nulls(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_sentence_after, p_sentence_every) = 6 THEN
-            PERFORM rag._check_search_args(p_query, p_k, p_book, NULL, NULL);
+            PERFORM rag._check_search_args(p_query, p_k, NULL, NULL, NULL);
             SELECT m.model INTO v_model FROM rag._corpus_model(p_query_embedding) m;
             v_fast := '_default_search_' || substr(md5(v_model), 1, 12);  -- the name rag._install_model_search gives it
-            IF v_fast IS NOT NULL AND to_regprocedure(format('rag.%I(text,vector,integer,text)', v_fast)) IS NOT NULL THEN
-                RETURN QUERY EXECUTE format('SELECT * FROM rag.%I($1, $2, $3, $4)', v_fast)
-                    USING p_query, p_query_embedding, p_k, p_book;
+            IF v_fast IS NOT NULL AND to_regprocedure(format('rag.%I(text,vector,integer)', v_fast)) IS NOT NULL THEN
+                RETURN QUERY EXECUTE format('SELECT * FROM rag.%I($1, $2, $3)', v_fast)
+                    USING p_query, p_query_embedding, p_k;
                 IF FOUND THEN
                     RETURN;
                 END IF;

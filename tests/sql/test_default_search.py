@@ -12,7 +12,7 @@ from bookrag.migrate import regenerate_model_searches
 
 QUERIES = ("la monnaie et l'impôt", "Qui confectionne la nourriture quotidienne à l'aurore ?",
            "le péage du pont et le prix du pain", "les routes et les ornières", "boulanger")
-DEFAULT = "SELECT * FROM rag.search(%s, %s, p_k => %s, p_book => %s, p_expand => '{parent}')"
+DEFAULT = "SELECT * FROM rag.search(%s, %s, p_k => %s, p_expand => '{parent}')"
 
 
 def generated_name(conn: psycopg.Connection) -> str:
@@ -26,40 +26,38 @@ def test_the_generated_search_gives_the_general_functions_rows(corpus, e5):
     for that (two-stage's second search); and the generated function answered each time (it
     returns nothing only when no section is found)."""
     name = generated_name(corpus)
-    book = corpus.execute("SELECT book FROM rag.books LIMIT 1").fetchone()[0]
     answered = 0
     for q in QUERIES:
         v = e5.query(q)
         for k in (1, 2, 3, 5, 8, 10, 40, 100):  # 40 and 100: fewer paragraphs in the kept sections, the second search
-            for b in (None, book):
-                fast = corpus.execute(DEFAULT, (q, v, k, b)).fetchall()
-                general = corpus.execute(DEFAULT.replace("'{parent}'", "'{parent}', p_fusion => 'convex'"), (q, v, k, b)).fetchall()
-                assert fast == general, (q, k, b)
-                assert fast, (q, k, b)
-                answered += corpus.execute(f"SELECT count(*) > 0 FROM rag.{name}(%s, %s, %s, %s)", (q, v, k, b)).fetchone()[0]
-    assert answered == len(QUERIES) * 8 * 2
+            fast = corpus.execute(DEFAULT, (q, v, k)).fetchall()
+            general = corpus.execute(DEFAULT.replace("'{parent}'", "'{parent}', p_fusion => 'convex'"), (q, v, k)).fetchall()
+            assert fast == general, (q, k)
+            assert fast, (q, k)
+            answered += corpus.execute(f"SELECT count(*) > 0 FROM rag.{name}(%s, %s, %s)", (q, v, k)).fetchone()[0]
+    assert answered == len(QUERIES) * 8
 
 
 def test_the_default_runs_it_only_without_filters_or_settings(corpus, e5):
     """Replaced by a function that fails, the generated search is what the plain default (and
-    explicit two-stage, levels {0}, a book) runs; within, a setting, a summary filter, k > 100 or
-    no query vector take the general functions."""
+    explicit two-stage, and levels {0}) runs; a book, within, a setting, a summary filter, k > 100
+    or no query vector take the general functions."""
     name = generated_name(corpus)
     q, v = QUERIES[0], e5.query(QUERIES[0])
     with corpus.transaction(force_rollback=True):
-        corpus.execute(f"""CREATE OR REPLACE FUNCTION rag.{name}(p_query TEXT, p_query_embedding vector, p_k INT, p_book TEXT)
+        corpus.execute(f"""CREATE OR REPLACE FUNCTION rag.{name}(p_query TEXT, p_query_embedding vector, p_k INT)
                            RETURNS SETOF rag.search_hit LANGUAGE plpgsql STABLE AS $$
                            BEGIN RAISE EXCEPTION 'generated search called'; END $$""")
-        book = corpus.execute("SELECT book FROM rag.books LIMIT 1").fetchone()[0]
-        for call, args in (("rag.search(%s, %s)", ()), ("rag.search(%s, %s, 'two-stage', 5)", ()),
-                           ("rag.search(%s, %s, p_levels => '{0}')", ()), ("rag.build_context(%s, %s, 500, 3)", ()),
-                           ("rag.search(%s, %s, p_book => %s)", (book,))):
+        for call in ("rag.search(%s, %s)", "rag.search(%s, %s, 'two-stage', 5)",
+                     "rag.search(%s, %s, p_levels => '{0}')", "rag.build_context(%s, %s, 500, 3)"):
             with pytest.raises(psycopg.errors.RaiseException, match="generated search called"):
                 with corpus.transaction():  # a savepoint: the error does not end the outer transaction
-                    corpus.execute(f"SELECT * FROM {call}", (q, v, *args))
+                    corpus.execute(f"SELECT * FROM {call}", (q, v))
+        book = corpus.execute("SELECT book FROM rag.books LIMIT 1").fetchone()[0]
         chapter = corpus.execute("SELECT parent_source_file FROM rag.hierarchical_content_nodes "
                                  "WHERE level = 0 LIMIT 1").fetchone()[0]
-        for call, args in (("rag.search(%s, %s, p_within => %s)", (chapter,)),
+        for call, args in (("rag.search(%s, %s, p_book => %s)", (book,)),
+                           ("rag.search(%s, %s, p_within => %s)", (chapter,)),
                            ("rag.search(%s, %s, p_sentence_every => 3)", ()),
                            ("rag.search(%s, %s, p_normalisation => 'zscore')", ()),
                            ("rag.search(%s, %s, p_levels => '{1}')", ()),
@@ -86,10 +84,10 @@ def test_registering_a_model_and_migrating_generate_it(conn):
     conn.execute("SELECT rag._ensure_vector_index('test/model', 3)")
     conn.commit()
     name = generated_name(conn)
-    signature = f"rag.{name}(text,vector,integer,text)"
+    signature = f"rag.{name}(text,vector,integer)"
     assert conn.execute("SELECT has_function_privilege('bookrag_reader', %s, 'EXECUTE'), "
                         "has_function_privilege('public', %s, 'EXECUTE')", (signature, signature)).fetchone() == (True, False)
-    conn.execute(f"DROP FUNCTION rag.{name}(text, vector, integer, text)")
+    conn.execute(f"DROP FUNCTION rag.{name}(text, vector, integer)")
     conn.commit()
     regenerate_model_searches(conn)
     assert conn.execute("SELECT to_regprocedure(%s) IS NOT NULL", (signature,)).fetchone()[0]

@@ -1,10 +1,9 @@
 """Does the generated default search (rag._install_model_search, migration 0015) give exactly the
 general functions' rows on real questions? For every question of both halves of the two books'
-evalsets and PIAF's (spread to PIAF_LIMIT per half, default 100), at k 1, 5, 10 and 30, over
-every book and restricted to the question's book: rag.search(q, e, p_k => k, p_book => book,
-p_expand => '{parent}') (the default, which runs the generated function when it applies)
-against the same call with p_fusion => 'convex' (the default value, which takes the general
-functions), every column compared; then how often the generated
+evalsets and PIAF's (spread to PIAF_LIMIT per half, default 100), at k 1, 5, 10 and 30:
+rag.search(q, e, p_k => k, p_expand => '{parent}') (the default, which runs the generated
+function when it applies) against the same call with p_fusion => 'convex' (the default value,
+which takes the general functions), every column compared; then how often the generated
 function answered and how often it handed over to the general functions (two-stage's rare
 path), from pg_stat_user_functions. Timing: bench/bench_search.py ("default+parent" against
 "default+parent, general"). Needs the books (and PIAF) loaded.
@@ -23,9 +22,8 @@ from bookrag.config import load_settings
 from bookrag.search import embed_query, vector_literal
 from evaluation.tune_fusion import half_sets
 
-DEFAULT = "SELECT * FROM rag.search(%(q)s, %(e)s, p_k => %(k)s, p_book => %(book)s, p_expand => '{parent}')"
-GENERAL = ("SELECT * FROM rag.search(%(q)s, %(e)s, p_k => %(k)s, p_book => %(book)s, p_expand => '{parent}', "
-           "p_fusion => 'convex')")
+DEFAULT = "SELECT * FROM rag.search(%(q)s, %(e)s, p_k => %(k)s, p_expand => '{parent}')"
+GENERAL = "SELECT * FROM rag.search(%(q)s, %(e)s, p_k => %(k)s, p_expand => '{parent}', p_fusion => 'convex')"
 KS = (1, 5, 10, 30)
 
 
@@ -52,20 +50,19 @@ def main() -> None:
             for set_name, items in half_sets(settings.home, half, piaf_limit).items():
                 for it in tqdm(items, desc=f"{set_name} {half}", unit="q"):
                     e = vector_literal(embed_query(conn, it.question))
-                    for k, book in ((k, b) for k in KS for b in (None, it.book)):
-                        p = {"q": it.question, "e": e, "k": k, "book": book}
-                        key = (k, "book" if book else "all books")
-                        total[key] += 1
+                    for k in KS:
+                        p = {"q": it.question, "e": e, "k": k}
+                        total[k] += 1
                         if conn.execute(DEFAULT, p).fetchall() == conn.execute(GENERAL, p).fetchall():
-                            same[key] += 1
+                            same[k] += 1
                         else:
-                            differ.append((set_name, it.id, *key))
+                            differ.append((set_name, it.id, k))
         after = calls(conn, names)
     generated = after[fast] - before[fast]
     general = after["search_two_stage"] - before["search_two_stage"]
-    print("k  | books           | questions | same rows")
-    for key in sorted(total):
-        print(f"{key[0]:<2} | {key[1]:15} | {total[key]:9} | {same[key]}")
+    print("k  | questions | same rows")
+    for k in KS:
+        print(f"{k:<2} | {total[k]:9} | {same[k]}")
     print(f"\ngenerated function called {generated} times; rag.search_two_stage {general} times "
           f"({general - sum(total.values())} of them the generated function's hand-overs)")
     if differ:

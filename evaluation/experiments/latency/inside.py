@@ -33,7 +33,7 @@ def main() -> None:
     args = ap.parse_args()
     with db.connect(db.database_url(load_settings()), autocommit=True) as conn:
         name = conn.execute("SELECT '_default_search_' || substr(md5(model), 1, 12) FROM rag.embedding_models").fetchone()[0]
-        text = conn.execute("SELECT pg_get_functiondef(%s::regprocedure)", (f"rag.{name}(text,vector,integer,text)",)).fetchone()[0]
+        text = conn.execute("SELECT pg_get_functiondef(%s::regprocedure)", (f"rag.{name}(text,vector,integer)",)).fetchone()[0]
         text = text.replace(f"FUNCTION rag.{name}(", "FUNCTION probe.timed(", 1)
         text = text.replace("BEGIN\n", "BEGIN\n    t0 := clock_timestamp();\n", 1).replace("DECLARE\n", "DECLARE\n    t0 timestamptz;\n", 1)
         for anchor, label in STEPS:
@@ -55,7 +55,7 @@ def main() -> None:
             for i in range(40 + args.calls):
                 if i == 40:
                     marks.clear()
-                conn.execute("SELECT * FROM probe.timed(%s, %s, 10, NULL)", params[i % len(params)]).fetchall()
+                conn.execute("SELECT * FROM probe.timed(%s, %s, 10)", params[i % len(params)]).fetchall()
         finally:
             conn.execute("DROP SCHEMA IF EXISTS probe CASCADE")
     print(f"{args.calls} calls, 20 queries, k 10; median ms per step inside {name}\n")
