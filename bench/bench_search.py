@@ -100,11 +100,13 @@ def plain_scans(model: str, dimension: int) -> dict[str, str]:
     parameters. The vector statement is prepared by the client (psycopg prepares a statement run
     five times), so its plan is cached; the bm25 statement is planned with its words on each
     call (time_statements), because pg_search's generic plan evaluates the query expression at
-    run time: 15 ms against 4 ms at 100k rows."""
+    run time, and reads the ids and scores only, the rows joined after (as rag._branch_sql)."""
     vec = f"n.embedding::vector({dimension}) <=> %(e)s::vector({dimension})"
     return {
-        "bm25 statement": (f"SELECT {NODE_COLUMNS}, pdb.score(n.id)::float8 FROM rag.hierarchical_content_nodes n "
-                           f"WHERE n.content ||| %(q)s ORDER BY pdb.score(n.id) DESC LIMIT {K}"),
+        "bm25 statement": (f"SELECT {NODE_COLUMNS}, b.s FROM (SELECT n.id, pdb.score(n.id)::float8 AS s "
+                           "FROM rag.hierarchical_content_nodes n WHERE n.content ||| %(q)s "
+                           f"ORDER BY pdb.score(n.id) DESC LIMIT {K}) b "
+                           "JOIN rag.hierarchical_content_nodes n ON n.id = b.id ORDER BY b.s DESC, b.id"),
         "vector statement": (f"SELECT {NODE_COLUMNS}, 1 - ({vec}) FROM rag.hierarchical_content_nodes n "
                              f"WHERE n.embedding_model = '{model.replace("'", "''")}' "
                              f"AND n.embedding IS NOT NULL ORDER BY {vec} LIMIT {K}"),
@@ -141,7 +143,11 @@ def ratio(scale: Scale, statement: str = "default+parent", scans: tuple[str, ...
 def time_statements(conn: psycopg.Connection, params: list[dict[str, Any]], warmup: int, runs: int,
                     statements: dict[str, str]) -> dict[str, dict[str, float]]:
     """Statements interleaved: run i executes every statement once with query i, so a change in
-    the machine's load during the run weighs on all of them alike (the ratio compares them)."""
+    the machine's load during the run weighs on all of them alike (the ratio compares them).
+    Parallel query is off for the session, as every search function sets it for itself: the
+    plain statements would otherwise start workers (the plain BM25 statement took 16 ms against 3 at
+    100k rows)."""
+    conn.execute("SET max_parallel_workers_per_gather = 0")
     samples: dict[str, list[float]] = {name: [] for name in statements}
     hits: dict[str, int] = {name: 0 for name in statements}
     with conn.cursor() as cur:

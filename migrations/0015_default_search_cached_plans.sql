@@ -352,7 +352,7 @@ BEGIN
 END
 $$;
 
--- function: _search_hits sha256:99ceb51ba48482b7a007308128b10764f6259d60b1870d142c77737c2e930ddb
+-- function: _search_hits sha256:ca490d16b7238d480e9e1501231ccc58c39a607434e8379d8ddcb9d4947510a1
 -- rag._search_hits: the mode dispatcher behind rag.search (the mode list is defined and checked here).
 CREATE OR REPLACE FUNCTION rag._search_hits(
     p_query           TEXT,
@@ -425,7 +425,7 @@ the merge (rag._interleave; about 1.1 ms per search on the two books, 3.1 ms at 
 bench/bench_search.py, migration 0011). Two-stage without book, within or settings, k 1..100 and
 a query vector (the default's usual call) runs instead from the corpus model's generated function
 (rag._install_model_search, migration 0015, decision 24): the same rows from statements whose
-plans are cached, about a fifth less time on the books (8.2 against 10.1 ms p50 with parent
+plans are cached, about a fifth less time on the books (6.3 against 7.9 ms p50 with parent
 expansion, bench/bench_search.py); the general functions when it is missing or returns nothing.
 */
 DECLARE
@@ -532,5 +532,5 @@ INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_ensure_vector_index', 'fcf98a9f042b3cf5a29ab9460cb39195afb868032fc482c593cebc1b39197be9', '0015_default_search_cached_plans'),
     ('_install_model_search', 'ca83104291ade3f2b9fd53fab746b32df58f545a285e662d9baee076942c028f', '0015_default_search_cached_plans'),
     ('_interleave', 'c83aefed5062855ee2c4e31ee2c06c93179363b873e54ac8c5f4d76826dea2d2', '0015_default_search_cached_plans'),
-    ('_search_hits', '99ceb51ba48482b7a007308128b10764f6259d60b1870d142c77737c2e930ddb', '0015_default_search_cached_plans')
+    ('_search_hits', 'ca490d16b7238d480e9e1501231ccc58c39a607434e8379d8ddcb9d4947510a1', '0015_default_search_cached_plans')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();
