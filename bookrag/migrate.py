@@ -31,11 +31,18 @@ def yoyo_url(url: str) -> str:
     return f"postgresql+psycopg://{netloc}/{dbname}{query}"
 
 
-def regenerate_model_searches(connection) -> None:
-    """Each registered model's generated default search (rag._install_model_search) is rebuilt
-    after migrations, so its text follows the functions they installed."""
+def regenerate_model_searches(connection, only_missing: bool = False) -> None:
+    """Rebuild each registered model's generated default search (rag._install_model_search),
+    so its text follows the template the migrations installed; with only_missing, only those
+    whose function does not exist (a database migrated before, whose regeneration failed or
+    that another tool migrated)."""
     cursor = connection.cursor()
-    cursor.execute("SELECT model, dimension FROM rag.embedding_models ORDER BY model")
+    cursor.execute("SELECT to_regprocedure('rag._install_model_search(text,integer)') IS NOT NULL")
+    if not cursor.fetchone()[0]:  # migrations older than 0015 (or another folder's)
+        return
+    cursor.execute("SELECT model, dimension FROM rag.embedding_models "
+                   "WHERE NOT %s OR to_regprocedure(format('rag.%%I(text,vector,integer)', "
+                   "rag._model_search_name(model))) IS NULL ORDER BY model", (only_missing,))
     for model, dimension in cursor.fetchall():
         cursor.execute("SELECT rag._install_model_search(%s, %s)", (model, dimension))
     connection.commit()
@@ -49,8 +56,9 @@ def apply_migrations(url: str, folder: Path = MIGRATIONS_DIR) -> list[str]:
         with backend.lock():
             pending = backend.to_apply(migrations)
             backend.apply_migrations(pending)
-            if pending:
-                regenerate_model_searches(backend.connection)
+            # after migrations every model's (their template may have changed); otherwise only
+            # missing ones, so the commands that migrate on start do not re-create it each time
+            regenerate_model_searches(backend.connection, only_missing=not pending)
     finally:  # closed now, not whenever it is garbage-collected: an open session blocks CREATE DATABASE … TEMPLATE
         backend.connection.close()
     return [m.id for m in pending]

@@ -49,7 +49,7 @@ BEGIN
 END
 $$;
 
--- function: _install_model_search sha256:ca83104291ade3f2b9fd53fab746b32df58f545a285e662d9baee076942c028f
+-- function: _install_model_search sha256:0cc520c5f495f0e6f38a7c8e37527dc777c32c40365e599c06efb7075ef437b5
 -- rag._install_model_search: generate the corpus model's default search, whose statements are static so their plans are cached (loader only).
 CREATE OR REPLACE FUNCTION rag._install_model_search(
     p_model     TEXT,
@@ -71,28 +71,38 @@ session (forced generic, so that the planner never goes back to planning them pe
 the general functions cannot have: the kNN statement must name the model and its
 dimension as literals (the partial HNSW index's predicate and expression), so they build it
 anew, planned on every call. Here the model and dimension are formatted in when the function is
-generated (%L, a number), as rag._ensure_vector_index formats them into the index. Measured:
-evaluation/experiments/latency/ (the same rows on every evalset question; about 30 % less time)
-and decision 24.
+generated (%L, a number; a model name with a $ gets no function, since %L does not escape
+it), as rag._ensure_vector_index formats them into the index. Measured: evaluation/experiments/
+latency/ (the same rows on every question of the two books' evalsets and 200 of PIAF's, at k
+1-30) and decision 24: about a fifth less time on the books.
 When the rows read hold fewer than p_k paragraphs of the kept sections it runs
 rag.search_two_stage's second search inside them (rag.search_hybrid, as that function does).
 It returns no row, and rag._search_hits then runs the general functions, when no section is
-found (their flat fallback) or when a default it assumes is not the default (cite weight other
-than 0). tests/sql/test_default_search.py compares it with the general functions on every evalset
-question's query kind, so a change of either shows.
+found (their flat fallback), when no paragraph of the kept sections is found at all ('auto'
+then falls back to hybrid), or when a default it assumes is not the default (cite weight other
+than 0). tests/sql/test_default_search.py compares it with the general functions on the fixture
+corpus (five queries, k 1-100, those hand-overs too), so a change of either shows.
 Called by rag._ensure_vector_index (at each load of embedded rows) and by `bookrag migrate`
-after it applied migrations (every registered model), so the generated text follows the
-installed functions. Privileges: EXECUTE for bookrag_reader, not PUBLIC.
+(every registered model after it applied migrations, and any registered model whose function
+is missing), so the generated text follows the installed template. The old function is dropped
+and the new one created in one transaction: other sessions see one or the other. Privileges: EXECUTE for bookrag_reader, not PUBLIC.
 Cost: a DROP and a CREATE FUNCTION (milliseconds).
 */
 DECLARE
-    v_name TEXT := '_default_search_' || substr(md5(p_model), 1, 12);  -- rag._search_hits looks it up by this name
+    v_name TEXT := rag._model_search_name(p_model);
 BEGIN
     IF p_model IS NULL OR p_dimension IS NULL OR p_dimension NOT BETWEEN 1 AND 2000 THEN
         RAISE EXCEPTION 'model and a dimension within 1..2000 are required, got "%" and %', p_model, p_dimension
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    EXECUTE format('DROP FUNCTION IF EXISTS rag.%I(text, vector, integer)', v_name);
+    IF strpos(p_model, '$') > 0 THEN
+        -- %L does not escape dollar signs, and the name is written inside the $body$ quotes below
+        RAISE NOTICE 'model "%" has a $ in its name: no generated default search, the general functions serve it', p_model;
+        RETURN NULL;
+    END IF;
+    IF to_regprocedure(format('rag.%I(text,vector,integer)', v_name)) IS NOT NULL THEN
+        EXECUTE format('DROP FUNCTION rag.%I(text, vector, integer)', v_name);  -- and CREATE below, in one transaction
+    END IF;
     EXECUTE format($f$
 CREATE FUNCTION rag.%1$I(p_query TEXT, p_query_embedding vector, p_k INT)
 RETURNS SETOF rag.search_hit
@@ -220,6 +230,9 @@ BEGIN
                              x.final, x.r2, x.bm25_rank, x.bm25_score, x.vector_rank, x.vector_score, x.ssc, NULL::int,
                              NULL::float8, NULL::json, NULL::json, NULL::json)::rag.search_hit ORDER BY x.r2)
         INTO f_rows FROM best x;
+    END IF;
+    IF f_rows IS NULL THEN  -- no paragraph of the kept sections at all: the general functions ('auto' falls back to hybrid)
+        RETURN;
     END IF;
     IF st.sentence_every = 0 OR st.sentence_after >= p_k THEN
         RETURN QUERY SELECT * FROM unnest(f_rows);
@@ -352,7 +365,23 @@ BEGIN
 END
 $$;
 
--- function: _search_hits sha256:ca490d16b7238d480e9e1501231ccc58c39a607434e8379d8ddcb9d4947510a1
+-- function: _model_search_name sha256:575e0a53e8c958606278cf3e712630b5c36cc7107857527c10dc5ff804e113cd
+-- rag._model_search_name: the name of a model's generated default search (rag._install_model_search).
+CREATE OR REPLACE FUNCTION rag._model_search_name(
+    p_model TEXT
+) RETURNS TEXT
+LANGUAGE sql IMMUTABLE
+AS $$
+/*
+Returns '_default_search_' followed by the first 12 hex digits of md5(p_model) (NULL for a NULL
+model): the function rag._install_model_search creates in schema rag, which rag._search_hits
+calls and `bookrag migrate` regenerates. The one place this name is made.
+Cost: one md5 of the name.
+*/
+    SELECT '_default_search_' || substr(md5(p_model), 1, 12);
+$$;
+
+-- function: _search_hits sha256:5e17e5e25a5162d6ead5cefe9b46ca8857f3fadb2c70fe88ba6a81801ee9e7e0
 -- rag._search_hits: the mode dispatcher behind rag.search (the mode list is defined and checked here).
 CREATE OR REPLACE FUNCTION rag._search_hits(
     p_query           TEXT,
@@ -390,7 +419,8 @@ Checks rag.search's arguments and runs the search named by p_mode, returning its
                is never below hybrid on any set, tuning or held-out half, and ahead on the mean
                (recall@5 / MRR@10 held-out: Bastiat 0.500 / 0.582 against 0.500 / 0.572,
                Tocqueville 0.615 / 0.712 against 0.600 / 0.659, PIAF paragraphs 0.917 / 0.812
-               against 0.890 / 0.738), at about 1.3 times hybrid's time. Chapter and cite
+               against 0.890 / 0.738), at about hybrid's time for the plain call (the generated
+               function below; 1.3 times through the general functions). Chapter and cite
                weights only act when it runs hybrid.
   'hybrid'     rag.search_hybrid (both branches fused over every level), with the sentence
                branch's paragraphs (rag.search_sentences) in the places p_sentence_after
@@ -470,15 +500,15 @@ BEGIN
         SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight,
                                                    p_chapter_weight, p_cite_weight, p_sentence_after, p_sentence_every);
         -- The default without filters or settings: the corpus model's generated function runs the
-        -- same search from statements whose plans are cached (decision 24); no row from it (the
-        -- rare path: fewer than k paragraphs of the kept sections among the rows read) means the
-        -- statements below.
+        -- same search from statements whose plans are cached (decision 24); no row from it (no
+        -- section, or no paragraph of the kept sections, found) means the statements below.
         IF v_mode = 'two-stage' AND p_book IS NULL AND p_within IS NULL AND p_query_embedding IS NOT NULL
            AND p_k BETWEEN 1 AND 100
-           AND num_nulls(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_sentence_after, p_sentence_every) = 6 THEN
+           AND num_nulls(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight,
+                         p_sentence_after, p_sentence_every) = 8 THEN
             PERFORM rag._check_search_args(p_query, p_k, NULL, NULL, NULL);
             SELECT m.model INTO v_model FROM rag._corpus_model(p_query_embedding) m;
-            v_fast := '_default_search_' || substr(md5(v_model), 1, 12);  -- the name rag._install_model_search gives it
+            v_fast := rag._model_search_name(v_model);
             IF v_fast IS NOT NULL AND to_regprocedure(format('rag.%I(text,vector,integer)', v_fast)) IS NOT NULL THEN
                 RETURN QUERY EXECUTE format('SELECT * FROM rag.%I($1, $2, $3)', v_fast)
                     USING p_query, p_query_embedding, p_k;
@@ -526,11 +556,163 @@ BEGIN
 END
 $$;
 
+-- function: search_two_stage sha256:3743c6c715f081f0fe6b506f08f067522f865be55ed38f80b0b1e8c2491d9bf9
+-- rag.search_two_stage: the best sections by their summaries and paragraphs, then their best paragraphs, from one hybrid search.
+CREATE OR REPLACE FUNCTION rag.search_two_stage(
+    p_query           TEXT,
+    p_query_embedding vector,
+    p_k               INT DEFAULT 10,
+    p_book            TEXT DEFAULT NULL,
+    p_sections        INT DEFAULT 5,
+    p_section_weight  FLOAT8 DEFAULT 0.3,
+    p_pool            INT DEFAULT 100,
+    p_within          TEXT DEFAULT NULL,
+    p_fusion          TEXT DEFAULT NULL,
+    p_normalisation   TEXT DEFAULT NULL,
+    p_bm25_weight     FLOAT8 DEFAULT NULL,
+    p_vector_weight   FLOAT8 DEFAULT NULL
+) RETURNS SETOF rag.search_hit
+LANGUAGE plpgsql STABLE
+SET max_parallel_workers_per_gather = 0
+AS $$
+/*
+Two-stage retrieval (seeds/two-stage-search, section 4.2), both stages over one hybrid search:
+  rag.search_hybrid over every level (k = greatest(p_pool, p_k, 10 x p_sections) rows, each
+  branch's pool raised to that k by rag.search_hybrid; no chapter term); rows of levels 2-3
+  (parts, the book) are left out.
+  1. Sections: each section (a level-1 summary's own file, a paragraph's parent) gets the best
+     fused score of its rows among those, so a section is found by its summary's words or by
+     its own text; the p_sections best are kept, their scores min-max normalised over them
+     (section_score in 0..1, 1 for the best).
+  2. Paragraphs: the level-0 rows among those whose parent is a kept section, their fused
+     scores min-max normalised over them; when they are fewer than p_k, a second hybrid search
+     over the kept sections' paragraphs (k and pool greatest(p_pool, p_k)) gives them instead.
+     A section kept for its summary's score contributes only those of its paragraphs that are
+     among the rows read (unless the second search runs).
+  score = (1 - p_section_weight) * paragraph score + p_section_weight * section_score,
+  so a paragraph is boosted by its section's score. Returns the p_k best (fewer only when fewer
+  of the kept sections' paragraphs match), with their branch ranks and section_score.
+  Until migration 0013 stage 2 always ran that second search (and until 0012 stage 1 read the
+  summaries alone); reading the first search's rows gives the same quality within one question
+  of the smallest tuning half at about half the cost (decision 22; recall@5 / MRR@10 with the
+  sentence branch merged by rag.search, tuning halves: Bastiat 0.619 / 0.881 both, Tocqueville
+  0.667 / 0.741 -> 0.651 / 0.742, PIAF 0.908 / 0.804 -> 0.912 / 0.808; mean of the held-out
+  halves 0.688 -> 0.690).
+Parameters:
+  p_query, p_query_embedding  as in rag.search_hybrid (embedding may be NULL: BM25 only).
+  p_k              rows returned, 1..1000 (default 10).
+  p_book           NULL or one book.
+  p_sections       sections kept, 1..100 (default 5).
+  p_section_weight 0..1 (default 0.3, the seed's value).
+  p_pool           candidates per branch, at least (default 100); rows read as said above (at most 1000).
+  p_within         NULL or a source_file: only rows inside its subtree.
+  p_fusion, p_normalisation, p_bm25_weight, p_vector_weight: passed to rag.search_hybrid
+                   (NULL = rag._fusion_settings()); its chapter term is not used here (the
+                   sections already rank the chapters).
+Edge case: when no row of levels 0-1 matches, or none has a parent (a corpus without
+summaries), no section is found and the function falls back to a flat hybrid search over
+paragraphs (NOTICE).
+Cost: one rag.search_hybrid reading its greatest(p_pool, p_k, 10 x p_sections) best rows (100
+by default, content included), then two small statements over them in memory; a second
+hybrid search when the first holds fewer than p_k of the kept sections' paragraphs (k 10: 5 of
+the books' 177 evalset questions; 56 of an evenly spread 500 of PIAF's 3,835, whose articles
+have about 4 paragraphs each). With parent expansion through rag.search, about 1.3 times
+hybrid's time on the books and 2 times at 100k synthetic rows (bench/bench_search.py,
+"default+parent" against "hybrid+parent", migration 0014: rag.search's default runs it; since
+migration 0015 the plain default call runs the same search from the corpus model's generated
+function, rag._install_model_search).
+*/
+DECLARE
+    v_rows   rag.search_hit[];
+    v_files  TEXT[];
+    v_scores FLOAT8[];
+BEGIN
+    PERFORM rag._check_search_args(p_query, p_k, p_book, NULL, NULL);
+    IF p_sections IS NULL OR p_sections < 1 OR p_sections > 100 THEN
+        RAISE EXCEPTION 'sections must be between 1 and 100, got %', coalesce(p_sections::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_section_weight IS NULL OR p_section_weight < 0 OR p_section_weight > 1 THEN
+        RAISE EXCEPTION 'section_weight must be within 0..1, got %', coalesce(p_section_weight::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- The one search both stages read (every level: a levels filter costs the BM25 scan more
+    -- than the few part and book rows it would keep out).
+    SELECT array_agg(h ORDER BY h.rank) INTO v_rows
+    FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, greatest(p_pool, p_k, p_sections * 10)),
+                           p_book => p_book, p_pool => p_pool, p_bm25_weight => p_bm25_weight,
+                           p_vector_weight => p_vector_weight, p_fusion => p_fusion,
+                           p_normalisation => p_normalisation, p_chapter_weight => 0, p_within => p_within) h;
+
+    -- Stage 1: the sections, best first, and their normalised scores.
+    SELECT array_agg(s.source_file ORDER BY s.best DESC, s.source_file),
+           array_agg(s.norm ORDER BY s.best DESC, s.source_file)
+    INTO v_files, v_scores
+    FROM (
+        SELECT t.source_file, t.best,
+               coalesce((t.best - min(t.best) OVER ()) / nullif(max(t.best) OVER () - min(t.best) OVER (), 0), 1) AS norm
+        FROM (
+            SELECT h.section AS source_file, max(h.score) AS best
+            FROM (SELECT CASE WHEN h.level = 1 THEN h.source_file ELSE h.parent_source_file END AS section, h.score
+                  FROM unnest(v_rows) h WHERE h.level <= 1) h
+            WHERE h.section IS NOT NULL
+            GROUP BY h.section
+            ORDER BY best DESC, h.section
+            LIMIT p_sections
+        ) t
+    ) s;
+
+    IF v_files IS NULL THEN
+        RAISE NOTICE 'no section matches (no summary, and no paragraph with a parent); falling back to a flat hybrid search over paragraphs';
+        RETURN QUERY SELECT * FROM rag.search_hybrid(p_query, p_query_embedding, p_k => p_k,
+                                                      p_book => p_book, p_levels => ARRAY[0], p_pool => p_pool,
+                                                      p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight,
+                                                      p_fusion => p_fusion, p_normalisation => p_normalisation,
+                                                      p_chapter_weight => 0, p_within => p_within);
+        RETURN;
+    END IF;
+
+    -- Stage 2: the kept sections' paragraphs among the same rows; when those rows hold fewer
+    -- than p_k of them, a search inside the kept sections (stage 2 until migration 0013), so a
+    -- list is never shorter than the sections allow.
+    IF (SELECT count(*) FROM unnest(v_rows) h WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)) < p_k THEN
+        SELECT array_agg(h ORDER BY h.rank) INTO v_rows
+        FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, greatest(p_k, p_pool)),
+                               p_book => p_book, p_levels => ARRAY[0], p_parent_files => v_files,
+                               p_pool => p_pool, p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight,
+                               p_fusion => p_fusion, p_normalisation => p_normalisation,
+                               p_chapter_weight => 0, p_within => p_within) h;
+    END IF;
+    RETURN QUERY
+    WITH sec AS (
+        SELECT f, sc FROM unnest(v_files, v_scores) AS u(f, sc)
+    ), para AS (
+        SELECT h.*, coalesce((h.score - min(h.score) OVER ()) / nullif(max(h.score) OVER () - min(h.score) OVER (), 0), 1) AS norm
+        FROM unnest(v_rows) h
+        WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)
+    ), scored AS (
+        SELECT p.*, (1 - p_section_weight) * p.norm + p_section_weight * s.sc AS final, s.sc AS ssc
+        FROM para p JOIN sec s ON s.f = p.parent_source_file
+    )
+    SELECT x.id, x.source_file, x.chunk_index, x.level, x.node_type, x.heading_path,
+           x.parent_source_file, x.content, x.content_token_count, x.book, x.node_order, x.paragraph,
+           x.final, (row_number() OVER (ORDER BY x.final DESC, x.rank, x.id))::int,
+           x.bm25_rank, x.bm25_score, x.vector_rank, x.vector_score, x.ssc, NULL::int, NULL::float8,
+           NULL::json, NULL::json, NULL::json
+    FROM scored x
+    ORDER BY x.final DESC, x.rank, x.id
+    LIMIT p_k;
+END
+$$;
+
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default on new functions
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_ensure_vector_index', 'fcf98a9f042b3cf5a29ab9460cb39195afb868032fc482c593cebc1b39197be9', '0015_default_search_cached_plans'),
-    ('_install_model_search', 'ca83104291ade3f2b9fd53fab746b32df58f545a285e662d9baee076942c028f', '0015_default_search_cached_plans'),
+    ('_install_model_search', '0cc520c5f495f0e6f38a7c8e37527dc777c32c40365e599c06efb7075ef437b5', '0015_default_search_cached_plans'),
     ('_interleave', 'c83aefed5062855ee2c4e31ee2c06c93179363b873e54ac8c5f4d76826dea2d2', '0015_default_search_cached_plans'),
-    ('_search_hits', 'ca490d16b7238d480e9e1501231ccc58c39a607434e8379d8ddcb9d4947510a1', '0015_default_search_cached_plans')
+    ('_model_search_name', '575e0a53e8c958606278cf3e712630b5c36cc7107857527c10dc5ff804e113cd', '0015_default_search_cached_plans'),
+    ('_search_hits', '5e17e5e25a5162d6ead5cefe9b46ca8857f3fadb2c70fe88ba6a81801ee9e7e0', '0015_default_search_cached_plans'),
+    ('search_two_stage', '3743c6c715f081f0fe6b506f08f067522f865be55ed38f80b0b1e8c2491d9bf9', '0015_default_search_cached_plans')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

@@ -35,7 +35,8 @@ Checks rag.search's arguments and runs the search named by p_mode, returning its
                is never below hybrid on any set, tuning or held-out half, and ahead on the mean
                (recall@5 / MRR@10 held-out: Bastiat 0.500 / 0.582 against 0.500 / 0.572,
                Tocqueville 0.615 / 0.712 against 0.600 / 0.659, PIAF paragraphs 0.917 / 0.812
-               against 0.890 / 0.738), at about 1.3 times hybrid's time. Chapter and cite
+               against 0.890 / 0.738), at about hybrid's time for the plain call (the generated
+               function below; 1.3 times through the general functions). Chapter and cite
                weights only act when it runs hybrid.
   'hybrid'     rag.search_hybrid (both branches fused over every level), with the sentence
                branch's paragraphs (rag.search_sentences) in the places p_sentence_after
@@ -115,15 +116,15 @@ BEGIN
         SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight,
                                                    p_chapter_weight, p_cite_weight, p_sentence_after, p_sentence_every);
         -- The default without filters or settings: the corpus model's generated function runs the
-        -- same search from statements whose plans are cached (decision 24); no row from it (the
-        -- rare path: fewer than k paragraphs of the kept sections among the rows read) means the
-        -- statements below.
+        -- same search from statements whose plans are cached (decision 24); no row from it (no
+        -- section, or no paragraph of the kept sections, found) means the statements below.
         IF v_mode = 'two-stage' AND p_book IS NULL AND p_within IS NULL AND p_query_embedding IS NOT NULL
            AND p_k BETWEEN 1 AND 100
-           AND num_nulls(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_sentence_after, p_sentence_every) = 6 THEN
+           AND num_nulls(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight,
+                         p_sentence_after, p_sentence_every) = 8 THEN
             PERFORM rag._check_search_args(p_query, p_k, NULL, NULL, NULL);
             SELECT m.model INTO v_model FROM rag._corpus_model(p_query_embedding) m;
-            v_fast := '_default_search_' || substr(md5(v_model), 1, 12);  -- the name rag._install_model_search gives it
+            v_fast := rag._model_search_name(v_model);
             IF v_fast IS NOT NULL AND to_regprocedure(format('rag.%I(text,vector,integer)', v_fast)) IS NOT NULL THEN
                 RETURN QUERY EXECUTE format('SELECT * FROM rag.%I($1, $2, $3)', v_fast)
                     USING p_query, p_query_embedding, p_k;

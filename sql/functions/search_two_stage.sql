@@ -59,7 +59,9 @@ hybrid search when the first holds fewer than p_k of the kept sections' paragrap
 the books' 177 evalset questions; 56 of an evenly spread 500 of PIAF's 3,835, whose articles
 have about 4 paragraphs each). With parent expansion through rag.search, about 1.3 times
 hybrid's time on the books and 2 times at 100k synthetic rows (bench/bench_search.py,
-"default+parent" against "hybrid+parent", migration 0014: rag.search's default runs it).
+"default+parent" against "hybrid+parent", migration 0014: rag.search's default runs it; since
+migration 0015 the plain default call runs the same search from the corpus model's generated
+function, rag._install_model_search).
 */
 DECLARE
     v_rows   rag.search_hit[];

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from bookrag import db
-from bookrag.migrate import regenerate_model_searches
+from bookrag.migrate import apply_migrations, regenerate_model_searches
 
 QUERIES = ("la monnaie et l'impôt", "Qui confectionne la nourriture quotidienne à l'aurore ?",
            "le péage du pont et le prix du pain", "les routes et les ornières", "boulanger")
@@ -16,7 +16,7 @@ DEFAULT = "SELECT * FROM rag.search(%s, %s, p_k => %s, p_expand => '{parent}')"
 
 
 def generated_name(conn: psycopg.Connection) -> str:
-    return conn.execute("SELECT '_default_search_' || substr(md5(model), 1, 12) FROM rag.embedding_models").fetchone()[0]
+    return conn.execute("SELECT rag._model_search_name(model) FROM rag.embedding_models").fetchone()[0]
 
 
 def test_the_generated_search_gives_the_general_functions_rows(corpus, e5):
@@ -60,6 +60,8 @@ def test_the_default_runs_it_only_without_filters_or_settings(corpus, e5):
                            ("rag.search(%s, %s, p_within => %s)", (chapter,)),
                            ("rag.search(%s, %s, p_sentence_every => 3)", ()),
                            ("rag.search(%s, %s, p_normalisation => 'zscore')", ()),
+                           ("rag.search(%s, %s, p_chapter_weight => 0.4)", ()),
+                           ("rag.search(%s, %s, p_cite_weight => 0)", ()),
                            ("rag.search(%s, %s, p_levels => '{1}')", ()),
                            ("rag.search(%s, %s, p_k => 101)", ()),
                            ("rag.search(%s, %s, 'hybrid')", ())):
@@ -93,3 +95,31 @@ def test_registering_a_model_and_migrating_generate_it(conn):
     assert conn.execute("SELECT to_regprocedure(%s) IS NOT NULL", (signature,)).fetchone()[0]
     # an empty corpus: no row from it, so the default answers from the general functions (nothing)
     assert conn.execute("SELECT count(*) FROM rag.search('x', '[1,0,0]'::vector)").fetchone()[0] == 0
+
+
+def test_no_paragraph_in_the_kept_sections_hands_over_to_the_general_functions(corpus, e5):
+    """Sections found by their summaries alone, none of their paragraphs found (no paragraph
+    vector, words only in summaries): the generated function answers nothing and the default
+    gives what the general functions give, hybrid's summaries ('auto''s fallback)."""
+    name = generated_name(corpus)
+    corpus.execute("UPDATE rag.hierarchical_content_nodes SET embedding = NULL, embedding_model = NULL WHERE level = 0")
+    v = e5.query("pain")
+    assert corpus.execute(f"SELECT count(*) FROM rag.{name}('pain', %s, 5)", (v,)).fetchone()[0] == 0
+    fast = corpus.execute(DEFAULT, ("pain", v, 5)).fetchall()
+    general = corpus.execute(DEFAULT.replace("'{parent}'", "'{parent}', p_fusion => 'convex'"), ("pain", v, 5)).fetchall()
+    assert fast == general
+    assert {r[3] for r in fast} & {1, 2, 3}  # summaries: hybrid's list, not the sentence branch's paragraphs alone
+
+
+def test_migrate_regenerates_a_missing_function(pg_url):
+    """`bookrag migrate` with nothing to apply still re-creates a registered model's function
+    that is missing; a model name with a $ gets none (the general functions serve it)."""
+    with db.connect(pg_url, autocommit=True) as c:
+        c.execute("SELECT rag._ensure_vector_index('test/model', 3)")
+        name = generated_name(c)
+        c.execute(f"DROP FUNCTION rag.{name}(text, vector, integer)")
+    assert apply_migrations(pg_url) == []
+    with db.connect(pg_url, autocommit=True) as c:
+        assert c.execute("SELECT to_regprocedure(%s) IS NOT NULL", (f"rag.{name}(text,vector,integer)",)).fetchone()[0]
+        assert c.execute("SELECT rag._install_model_search('a$body$b', 3)").fetchone()[0] is None
+        assert c.execute("SELECT count(*) FROM pg_proc WHERE proname = rag._model_search_name('a$body$b')").fetchone()[0] == 0

@@ -4,8 +4,8 @@ evalsets and PIAF's (spread to PIAF_LIMIT per half, default 100), at k 1, 5, 10 
 rag.search(q, e, p_k => k, p_expand => '{parent}') (the default, which runs the generated
 function when it applies) against the same call with p_fusion => 'convex' (the default value,
 which takes the general functions), every column compared; then how often the generated
-function answered and how often it handed over to the general functions (two-stage's rare
-path), from pg_stat_user_functions. Timing: bench/bench_search.py ("default+parent" against
+function answered and how often it handed over to the general functions (no section, or no
+paragraph of the kept sections, found), from pg_stat_user_functions. Timing: bench/bench_search.py ("default+parent" against
 "default+parent, general"). Needs the books (and PIAF) loaded.
     cd /work/main && .venv/bin/python evaluation/experiments/latency/generated_default.py [PIAF_LIMIT]
 """
@@ -40,7 +40,7 @@ def main() -> None:
     settings = load_settings()
     with db.connect(db.database_url(settings), autocommit=True) as conn:
         conn.execute("SET track_functions = 'all'")
-        fast = conn.execute("SELECT '_default_search_' || substr(md5(model), 1, 12) FROM rag.embedding_models").fetchone()[0]
+        fast = conn.execute("SELECT rag._model_search_name(model) FROM rag.embedding_models").fetchone()[0]
         names = (fast, "search_two_stage")
         before = calls(conn, names)
         same: Counter = Counter()

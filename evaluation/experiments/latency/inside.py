@@ -32,7 +32,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=160)
     args = ap.parse_args()
     with db.connect(db.database_url(load_settings()), autocommit=True) as conn:
-        name = conn.execute("SELECT '_default_search_' || substr(md5(model), 1, 12) FROM rag.embedding_models").fetchone()[0]
+        name = conn.execute("SELECT rag._model_search_name(model) FROM rag.embedding_models").fetchone()[0]
         text = conn.execute("SELECT pg_get_functiondef(%s::regprocedure)", (f"rag.{name}(text,vector,integer)",)).fetchone()[0]
         text = text.replace(f"FUNCTION rag.{name}(", "FUNCTION probe.timed(", 1)
         text = text.replace("BEGIN\n", "BEGIN\n    t0 := clock_timestamp();\n", 1).replace("DECLARE\n", "DECLARE\n    t0 timestamptz;\n", 1)
