@@ -381,7 +381,7 @@ Cost: one md5 of the name.
     SELECT '_default_search_' || substr(md5(p_model), 1, 12);
 $$;
 
--- function: _search_hits sha256:5e17e5e25a5162d6ead5cefe9b46ca8857f3fadb2c70fe88ba6a81801ee9e7e0
+-- function: _search_hits sha256:ea654bfe60ece447c0706a57432c583bb34aa9c6a18f537f8fb7ca29259c1b03
 -- rag._search_hits: the mode dispatcher behind rag.search (the mode list is defined and checked here).
 CREATE OR REPLACE FUNCTION rag._search_hits(
     p_query           TEXT,
@@ -455,7 +455,7 @@ the merge (rag._interleave; about 1.1 ms per search on the two books, 3.1 ms at 
 bench/bench_search.py, migration 0011). Two-stage without book, within or settings, k 1..100 and
 a query vector (the default's usual call) runs instead from the corpus model's generated function
 (rag._install_model_search, migration 0015, decision 24): the same rows from statements whose
-plans are cached, about a fifth less time on the books (6.3 against 7.9 ms p50 with parent
+plans are cached, about a fifth less time on the books (6.4 against 8.1 ms p50 with parent
 expansion, bench/bench_search.py); the general functions when it is missing or returns nothing.
 */
 DECLARE
@@ -713,6 +713,6 @@ INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_install_model_search', '0cc520c5f495f0e6f38a7c8e37527dc777c32c40365e599c06efb7075ef437b5', '0015_default_search_cached_plans'),
     ('_interleave', 'c83aefed5062855ee2c4e31ee2c06c93179363b873e54ac8c5f4d76826dea2d2', '0015_default_search_cached_plans'),
     ('_model_search_name', '575e0a53e8c958606278cf3e712630b5c36cc7107857527c10dc5ff804e113cd', '0015_default_search_cached_plans'),
-    ('_search_hits', '5e17e5e25a5162d6ead5cefe9b46ca8857f3fadb2c70fe88ba6a81801ee9e7e0', '0015_default_search_cached_plans'),
+    ('_search_hits', 'ea654bfe60ece447c0706a57432c583bb34aa9c6a18f537f8fb7ca29259c1b03', '0015_default_search_cached_plans'),
     ('search_two_stage', '3743c6c715f081f0fe6b506f08f067522f865be55ed38f80b0b1e8c2491d9bf9', '0015_default_search_cached_plans')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();
