@@ -5,8 +5,7 @@ Measures p50/p95 latency (ms) of thirteen statements:
   vector         SELECT * FROM rag.search_branch(NULL, e, 'vector', k)
   bm25 statement, vector statement   the same two index scans as plain statements (the node's
                  columns and the score, k rows): what the two scans cost without a function's
-                 checks and wrappers (the vector statement prepared by the client, so its plan
-                 is cached; the bm25 one planned with its words, as pg_search needs)
+                 checks and wrappers (prepared by the client, so their plans are cached)
   sentences      SELECT * FROM rag.search_sentences(e, 2k)  (the sentence branch, as hybrid and two-stage call it)
   hybrid-rrf     SELECT * FROM rag.search_hybrid(q, e, k, p_pool => 100, p_fusion => 'rrf', ...)  (the default until migration 0006)
   default        SELECT * FROM rag.search(q, e, p_k => k)  (mode auto: two-stage here, the default since migration 0014;
@@ -97,10 +96,9 @@ NODE_COLUMNS = ("n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.hea
 def plain_scans(model: str, dimension: int) -> dict[str, str]:
     """The two index scans as plain statements: the model, dimension and k as literals (the HNSW
     index's expression and predicate; pg_search's top-N needs a constant limit), the query as
-    parameters. The vector statement is prepared by the client (psycopg prepares a statement run
-    five times), so its plan is cached; the bm25 statement is planned with its words on each
-    call (time_statements), because pg_search's generic plan evaluates the query expression at
-    run time, and reads the ids and scores only, the rows joined after (as rag._branch_sql)."""
+    parameters; prepared by the client (psycopg prepares a statement run five times), so their
+    plans are cached. The bm25 statement reads the ids and scores only, the rows joined after
+    (as rag._branch_sql)."""
     vec = f"n.embedding::vector({dimension}) <=> %(e)s::vector({dimension})"
     return {
         "bm25 statement": (f"SELECT {NODE_COLUMNS}, b.s FROM (SELECT n.id, pdb.score(n.id)::float8 AS s "
@@ -155,7 +153,7 @@ def time_statements(conn: psycopg.Connection, params: list[dict[str, Any]], warm
             p = params[i % len(params)]
             for name, stmt in statements.items():
                 t0 = time.perf_counter()
-                cur.execute(stmt, p, prepare=False if name == "bm25 statement" else None)
+                cur.execute(stmt, p)
                 rows = cur.fetchall()
                 if i >= warmup:
                     samples[name].append(time.perf_counter() - t0)

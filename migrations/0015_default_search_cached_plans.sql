@@ -49,7 +49,7 @@ BEGIN
 END
 $$;
 
--- function: _install_model_search sha256:0cc520c5f495f0e6f38a7c8e37527dc777c32c40365e599c06efb7075ef437b5
+-- function: _install_model_search sha256:9db067081b53f6c6c94d9d4dbef14b9fcc541f3eb55dc47da2998a212bfc08a7
 -- rag._install_model_search: generate the corpus model's default search, whose statements are static so their plans are cached (loader only).
 CREATE OR REPLACE FUNCTION rag._install_model_search(
     p_model     TEXT,
@@ -62,8 +62,8 @@ AS $$
 vector, p_k INT) RETURNS SETOF rag.search_hit and returns its name. It is the default search
 (rag.search's 'auto' resolved to two-stage) without filters or settings, for p_k 1..100: the
 same rows as rag.search_two_stage merged with rag.search_sentences by rag._interleave, from
-rag._branch_sql's BM25 statement (planned with the query, as pg_search needs) and two static
-statements: the kNN top 100, the fusion of both branches (rag.search_hybrid's formulas,
+two static statements: the BM25 and kNN top 100 (rag._branch_sql's statements), their fusion
+(rag.search_hybrid's formulas,
 with rag._fusion_settings' defaults read at run time), both stages (5 sections, section
 weight 0.3: rag.search_two_stage's defaults), then the 2k nearest summary sentences and their
 paragraphs (rag.search_sentences' statement). PL/pgSQL caches a static statement's plan for the
@@ -74,7 +74,7 @@ anew, planned on every call. Here the model and dimension are formatted in when 
 generated (%L, a number; a model name with a $ gets no function, since %L does not escape
 it), as rag._ensure_vector_index formats them into the index. Measured: evaluation/experiments/
 latency/ (the same rows on every question of the two books' evalsets and 200 of PIAF's, at k
-1-30) and decision 24: about a fifth less time on the books.
+1-30) and decision 24: about a third less time on the books.
 When the rows read hold fewer than p_k paragraphs of the kept sections it runs
 rag.search_two_stage's second search inside them (rag.search_hybrid, as that function does).
 It returns no row, and rag._search_hits then runs the general functions, when no section is
@@ -121,11 +121,6 @@ DECLARE
     c_file  TEXT[];
     c_par   INT[];
     c_dist  FLOAT8[];
-    b_id    INT[];
-    b_s     FLOAT8[];
-    b_lvl   INT[];
-    b_sf    TEXT[];
-    b_pf    TEXT[];
     v_files TEXT[];            -- the kept sections, best first, and their normalised scores
     v_scores FLOAT8[];
 BEGIN
@@ -134,19 +129,14 @@ BEGIN
     IF st.cite_weight <> 0 OR p_k NOT BETWEEN 1 AND 100 THEN
         RETURN;
     END IF;
-    -- The BM25 top 100 (two-stage's pool): rag._branch_sql's statement, dynamic so that it is
-    -- planned with the query's words (pg_search's generic plan evaluates its query expression at
-    -- run time: 18 ms against 4 at 100k rows); then one static statement for the kNN top 100
-    -- (ef_search 100), the fusion over both, the 100 best (rag.search_hybrid's rows), the 5
-    -- best sections and their paragraphs.
-    EXECUTE format('SELECT array_agg(b.id ORDER BY b.r), array_agg(b.s ORDER BY b.r), array_agg(b.lvl ORDER BY b.r), '
-                   'array_agg(b.sf ORDER BY b.r), array_agg(b.pf ORDER BY b.r) FROM (%%s) b',
-                   rag._branch_sql('bm25', NULL, NULL, NULL, NULL, NULL, NULL, NULL))
-    INTO b_id, b_s, b_lvl, b_sf, b_pf
-    USING p_query, NULL::vector, NULL::text, NULL::int[], NULL::text, NULL::text[], 100, NULL::int[];
+    -- Both branches' top 100 (two-stage's pool, so ef_search 100), the fusion over them, the 100
+    -- best (rag.search_hybrid's rows), the 5 best sections, their paragraphs and the k rows kept.
     WITH b AS (
-        SELECT u.id, u.s, u.r::int AS r, u.lvl, u.sf, u.pf
-        FROM unnest(b_id, b_s, b_lvl, b_sf, b_pf) WITH ORDINALITY AS u(id, s, lvl, sf, pf, r)
+        SELECT x.id, x.s, row_number() OVER (ORDER BY x.s DESC, x.id)::int AS r, x.lvl, x.sf, x.pf FROM (
+            SELECT n.id, pdb.score(n.id)::float8 AS s, n.level AS lvl, n.source_file AS sf, n.parent_source_file AS pf
+            FROM rag.hierarchical_content_nodes n
+            WHERE n.content ||| p_query
+            ORDER BY pdb.score(n.id) DESC LIMIT 100) x
     ), v AS (
         SELECT y.id, 1 - y.d AS s, row_number() OVER (ORDER BY y.d, y.id)::int AS r, y.lvl, y.sf, y.pf FROM (
             SELECT n.id, (n.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s))::float8 AS d, n.level AS lvl,
@@ -381,7 +371,7 @@ Cost: one md5 of the name.
     SELECT '_default_search_' || substr(md5(p_model), 1, 12);
 $$;
 
--- function: _search_hits sha256:ea654bfe60ece447c0706a57432c583bb34aa9c6a18f537f8fb7ca29259c1b03
+-- function: _search_hits sha256:2325f471345eeb525c55cef869845a485147e34b2a9a5537f57fa08ab3355627
 -- rag._search_hits: the mode dispatcher behind rag.search (the mode list is defined and checked here).
 CREATE OR REPLACE FUNCTION rag._search_hits(
     p_query           TEXT,
@@ -455,7 +445,7 @@ the merge (rag._interleave; about 1.1 ms per search on the two books, 3.1 ms at 
 bench/bench_search.py, migration 0011). Two-stage without book, within or settings, k 1..100 and
 a query vector (the default's usual call) runs instead from the corpus model's generated function
 (rag._install_model_search, migration 0015, decision 24): the same rows from statements whose
-plans are cached, about a fifth less time on the books (6.4 against 8.1 ms p50 with parent
+plans are cached, about a third less time on the books (7.0 against 10.5 ms p50 with parent
 expansion, bench/bench_search.py); the general functions when it is missing or returns nothing.
 */
 DECLARE
@@ -710,9 +700,9 @@ REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default 
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_ensure_vector_index', 'fcf98a9f042b3cf5a29ab9460cb39195afb868032fc482c593cebc1b39197be9', '0015_default_search_cached_plans'),
-    ('_install_model_search', '0cc520c5f495f0e6f38a7c8e37527dc777c32c40365e599c06efb7075ef437b5', '0015_default_search_cached_plans'),
+    ('_install_model_search', '9db067081b53f6c6c94d9d4dbef14b9fcc541f3eb55dc47da2998a212bfc08a7', '0015_default_search_cached_plans'),
     ('_interleave', 'c83aefed5062855ee2c4e31ee2c06c93179363b873e54ac8c5f4d76826dea2d2', '0015_default_search_cached_plans'),
     ('_model_search_name', '575e0a53e8c958606278cf3e712630b5c36cc7107857527c10dc5ff804e113cd', '0015_default_search_cached_plans'),
-    ('_search_hits', 'ea654bfe60ece447c0706a57432c583bb34aa9c6a18f537f8fb7ca29259c1b03', '0015_default_search_cached_plans'),
+    ('_search_hits', '2325f471345eeb525c55cef869845a485147e34b2a9a5537f57fa08ab3355627', '0015_default_search_cached_plans'),
     ('search_two_stage', '3743c6c715f081f0fe6b506f08f067522f865be55ed38f80b0b1e8c2491d9bf9', '0015_default_search_cached_plans')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

@@ -10,8 +10,8 @@ AS $$
 vector, p_k INT) RETURNS SETOF rag.search_hit and returns its name. It is the default search
 (rag.search's 'auto' resolved to two-stage) without filters or settings, for p_k 1..100: the
 same rows as rag.search_two_stage merged with rag.search_sentences by rag._interleave, from
-rag._branch_sql's BM25 statement (planned with the query, as pg_search needs) and two static
-statements: the kNN top 100, the fusion of both branches (rag.search_hybrid's formulas,
+two static statements: the BM25 and kNN top 100 (rag._branch_sql's statements), their fusion
+(rag.search_hybrid's formulas,
 with rag._fusion_settings' defaults read at run time), both stages (5 sections, section
 weight 0.3: rag.search_two_stage's defaults), then the 2k nearest summary sentences and their
 paragraphs (rag.search_sentences' statement). PL/pgSQL caches a static statement's plan for the
@@ -22,7 +22,7 @@ anew, planned on every call. Here the model and dimension are formatted in when 
 generated (%L, a number; a model name with a $ gets no function, since %L does not escape
 it), as rag._ensure_vector_index formats them into the index. Measured: evaluation/experiments/
 latency/ (the same rows on every question of the two books' evalsets and 200 of PIAF's, at k
-1-30) and decision 24: about a fifth less time on the books.
+1-30) and decision 24: about a third less time on the books.
 When the rows read hold fewer than p_k paragraphs of the kept sections it runs
 rag.search_two_stage's second search inside them (rag.search_hybrid, as that function does).
 It returns no row, and rag._search_hits then runs the general functions, when no section is
@@ -69,11 +69,6 @@ DECLARE
     c_file  TEXT[];
     c_par   INT[];
     c_dist  FLOAT8[];
-    b_id    INT[];
-    b_s     FLOAT8[];
-    b_lvl   INT[];
-    b_sf    TEXT[];
-    b_pf    TEXT[];
     v_files TEXT[];            -- the kept sections, best first, and their normalised scores
     v_scores FLOAT8[];
 BEGIN
@@ -82,19 +77,14 @@ BEGIN
     IF st.cite_weight <> 0 OR p_k NOT BETWEEN 1 AND 100 THEN
         RETURN;
     END IF;
-    -- The BM25 top 100 (two-stage's pool): rag._branch_sql's statement, dynamic so that it is
-    -- planned with the query's words (pg_search's generic plan evaluates its query expression at
-    -- run time: 18 ms against 4 at 100k rows); then one static statement for the kNN top 100
-    -- (ef_search 100), the fusion over both, the 100 best (rag.search_hybrid's rows), the 5
-    -- best sections and their paragraphs.
-    EXECUTE format('SELECT array_agg(b.id ORDER BY b.r), array_agg(b.s ORDER BY b.r), array_agg(b.lvl ORDER BY b.r), '
-                   'array_agg(b.sf ORDER BY b.r), array_agg(b.pf ORDER BY b.r) FROM (%%s) b',
-                   rag._branch_sql('bm25', NULL, NULL, NULL, NULL, NULL, NULL, NULL))
-    INTO b_id, b_s, b_lvl, b_sf, b_pf
-    USING p_query, NULL::vector, NULL::text, NULL::int[], NULL::text, NULL::text[], 100, NULL::int[];
+    -- Both branches' top 100 (two-stage's pool, so ef_search 100), the fusion over them, the 100
+    -- best (rag.search_hybrid's rows), the 5 best sections, their paragraphs and the k rows kept.
     WITH b AS (
-        SELECT u.id, u.s, u.r::int AS r, u.lvl, u.sf, u.pf
-        FROM unnest(b_id, b_s, b_lvl, b_sf, b_pf) WITH ORDINALITY AS u(id, s, lvl, sf, pf, r)
+        SELECT x.id, x.s, row_number() OVER (ORDER BY x.s DESC, x.id)::int AS r, x.lvl, x.sf, x.pf FROM (
+            SELECT n.id, pdb.score(n.id)::float8 AS s, n.level AS lvl, n.source_file AS sf, n.parent_source_file AS pf
+            FROM rag.hierarchical_content_nodes n
+            WHERE n.content ||| p_query
+            ORDER BY pdb.score(n.id) DESC LIMIT 100) x
     ), v AS (
         SELECT y.id, 1 - y.d AS s, row_number() OVER (ORDER BY y.d, y.id)::int AS r, y.lvl, y.sf, y.pf FROM (
             SELECT n.id, (n.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s))::float8 AS d, n.level AS lvl,

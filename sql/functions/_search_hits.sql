@@ -71,7 +71,7 @@ the merge (rag._interleave; about 1.1 ms per search on the two books, 3.1 ms at 
 bench/bench_search.py, migration 0011). Two-stage without book, within or settings, k 1..100 and
 a query vector (the default's usual call) runs instead from the corpus model's generated function
 (rag._install_model_search, migration 0015, decision 24): the same rows from statements whose
-plans are cached, about a fifth less time on the books (6.4 against 8.1 ms p50 with parent
+plans are cached, about a third less time on the books (7.0 against 10.5 ms p50 with parent
 expansion, bench/bench_search.py); the general functions when it is missing or returns nothing.
 */
 DECLARE

@@ -19,9 +19,8 @@ from bookrag import db  # noqa: E402
 from bookrag.config import load_settings  # noqa: E402
 from bookrag.search import embed_query, vector_literal  # noqa: E402
 
-STEPS = (("    EXECUTE format('SELECT array_agg(b.id", "checks and settings"),
-         ("    WITH b AS (", "BM25 statement"),
-         ("    IF v_files IS NULL THEN", "kNN, fusion, both stages, the k rows"),
+STEPS = (("    WITH b AS (", "checks and settings"),
+         ("    IF v_files IS NULL THEN", "BM25 and kNN, fusion, both stages, the k rows"),
          ("    PERFORM rag._set_hnsw(2 * p_k);", "second search (when it runs)"),
          ("    WITH cited AS (", "sentence kNN"),
          ("    RETURN QUERY SELECT * FROM rag._interleave", "sentence paragraphs"))
