@@ -40,11 +40,9 @@ def regenerate_model_searches(connection, only_missing: bool = False) -> None:
     cursor.execute("SELECT to_regprocedure('rag._install_model_search(text,integer)') IS NOT NULL")
     if not cursor.fetchone()[0]:  # migrations older than 0015 (or another folder's)
         return
-    cursor.execute("SELECT model, dimension FROM rag.embedding_models "
+    cursor.execute("SELECT rag._install_model_search(model, dimension) FROM rag.embedding_models "
                    "WHERE NOT %s OR to_regprocedure(format('rag.%%I(text,vector,integer)', "
                    "rag._model_search_name(model))) IS NULL ORDER BY model", (only_missing,))
-    for model, dimension in cursor.fetchall():
-        cursor.execute("SELECT rag._install_model_search(%s, %s)", (model, dimension))
     connection.commit()
 
 

@@ -49,7 +49,7 @@ BEGIN
 END
 $$;
 
--- function: _install_model_search sha256:9db067081b53f6c6c94d9d4dbef14b9fcc541f3eb55dc47da2998a212bfc08a7
+-- function: _install_model_search sha256:eb662c54e63bf87e393c7bc20cc91f3f754c2de8a148b35fbcc1c86fd3fea87b
 -- rag._install_model_search: generate the corpus model's default search, whose statements are static so their plans are cached (loader only).
 CREATE OR REPLACE FUNCTION rag._install_model_search(
     p_model     TEXT,
@@ -174,7 +174,8 @@ BEGIN
         WHERE h.section IS NOT NULL
         GROUP BY h.section ORDER BY best DESC, h.section LIMIT 5
     ), sec AS (
-        SELECT s.section, coalesce((s.best - min(s.best) OVER ()) / nullif(max(s.best) OVER () - min(s.best) OVER (), 0), 1) AS sc
+        SELECT s.section, s.best,
+               coalesce((s.best - min(s.best) OVER ()) / nullif(max(s.best) OVER () - min(s.best) OVER (), 0), 1) AS sc
         FROM sec0 s
     ), para AS (
         SELECT t.*, coalesce((t.fused - min(t.fused) OVER ()) / nullif(max(t.fused) OVER () - min(t.fused) OVER (), 0), 1) AS norm
@@ -187,8 +188,8 @@ BEGIN
         FROM scored x ORDER BY x.final DESC, x.rk, x.id LIMIT p_k
     )
     SELECT (SELECT count(*) FROM para) < p_k,
-           (SELECT array_agg(sec.section ORDER BY s0.best DESC, sec.section) FROM sec JOIN sec0 s0 USING (section)),
-           (SELECT array_agg(sec.sc ORDER BY s0.best DESC, sec.section) FROM sec JOIN sec0 s0 USING (section)),
+           (SELECT array_agg(sec.section ORDER BY sec.best DESC, sec.section) FROM sec),
+           (SELECT array_agg(sec.sc ORDER BY sec.best DESC, sec.section) FROM sec),
            array_agg(ROW(n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
                          n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph,
                          x.final, x.r2, x.br, x.bs, x.vr, x.vs, x.ssc, NULL::int, NULL::float8,
@@ -700,7 +701,7 @@ REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default 
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_ensure_vector_index', 'fcf98a9f042b3cf5a29ab9460cb39195afb868032fc482c593cebc1b39197be9', '0015_default_search_cached_plans'),
-    ('_install_model_search', '9db067081b53f6c6c94d9d4dbef14b9fcc541f3eb55dc47da2998a212bfc08a7', '0015_default_search_cached_plans'),
+    ('_install_model_search', 'eb662c54e63bf87e393c7bc20cc91f3f754c2de8a148b35fbcc1c86fd3fea87b', '0015_default_search_cached_plans'),
     ('_interleave', 'c83aefed5062855ee2c4e31ee2c06c93179363b873e54ac8c5f4d76826dea2d2', '0015_default_search_cached_plans'),
     ('_model_search_name', '575e0a53e8c958606278cf3e712630b5c36cc7107857527c10dc5ff804e113cd', '0015_default_search_cached_plans'),
     ('_search_hits', '2325f471345eeb525c55cef869845a485147e34b2a9a5537f57fa08ab3355627', '0015_default_search_cached_plans'),

@@ -122,7 +122,8 @@ BEGIN
         WHERE h.section IS NOT NULL
         GROUP BY h.section ORDER BY best DESC, h.section LIMIT 5
     ), sec AS (
-        SELECT s.section, coalesce((s.best - min(s.best) OVER ()) / nullif(max(s.best) OVER () - min(s.best) OVER (), 0), 1) AS sc
+        SELECT s.section, s.best,
+               coalesce((s.best - min(s.best) OVER ()) / nullif(max(s.best) OVER () - min(s.best) OVER (), 0), 1) AS sc
         FROM sec0 s
     ), para AS (
         SELECT t.*, coalesce((t.fused - min(t.fused) OVER ()) / nullif(max(t.fused) OVER () - min(t.fused) OVER (), 0), 1) AS norm
@@ -135,8 +136,8 @@ BEGIN
         FROM scored x ORDER BY x.final DESC, x.rk, x.id LIMIT p_k
     )
     SELECT (SELECT count(*) FROM para) < p_k,
-           (SELECT array_agg(sec.section ORDER BY s0.best DESC, sec.section) FROM sec JOIN sec0 s0 USING (section)),
-           (SELECT array_agg(sec.sc ORDER BY s0.best DESC, sec.section) FROM sec JOIN sec0 s0 USING (section)),
+           (SELECT array_agg(sec.section ORDER BY sec.best DESC, sec.section) FROM sec),
+           (SELECT array_agg(sec.sc ORDER BY sec.best DESC, sec.section) FROM sec),
            array_agg(ROW(n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
                          n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph,
                          x.final, x.r2, x.br, x.bs, x.vr, x.vs, x.ssc, NULL::int, NULL::float8,
