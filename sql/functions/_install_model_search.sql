@@ -24,7 +24,8 @@ it), as rag._ensure_vector_index formats them into the index. Measured: evaluati
 latency/ (the same rows on every question of the two books' evalsets and 200 of PIAF's, at k
 1-30) and decision 24: about a third less time on the books.
 When the rows read hold fewer than p_k paragraphs of the kept sections it runs
-rag.search_two_stage's second search inside them (rag.search_hybrid, as that function does).
+rag.search_two_stage's second search inside them (rag._search_in_sections, as that function
+does since migration 0016).
 It returns no row, and rag._search_hits then runs the general functions, when no section is
 found (their flat fallback), when no paragraph of the kept sections is found at all ('auto'
 then falls back to hybrid), or when a default it assumes is not the default (cite weight other
@@ -149,26 +150,10 @@ BEGIN
     END IF;
     IF v_short THEN
         -- Fewer than k paragraphs of the kept sections among the rows read: rag.search_two_stage's
-        -- second search, inside those sections, and its scoring.
-        WITH sec AS (
-            SELECT u.f, u.sc FROM unnest(v_files, v_scores) AS u(f, sc)
-        ), para AS (
-            SELECT h.*, coalesce((h.score - min(h.score) OVER ()) / nullif(max(h.score) OVER () - min(h.score) OVER (), 0), 1) AS norm
-            FROM rag.search_hybrid(p_query, p_query_embedding, p_k => greatest(p_k, 100), p_levels => ARRAY[0],
-                                   p_parent_files => v_files, p_pool => 100, p_chapter_weight => 0) h
-            WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)
-        ), scored AS (
-            SELECT p.*, (1 - 0.3::float8) * p.norm + 0.3::float8 * sec.sc AS final, sec.sc AS ssc
-            FROM para p JOIN sec ON sec.f = p.parent_source_file
-        ), best AS (
-            SELECT x.*, row_number() OVER (ORDER BY x.final DESC, x.rank, x.id)::int AS r2
-            FROM scored x ORDER BY x.final DESC, x.rank, x.id LIMIT p_k
-        )
-        SELECT array_agg(ROW(x.id, x.source_file, x.chunk_index, x.level, x.node_type, x.heading_path,
-                             x.parent_source_file, x.content, x.content_token_count, x.book, x.node_order, x.paragraph,
-                             x.final, x.r2, x.bm25_rank, x.bm25_score, x.vector_rank, x.vector_score, x.ssc, NULL::int,
-                             NULL::float8, NULL::json, NULL::json, NULL::json)::rag.search_hit ORDER BY x.r2)
-        INTO f_rows FROM best x;
+        -- second search inside them, and its scoring.
+        SELECT array_agg(h ORDER BY h.rank) INTO f_rows
+        FROM rag._search_in_sections(p_query, p_query_embedding, %3$L, v_files, v_scores, p_k, 100, 0.3,
+                                     st.fusion, st.normalisation, st.bm25_weight, st.vector_weight) h;
     END IF;
     IF f_rows IS NULL THEN  -- no paragraph of the kept sections at all: the general functions ('auto' falls back to hybrid)
         RETURN;

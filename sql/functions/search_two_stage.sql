@@ -64,6 +64,7 @@ migration 0015 the plain default call runs the same search from the corpus model
 function, rag._install_model_search).
 */
 DECLARE
+    st       RECORD;
     v_rows   rag.search_hit[];
     v_files  TEXT[];
     v_scores FLOAT8[];
@@ -117,7 +118,16 @@ BEGIN
     -- Stage 2: the kept sections' paragraphs among the same rows; when those rows hold fewer
     -- than p_k of them, a search inside the kept sections (stage 2 until migration 0013), so a
     -- list is never shorter than the sections allow.
-    IF (SELECT count(*) FROM unnest(v_rows) h WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)) < p_k THEN
+    IF (SELECT count(*) FROM unnest(v_rows) h WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)) < p_k
+       AND p_within IS NULL THEN
+        -- its static statements (migration 0016; the kept sections are in p_book already)
+        SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, NULL, NULL);
+        RETURN QUERY SELECT * FROM rag._search_in_sections(
+            p_query, p_query_embedding, (SELECT m.model FROM rag._corpus_model(p_query_embedding) m), v_files, v_scores,
+            p_k, p_pool, p_section_weight, st.fusion, st.normalisation, st.bm25_weight, st.vector_weight);
+        RETURN;
+    ELSIF (SELECT count(*) FROM unnest(v_rows) h WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)) < p_k THEN
+        -- within a subtree: the hybrid search with its filters
         SELECT array_agg(h ORDER BY h.rank) INTO v_rows
         FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, greatest(p_k, p_pool)),
                                p_book => p_book, p_levels => ARRAY[0], p_parent_files => v_files,

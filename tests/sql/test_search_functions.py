@@ -280,6 +280,54 @@ def test_two_stage_ranks_paragraphs_among_its_one_hybrid_search(corpus, e5):
     assert {f[1] for f in full} == {section} and len(full) == in_section == 3
 
 
+SETTINGS = ({}, {"p_normalisation": "minmax"}, {"p_fusion": "rrf"}, {"p_bm25_weight": 0.8, "p_vector_weight": 0.2})
+
+
+@pytest.mark.parametrize("settings", SETTINGS, ids=("default", "minmax", "rrf", "weights"))
+def test_the_second_search_ranks_what_hybrid_ranks_inside_the_sections(corpus, e5, settings):
+    """rag._search_in_sections (two-stage's second search from static statements, migration
+    0016) returns what that search was until then: rag.search_hybrid restricted to the kept
+    sections' paragraphs (k and pool greatest(k, pool)), scored 0.7 x its score min-max
+    normalised + 0.3 x the section's score, ranked by that, then the hybrid rank, then id. Same
+    rows in the same order, same branch ranks and vector scores, same final scores; with and
+    without a query vector, a pool smaller than the sections, and every fusion setting."""
+    sections = [f"{C}/premiere-partie/chapitre-01-le-boulanger/summary.md", ROUTES_CHAPTER,
+                f"{C}/deuxieme-partie/chapitre-01-la-monnaie/summary.md"]
+    section_scores = dict(zip(sections, (1.0, 0.4, 0.0)))
+    model = corpus.execute("SELECT model FROM rag.embedding_models").fetchone()[0]
+    st = corpus.execute("SELECT fusion, normalisation, bm25_weight, vector_weight FROM rag._fusion_settings("
+                        "%(p_fusion)s, %(p_normalisation)s, %(p_bm25_weight)s, %(p_vector_weight)s, 0)",
+                        {"p_fusion": None, "p_normalisation": None, "p_bm25_weight": None, "p_vector_weight": None,
+                         **settings}).fetchone()
+    named = "".join(f", {name} => %({name})s" for name in settings)
+    compared = 0
+    for q in ("le prix du pain et la monnaie", "les routes et le boulanger", PARAPHRASE):
+        for v in (e5.query(q), None):
+            for k, pool in ((2, 2), (5, 100), (10, 3)):
+                read = corpus.execute(
+                    "SELECT id, parent_source_file, score, rank, bm25_rank, vector_rank, vector_score "
+                    "FROM rag.search_hybrid(%(q)s, %(v)s, p_k => %(n)s, p_levels => '{0}', p_parent_files => %(s)s, "
+                    f"p_pool => %(pool)s, p_chapter_weight => 0{named})",
+                    {"q": q, "v": v, "n": max(k, pool), "s": sections, "pool": pool, **settings}).fetchall()
+                got = corpus.execute("SELECT id, score, rank, bm25_rank, vector_rank, vector_score, section_score "
+                                     "FROM rag._search_in_sections(%s, %s, %s, %s, %s, %s, %s, 0.3, %s, %s, %s, %s)",
+                                     (q, v, model, sections, [section_scores[f] for f in sections], k, pool, *st)).fetchall()
+                if not read:  # no word of the query in the sections, and no vector
+                    assert got == []
+                    continue
+                lo, hi = min(r[2] for r in read), max(r[2] for r in read)
+                final = {r[0]: 0.7 * ((r[2] - lo) / (hi - lo) if hi > lo else 1.0) + 0.3 * section_scores[r[1]]
+                         for r in read}
+                want = sorted(read, key=lambda r: (-final[r[0]], r[3], r[0]))[:k]
+                assert [g[0] for g in got] == [w[0] for w in want], (q, v is None, k, pool)
+                assert [g[1] for g in got] == pytest.approx([final[w[0]] for w in want])
+                assert [g[2] for g in got] == list(range(1, len(got) + 1))
+                assert [g[3:6] for g in got] == [w[4:7] for w in want]
+                assert [g[6] for g in got] == [section_scores[w[1]] for w in want]
+                compared += len(got)
+    assert compared > 0
+
+
 def test_two_stage_finds_a_section_by_its_paragraphs_words(corpus):
     # words of the routes chapter's text that no summary uses: stage 1 reads the paragraphs with
     # the summaries, so it finds that section (reading the summaries alone, it found none and fell
