@@ -5,7 +5,8 @@ rag.search(q, e, p_k => k, p_expand => '{parent}') (the default, which runs the 
 function when it applies) against the same call with p_fusion => 'convex' (the default value,
 which takes the general functions), every column compared; then how often the generated
 function answered and how often it handed over to the general functions (no section, or no
-paragraph of the kept sections, found), from pg_stat_user_functions. Timing: bench/bench_search.py ("default+parent" against
+paragraph of the kept sections, found), and how many ran two-stage's second search inside the
+kept sections, from pg_stat_user_functions. Timing: bench/bench_search.py ("default+parent" against
 "default+parent, general"). Needs the books (and PIAF) loaded.
     cd /work/main && .venv/bin/python evaluation/experiments/latency/generated_default.py [PIAF_LIMIT]
 """
@@ -41,7 +42,7 @@ def main() -> None:
     with db.connect(db.database_url(settings), autocommit=True) as conn:
         conn.execute("SET track_functions = 'all'")
         fast = conn.execute("SELECT rag._model_search_name(model) FROM rag.embedding_models").fetchone()[0]
-        names = (fast, "search_two_stage")
+        names = (fast, "search_two_stage", "_search_in_sections")
         before = calls(conn, names)
         same: Counter = Counter()
         total: Counter = Counter()
@@ -60,11 +61,15 @@ def main() -> None:
         after = calls(conn, names)
     generated = after[fast] - before[fast]
     general = after["search_two_stage"] - before["search_two_stage"]
+    # both paths run two-stage's second search inside the kept sections through
+    # rag._search_in_sections (migration 0016): half its calls is the comparisons that ran it
+    second = (after["_search_in_sections"] - before["_search_in_sections"]) // 2
     print("k  | questions | same rows")
     for k in KS:
         print(f"{k:<2} | {total[k]:9} | {same[k]}")
     print(f"\ngenerated function called {generated} times; rag.search_two_stage {general} times "
-          f"({general - sum(total.values())} of them the generated function's hand-overs)")
+          f"({general - sum(total.values())} of them the generated function's hand-overs); "
+          f"the second search inside the kept sections ran in {second} of them")
     if differ:
         print("differ:", differ[:20])
 
