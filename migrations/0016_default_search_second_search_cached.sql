@@ -209,7 +209,7 @@ END
 $$;
 REVOKE EXECUTE ON FUNCTION rag._install_model_search(TEXT, INT) FROM bookrag_reader;
 
--- function: _search_in_sections sha256:0ec76d78dd48a326e0f5e645cef7a3062a9a84e6c0cb0a0c2fb75f0036ca39c5
+-- function: _search_in_sections sha256:fb7814b4b01da6203b658cdf2431ff2bb0c89ab79973b606985fceda2e228004
 -- rag._search_in_sections: two-stage's second search, the kept sections' paragraphs ranked from static statements.
 CREATE OR REPLACE FUNCTION rag._search_in_sections(
     p_query           TEXT,
@@ -228,6 +228,7 @@ CREATE OR REPLACE FUNCTION rag._search_in_sections(
 LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
 SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
 AS $$
 /*
 Returns the p_k best paragraphs (level 0) whose parent is one of p_sections (rag.search_hit,
@@ -237,7 +238,7 @@ best:
   bm25    the pg_search top rows, the sections given to the index as a filter (the scan's limit
           is the constant 1000, the largest pool, cut to the pool after: with a parameter
           as its LIMIT, a generic plan loses pg_search's top-N scan and scores every match,
-          12 against 3 ms at 100k rows);
+          12 against 3 ms for one query at 100k rows, EXPLAIN ANALYZE);
   vector  the exact nearest among the sections' paragraphs embedded with p_model, read
           through the parent index (OFFSET 0 keeps the planner off the HNSW scan: sections are
           small, and a filtered HNSW scan can miss rows);
@@ -245,27 +246,53 @@ then rag.search_hybrid's fusion over them (its formulas, the RRF constant 60) an
 (fused score, then the better branch rank, then id), the greatest(p_k, p_pool) best kept, and
 two-stage's score over those: (1 - p_section_weight) * the fused score min-max normalised over
 them + p_section_weight * the section's score (p_section_scores, in p_sections' order).
-Parameters (checked by the caller: rag.search_two_stage, or the generated default search):
+Parameters (rag.search_two_stage and the generated default search pass them checked; a value
+out of bounds is an error naming it, the same as in those functions: bookrag_reader can call it):
+  p_query, p_k   as rag._check_search_args takes them (k 1..1000)
   p_model        the corpus model (rag._corpus_model), NULL when no vector is loaded: BM25 alone
   p_sections     source_files of the kept level-1 sections, p_section_scores their scores
-  p_k, p_pool    1..1000
-  p_section_weight, p_fusion, p_normalisation, p_bm25_weight, p_vector_weight: as
-                 rag._fusion_settings returns them (resolved, not NULL)
+  p_pool         1..1000
+  p_section_weight 0..1
+  p_fusion, p_normalisation, p_bm25_weight, p_vector_weight: checked by rag._fusion_settings
+                 (NULL = its defaults)
 The rows are what rag.search_hybrid(p_levels => '{0}', p_parent_files => p_sections, p_pool)
-returned for this search until migration 0016, which planned its two statements on every call.
-The reported bm25_score is pg_search's score, which adds a constant for each filter of its
-query (the level and the sections here), as that function's did; ranks and the fused scores
-do not depend on it (min-max, z-score and RRF ignore a constant shift).
+returned for this search until migration 0016, which planned its two statements on every call,
+whenever that planner read the sections' paragraphs exactly, as it did for the default's pool
+of 100 (1,508 of 1,508 evalset calls equal: evaluation/experiments/latency/second_search.py).
+With a pool of about 10 or less it could pick the HNSW scan instead (ef_search = the pool, no
+iterative scan) and miss nearer paragraphs, which the exact read finds. The reported bm25_score
+is pg_search's score, which adds a constant for each filter of its query (the level and the
+sections here; that function's query also filtered by the book when given, one constant more);
+ranks do not depend on it (min-max, z-score and RRF ignore a constant shift), the fused scores
+only in their last digits.
 Cost: a pg_search scan filtered to the sections, a parent-index read of the sections'
 paragraphs and one distance each, a fusion in memory; the plan is cached (forced generic:
-planning pg_search's statement with its values took 2.9 ms at 100k rows). At 100k synthetic
-rows, where it runs on almost every query: 5.4 ms per call against 9.5 through
-rag.search_hybrid, and the default + parent over bm25 + vector 1.98-1.99 -> 1.72-1.75
+planning pg_search's statement with its values took 2.9 ms at 100k rows, EXPLAIN ANALYZE of
+one query). At 100k synthetic
+rows, where it runs on almost every query: 8.1 -> 4.0-4.3 ms inside the generated default search
+(evaluation/experiments/latency/inside.py --synthetic 100000), and the default + parent over
+bm25 + vector 1.98-1.99 -> 1.72-1.75 in alternate runs of bench/bench_search.py
 (decision 25, evaluation/experiments/latency/README.md).
 */
 DECLARE
     v_pool INT := greatest(p_k, p_pool);
+    st     RECORD;
 BEGIN
+    PERFORM rag._check_search_args(p_query, p_k);
+    IF p_pool IS NULL OR p_pool < 1 OR p_pool > 1000 THEN
+        RAISE EXCEPTION 'pool must be between 1 and 1000, got %', coalesce(p_pool::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_section_weight IS NULL OR p_section_weight < 0 OR p_section_weight > 1 THEN
+        RAISE EXCEPTION 'section_weight must be within 0..1, got %', coalesce(p_section_weight::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF cardinality(p_sections) IS DISTINCT FROM cardinality(p_section_scores) THEN
+        RAISE EXCEPTION 'sections and section_scores must have the same length, got % and %',
+            coalesce(cardinality(p_sections)::text, 'NULL'), coalesce(cardinality(p_section_scores)::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, 0);
     RETURN QUERY
     WITH b AS (
         SELECT y.* FROM (
@@ -287,14 +314,14 @@ BEGIN
                 OFFSET 0) z
             ORDER BY z.d LIMIT v_pool) y
     ), bx AS (
-        SELECT b.*, CASE WHEN p_fusion = 'rrf' THEN 1.0::float8 / (60 + b.r)
-                         WHEN p_normalisation = 'minmax'
+        SELECT b.*, CASE WHEN st.fusion = 'rrf' THEN 1.0::float8 / (60 + b.r)
+                         WHEN st.normalisation = 'minmax'
                          THEN coalesce((b.s - min(b.s) OVER ()) / nullif(max(b.s) OVER () - min(b.s) OVER (), 0), 1)
                          ELSE coalesce((b.s - avg(b.s) OVER ()) / nullif(stddev_pop(b.s) OVER (), 0), 1) END AS x
         FROM b
     ), vx AS (
-        SELECT v.*, CASE WHEN p_fusion = 'rrf' THEN 1.0::float8 / (60 + v.r)
-                         WHEN p_normalisation = 'minmax'
+        SELECT v.*, CASE WHEN st.fusion = 'rrf' THEN 1.0::float8 / (60 + v.r)
+                         WHEN st.normalisation = 'minmax'
                          THEN coalesce((v.s - min(v.s) OVER ()) / nullif(max(v.s) OVER () - min(v.s) OVER (), 0), 1)
                          ELSE coalesce((v.s - avg(v.s) OVER ()) / nullif(stddev_pop(v.s) OVER (), 0), 1) END AS x
         FROM v
@@ -303,9 +330,9 @@ BEGIN
     ), f AS (
         SELECT coalesce(bx.id, vx.id) AS id, bx.r AS br, bx.s AS bs, vx.r AS vr, vx.s AS vs,
                coalesce(bx.pf, vx.pf) AS pf,
-               CASE WHEN p_fusion = 'rrf' THEN p_bm25_weight * coalesce(bx.x, 0) + p_vector_weight * coalesce(vx.x, 0)
-                    ELSE (p_bm25_weight * coalesce(bx.x, fl.bf) + p_vector_weight * coalesce(vx.x, fl.vf))
-                         / (p_bm25_weight + p_vector_weight) END AS fused
+               CASE WHEN st.fusion = 'rrf' THEN st.bm25_weight * coalesce(bx.x, 0) + st.vector_weight * coalesce(vx.x, 0)
+                    ELSE (st.bm25_weight * coalesce(bx.x, fl.bf) + st.vector_weight * coalesce(vx.x, fl.vf))
+                         / (st.bm25_weight + st.vector_weight) END AS fused
         FROM bx FULL JOIN vx ON bx.id = vx.id CROSS JOIN fl
     ), top AS (
         SELECT f.*, row_number() OVER (ORDER BY f.fused DESC, least(f.br, f.vr), f.id)::int AS rk
@@ -330,7 +357,7 @@ BEGIN
 END
 $$;
 
--- function: search_two_stage sha256:91adf77273a73e5ef2a520330299411bef1f424d2f91cbaec3743a9e64b01869
+-- function: search_two_stage sha256:a62cd8c69bc3803dead3d6c0dbbfdb52c338cd4a8aef41423d595ee7c0c264ad
 -- rag.search_two_stage: the best sections by their summaries and paragraphs, then their best paragraphs, from one hybrid search.
 CREATE OR REPLACE FUNCTION rag.search_two_stage(
     p_query           TEXT,
@@ -359,10 +386,12 @@ Two-stage retrieval (seeds/two-stage-search, section 4.2), both stages over one 
      its own text; the p_sections best are kept, their scores min-max normalised over them
      (section_score in 0..1, 1 for the best).
   2. Paragraphs: the level-0 rows among those whose parent is a kept section, their fused
-     scores min-max normalised over them; when they are fewer than p_k, a second hybrid search
-     over the kept sections' paragraphs (k and pool greatest(p_pool, p_k)) gives them instead.
-     A section kept for its summary's score contributes only those of its paragraphs that are
-     among the rows read (unless the second search runs).
+     scores min-max normalised over them; when they are fewer than p_k, a second search over
+     the kept sections' paragraphs (k and pool greatest(p_pool, p_k)) gives them instead:
+     rag._search_in_sections (static statements, migration 0016, decision 25), or with
+     p_within rag.search_hybrid restricted to the sections and the subtree (as every second
+     search until 0016). A section kept for its summary's score contributes only those of its
+     paragraphs that are among the rows read (unless the second search runs).
   score = (1 - p_section_weight) * paragraph score + p_section_weight * section_score,
   so a paragraph is boosted by its section's score. Returns the p_k best (fewer only when fewer
   of the kept sections' paragraphs match), with their branch ranks and section_score.
@@ -381,23 +410,24 @@ Parameters:
   p_pool           candidates per branch, at least (default 100); rows read as said above (at most 1000).
   p_within         NULL or a source_file: only rows inside its subtree.
   p_fusion, p_normalisation, p_bm25_weight, p_vector_weight: passed to rag.search_hybrid
-                   (NULL = rag._fusion_settings()); its chapter term is not used here (the
-                   sections already rank the chapters).
+                   and rag._search_in_sections (NULL = rag._fusion_settings()); the chapter
+                   term is not used here (the sections already rank the chapters).
 Edge case: when no row of levels 0-1 matches, or none has a parent (a corpus without
 summaries), no section is found and the function falls back to a flat hybrid search over
 paragraphs (NOTICE).
 Cost: one rag.search_hybrid reading its greatest(p_pool, p_k, 10 x p_sections) best rows (100
 by default, content included), then two small statements over them in memory; a second
-hybrid search when the first holds fewer than p_k of the kept sections' paragraphs (k 10: 5 of
-the books' 177 evalset questions; 56 of an evenly spread 500 of PIAF's 3,835, whose articles
-have about 4 paragraphs each). With parent expansion through rag.search, about 1.3 times
-hybrid's time on the books and 2 times at 100k synthetic rows (bench/bench_search.py,
-"default+parent" against "hybrid+parent", migration 0014: rag.search's default runs it; since
-migration 0015 the plain default call runs the same search from the corpus model's generated
-function, rag._install_model_search).
+search when the first holds fewer than p_k of the kept sections' paragraphs (k 10: 5 of the
+books' 177 evalset questions; 56 of an evenly spread 500 of PIAF's 3,835, whose articles have
+about 4 paragraphs each; almost every query at 100k synthetic rows). With parent expansion
+through rag.search, 1.3 times hybrid's time on the books in migration 0014's run of
+bench/bench_search.py ("default+parent, general" against "hybrid+parent" since 0015, whose
+generated function runs the plain default call: rag._install_model_search); with its second
+search from static statements (0016), 2.01-2.04 times bm25 + vector at 100k rows where it was
+2.22-2.25 (alternate runs, decision 25).
 */
 DECLARE
-    st       RECORD;
+    v_short  BOOLEAN;          -- fewer than p_k of the kept sections' paragraphs among the rows read
     v_rows   rag.search_hit[];
     v_files  TEXT[];
     v_scores FLOAT8[];
@@ -451,15 +481,14 @@ BEGIN
     -- Stage 2: the kept sections' paragraphs among the same rows; when those rows hold fewer
     -- than p_k of them, a search inside the kept sections (stage 2 until migration 0013), so a
     -- list is never shorter than the sections allow.
-    IF (SELECT count(*) FROM unnest(v_rows) h WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)) < p_k
-       AND p_within IS NULL THEN
+    v_short := (SELECT count(*) FROM unnest(v_rows) h WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)) < p_k;
+    IF v_short AND p_within IS NULL THEN
         -- its static statements (migration 0016; the kept sections are in p_book already)
-        SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, NULL, NULL);
         RETURN QUERY SELECT * FROM rag._search_in_sections(
             p_query, p_query_embedding, (SELECT m.model FROM rag._corpus_model(p_query_embedding) m), v_files, v_scores,
-            p_k, p_pool, p_section_weight, st.fusion, st.normalisation, st.bm25_weight, st.vector_weight);
+            p_k, p_pool, p_section_weight, p_fusion, p_normalisation, p_bm25_weight, p_vector_weight);
         RETURN;
-    ELSIF (SELECT count(*) FROM unnest(v_rows) h WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)) < p_k THEN
+    ELSIF v_short THEN
         -- within a subtree: the hybrid search with its filters
         SELECT array_agg(h ORDER BY h.rank) INTO v_rows
         FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, greatest(p_k, p_pool)),
@@ -494,6 +523,6 @@ REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default 
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_install_model_search', '3231ed00ee35e6374917de6a7e8b58d9a2abc66c157b9d5f8563f9ea5c1799a0', '0016_default_search_second_search_cached'),
-    ('_search_in_sections', '0ec76d78dd48a326e0f5e645cef7a3062a9a84e6c0cb0a0c2fb75f0036ca39c5', '0016_default_search_second_search_cached'),
-    ('search_two_stage', '91adf77273a73e5ef2a520330299411bef1f424d2f91cbaec3743a9e64b01869', '0016_default_search_second_search_cached')
+    ('_search_in_sections', 'fb7814b4b01da6203b658cdf2431ff2bb0c89ab79973b606985fceda2e228004', '0016_default_search_second_search_cached'),
+    ('search_two_stage', 'a62cd8c69bc3803dead3d6c0dbbfdb52c338cd4a8aef41423d595ee7c0c264ad', '0016_default_search_second_search_cached')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

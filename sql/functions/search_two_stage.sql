@@ -26,10 +26,12 @@ Two-stage retrieval (seeds/two-stage-search, section 4.2), both stages over one 
      its own text; the p_sections best are kept, their scores min-max normalised over them
      (section_score in 0..1, 1 for the best).
   2. Paragraphs: the level-0 rows among those whose parent is a kept section, their fused
-     scores min-max normalised over them; when they are fewer than p_k, a second hybrid search
-     over the kept sections' paragraphs (k and pool greatest(p_pool, p_k)) gives them instead.
-     A section kept for its summary's score contributes only those of its paragraphs that are
-     among the rows read (unless the second search runs).
+     scores min-max normalised over them; when they are fewer than p_k, a second search over
+     the kept sections' paragraphs (k and pool greatest(p_pool, p_k)) gives them instead:
+     rag._search_in_sections (static statements, migration 0016, decision 25), or with
+     p_within rag.search_hybrid restricted to the sections and the subtree (as every second
+     search until 0016). A section kept for its summary's score contributes only those of its
+     paragraphs that are among the rows read (unless the second search runs).
   score = (1 - p_section_weight) * paragraph score + p_section_weight * section_score,
   so a paragraph is boosted by its section's score. Returns the p_k best (fewer only when fewer
   of the kept sections' paragraphs match), with their branch ranks and section_score.
@@ -48,23 +50,24 @@ Parameters:
   p_pool           candidates per branch, at least (default 100); rows read as said above (at most 1000).
   p_within         NULL or a source_file: only rows inside its subtree.
   p_fusion, p_normalisation, p_bm25_weight, p_vector_weight: passed to rag.search_hybrid
-                   (NULL = rag._fusion_settings()); its chapter term is not used here (the
-                   sections already rank the chapters).
+                   and rag._search_in_sections (NULL = rag._fusion_settings()); the chapter
+                   term is not used here (the sections already rank the chapters).
 Edge case: when no row of levels 0-1 matches, or none has a parent (a corpus without
 summaries), no section is found and the function falls back to a flat hybrid search over
 paragraphs (NOTICE).
 Cost: one rag.search_hybrid reading its greatest(p_pool, p_k, 10 x p_sections) best rows (100
 by default, content included), then two small statements over them in memory; a second
-hybrid search when the first holds fewer than p_k of the kept sections' paragraphs (k 10: 5 of
-the books' 177 evalset questions; 56 of an evenly spread 500 of PIAF's 3,835, whose articles
-have about 4 paragraphs each). With parent expansion through rag.search, about 1.3 times
-hybrid's time on the books and 2 times at 100k synthetic rows (bench/bench_search.py,
-"default+parent" against "hybrid+parent", migration 0014: rag.search's default runs it; since
-migration 0015 the plain default call runs the same search from the corpus model's generated
-function, rag._install_model_search).
+search when the first holds fewer than p_k of the kept sections' paragraphs (k 10: 5 of the
+books' 177 evalset questions; 56 of an evenly spread 500 of PIAF's 3,835, whose articles have
+about 4 paragraphs each; almost every query at 100k synthetic rows). With parent expansion
+through rag.search, 1.3 times hybrid's time on the books in migration 0014's run of
+bench/bench_search.py ("default+parent, general" against "hybrid+parent" since 0015, whose
+generated function runs the plain default call: rag._install_model_search); with its second
+search from static statements (0016), 2.01-2.04 times bm25 + vector at 100k rows where it was
+2.22-2.25 (alternate runs, decision 25).
 */
 DECLARE
-    st       RECORD;
+    v_short  BOOLEAN;          -- fewer than p_k of the kept sections' paragraphs among the rows read
     v_rows   rag.search_hit[];
     v_files  TEXT[];
     v_scores FLOAT8[];
@@ -118,15 +121,14 @@ BEGIN
     -- Stage 2: the kept sections' paragraphs among the same rows; when those rows hold fewer
     -- than p_k of them, a search inside the kept sections (stage 2 until migration 0013), so a
     -- list is never shorter than the sections allow.
-    IF (SELECT count(*) FROM unnest(v_rows) h WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)) < p_k
-       AND p_within IS NULL THEN
+    v_short := (SELECT count(*) FROM unnest(v_rows) h WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)) < p_k;
+    IF v_short AND p_within IS NULL THEN
         -- its static statements (migration 0016; the kept sections are in p_book already)
-        SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, NULL, NULL);
         RETURN QUERY SELECT * FROM rag._search_in_sections(
             p_query, p_query_embedding, (SELECT m.model FROM rag._corpus_model(p_query_embedding) m), v_files, v_scores,
-            p_k, p_pool, p_section_weight, st.fusion, st.normalisation, st.bm25_weight, st.vector_weight);
+            p_k, p_pool, p_section_weight, p_fusion, p_normalisation, p_bm25_weight, p_vector_weight);
         RETURN;
-    ELSIF (SELECT count(*) FROM unnest(v_rows) h WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)) < p_k THEN
+    ELSIF v_short THEN
         -- within a subtree: the hybrid search with its filters
         SELECT array_agg(h ORDER BY h.rank) INTO v_rows
         FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, greatest(p_k, p_pool)),

@@ -290,7 +290,9 @@ def test_the_second_search_ranks_what_hybrid_ranks_inside_the_sections(corpus, e
     sections' paragraphs (k and pool greatest(k, pool)), scored 0.7 x its score min-max
     normalised + 0.3 x the section's score, ranked by that, then the hybrid rank, then id. Same
     rows in the same order, same branch ranks and vector scores, same final scores; with and
-    without a query vector, a pool smaller than the sections, and every fusion setting."""
+    without a query vector, a pool smaller than the sections, and every fusion setting. (On a
+    large corpus, a pool of about 10 or less could make that search's planner pick the HNSW
+    scan and miss rows, which the exact read does not: decision 25.)"""
     sections = [f"{C}/premiere-partie/chapitre-01-le-boulanger/summary.md", ROUTES_CHAPTER,
                 f"{C}/deuxieme-partie/chapitre-01-la-monnaie/summary.md"]
     section_scores = dict(zip(sections, (1.0, 0.4, 0.0)))
