@@ -236,6 +236,13 @@ def unit_vectors(n: int, rng: np.random.Generator) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
+def synthetic_queries(words: list[str], n: int, rng: np.random.Generator) -> list[tuple[str, np.ndarray]]:
+    """n queries of 2-5 content words and a random unit vector each, for a synthetic corpus."""
+    content_words = words[50:] or words  # skip the most frequent (mostly stopwords)
+    queries = [" ".join(rng.choice(content_words, int(rng.integers(2, 6)))) for _ in range(n)]
+    return list(zip(queries, unit_vectors(len(queries), rng)))
+
+
 def build_corpus(url: str, n_rows: int, words: list[str], freq: np.ndarray, rng: np.random.Generator,
                  maintenance_work_mem: str | None) -> dict[str, Any]:
     t0 = time.perf_counter()
@@ -355,9 +362,7 @@ def main() -> None:
         with scratch_database(settings, f"bench{size}") as scratch:
             build = build_corpus(scratch, size, words, freq, rng, args.maintenance_work_mem)
             scale = Scale(f"{size // 1000}k synthetic", int(build["rows"]), build)
-            content_words = words[50:] or words  # skip the most frequent (mostly stopwords)
-            queries = [" ".join(rng.choice(content_words, int(rng.integers(2, 6)))) for _ in range(args.queries)]
-            params = [{"q": q, "e": e, "k": K} for q, e in zip(queries, unit_vectors(len(queries), rng))]
+            params = [{"q": q, "e": e, "k": K} for q, e in synthetic_queries(words, args.queries, rng)]
             with db.connect(scratch, autocommit=True) as conn:
                 scale.latency = time_statements(conn, params, args.warmup, args.runs,
                                                 {**STATEMENTS, **plain_scans(BENCH_MODEL, DIM)})

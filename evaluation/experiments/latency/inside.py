@@ -39,9 +39,7 @@ def synthetic(url: str, size: int) -> list[tuple[str, object]]:
     rng = np.random.default_rng(42)
     words, freq = bs.vocabulary(db.database_url(load_settings()), 4000, rng)
     bs.build_corpus(url, size, words, freq, rng, "1GB")
-    content_words = words[50:] or words
-    queries = [" ".join(rng.choice(content_words, int(rng.integers(2, 6)))) for _ in range(20)]
-    return list(zip(queries, bs.unit_vectors(len(queries), rng)))
+    return bs.synthetic_queries(words, 20, rng)
 
 
 def main() -> None:
