@@ -10,11 +10,11 @@ AS $$
 vector, p_k INT) RETURNS SETOF rag.search_hit and returns its name. It is the default search
 (rag.search's 'auto' resolved to two-stage) without filters or settings, for p_k 1..100: the
 same rows as rag.search_two_stage merged with rag.search_sentences by rag._interleave, from
-two static statements: the BM25 and kNN top 100 (rag._branch_sql's statements), their fusion
-(rag.search_hybrid's formulas,
-with rag._fusion_settings' defaults read at run time), both stages (5 sections, section
-weight 0.3: rag.search_two_stage's defaults), then the 2k nearest summary sentences and their
-paragraphs (rag.search_sentences' statement). PL/pgSQL caches a static statement's plan for the
+two static statements: the BM25 top 100 and the kNN top 40 (rag._branch_sql's statements),
+their fusion (rag.search_hybrid's formulas, with rag._fusion_settings' defaults read at run
+time), both stages (5 sections, section weight 0.3, pools 100 and 40: rag.search_two_stage's
+defaults), then the 2k nearest summary sentences and their paragraphs (rag.search_sentences'
+statement). PL/pgSQL caches a static statement's plan for the
 session (forced generic, so that the planner never goes back to planning them per call), which
 the general functions cannot have: the kNN statement must name the model and its
 dimension as literals (the partial HNSW index's predicate and expression), so they build it
@@ -59,7 +59,7 @@ LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
-SET hnsw.ef_search = 100
+SET hnsw.ef_search = 40
 SET hnsw.iterative_scan = relaxed_order
 AS $body$
 DECLARE
@@ -78,8 +78,9 @@ BEGIN
     IF st.cite_weight <> 0 OR p_k NOT BETWEEN 1 AND 100 THEN
         RETURN;
     END IF;
-    -- Both branches' top 100 (two-stage's pool, so ef_search 100), the fusion over them, the 100
-    -- best (rag.search_hybrid's rows), the 5 best sections, their paragraphs and the k rows kept.
+    -- The BM25 top 100 and the kNN top 40 (two-stage's pools, so ef_search 40), the fusion over
+    -- them, the 100 best (rag.search_hybrid's rows), the 5 best sections, their paragraphs and
+    -- the k rows kept.
     WITH b AS (
         SELECT x.id, x.s, row_number() OVER (ORDER BY x.s DESC, x.id)::int AS r, x.lvl, x.sf, x.pf FROM (
             SELECT n.id, pdb.score(n.id)::float8 AS s, n.level AS lvl, n.source_file AS sf, n.parent_source_file AS pf
@@ -92,7 +93,7 @@ BEGIN
                    n.source_file AS sf, n.parent_source_file AS pf
             FROM rag.hierarchical_content_nodes n
             WHERE n.embedding_model = %3$L AND n.embedding IS NOT NULL
-            ORDER BY n.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s) LIMIT 100) y
+            ORDER BY n.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s) LIMIT 40) y
     ), bx AS (
         SELECT b.*, CASE WHEN st.fusion = 'rrf' THEN 1.0::float8 / (60 + b.r)
                          WHEN st.normalisation = 'minmax'

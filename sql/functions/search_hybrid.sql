@@ -15,7 +15,8 @@ CREATE OR REPLACE FUNCTION rag.search_hybrid(
     p_normalisation   TEXT DEFAULT NULL,
     p_chapter_weight  FLOAT8 DEFAULT NULL,
     p_within          TEXT DEFAULT NULL,
-    p_cite_weight     FLOAT8 DEFAULT NULL
+    p_cite_weight     FLOAT8 DEFAULT NULL,
+    p_vector_pool     INT DEFAULT NULL
 ) RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql STABLE
 SET max_parallel_workers_per_gather = 0
@@ -25,7 +26,7 @@ SET hnsw.iterative_scan = off
 AS $$
 /*
 Returns the p_k best chunks of both branches fused, best first. Each branch (BM25 top p_pool,
-kNN top p_pool) gives every candidate a value x:
+kNN top p_pool, or p_vector_pool when given) gives every candidate a value x:
   fusion 'convex' (default): the branch score normalised over that branch's candidates,
       'zscore' (default): (s - mean) / standard deviation;
       'minmax': (s - min) / (max - min);
@@ -59,15 +60,19 @@ Parameters:
                      both branches (p_within: a source_file, only its subtree; see rag.search_branch).
   p_pool             candidates taken from each branch, 1..1000 (default 40; at least p_k): the
                      HNSW scan's ef_search is raised to it, so 40 costs what a top-10 kNN costs.
+  p_vector_pool      candidates taken from the kNN branch when it should read fewer (or more)
+                     than the BM25 branch, 1..1000, not raised to p_k (default NULL: the
+                     same as BM25's). rag.search_two_stage reads 100 BM25 candidates and 40 kNN
+                     ones: the HNSW scan's cost follows its ef_search (decision 26).
   p_rrf_k            the RRF constant (default 60), >= 1; used by 'rrf' only.
   p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight:
                      NULL = the default; defaults and bounds are rag._fusion_settings's (convex,
                      zscore, 0.5, 0.5, 0.4, cite 0; names 'rrf'|'convex' and 'minmax'|'zscore',
                      weights finite, >= 0 and not both 0, chapter and cite weights 0..1, sum <= 1).
 Rows without an embedding compete on BM25 alone.
-Cost: a pg_search top-N scan and an HNSW scan of p_pool rows each (two small dynamic
-statements), then one static statement (cached plan) fusing at most 2 x p_pool candidates in
-memory and reading the p_k rows returned (bench/bench_search.py).
+Cost: a pg_search top-N scan of p_pool rows and an HNSW scan of p_pool (or p_vector_pool)
+rows (two small dynamic statements), then one static statement (cached plan) fusing the two
+pools' candidates in memory and reading the p_k rows returned (bench/bench_search.py).
 Settings: parallel query off (worker start-up costs more than the scans); sequential scans
 off, because on small tables the planner prices the HNSW scan above a sequential scan that is
 several times slower (8 ms against 1.2 ms for the kNN branch on the two books); the HNSW
@@ -78,6 +83,7 @@ DECLARE
     v_model      TEXT;
     v_dim        INT;
     v_pool       INT;
+    v_vpool      INT;          -- the kNN branch's candidates
     v_within     INT[];
     v_levels     INT[] := p_levels;
     v_node_type  TEXT := p_node_type;
@@ -112,7 +118,12 @@ BEGIN
         v_node_type := NULL;
         v_refilter := true;
     END IF;
+    IF p_vector_pool < 1 OR p_vector_pool > 1000 THEN
+        RAISE EXCEPTION 'vector_pool must be between 1 and 1000, got %', p_vector_pool
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     v_pool := greatest(p_pool, p_k);
+    v_vpool := coalesce(p_vector_pool, v_pool);
 
     -- The two index scans, each a small statement of its own ($1..$8 as in rag._branch_sql).
     EXECUTE rag._collect_sql(rag._branch_sql('bm25', NULL, NULL, p_book, v_levels, v_node_type, p_parent_files, v_within))
@@ -122,11 +133,11 @@ BEGIN
     IF p_query_embedding IS NOT NULL THEN
         SELECT m.model, m.dimension INTO v_model, v_dim FROM rag._corpus_model(p_query_embedding) m;
         IF v_model IS NOT NULL THEN
-            PERFORM rag._set_hnsw(v_pool);
+            PERFORM rag._set_hnsw(v_vpool);
             EXECUTE rag._collect_sql(rag._branch_sql('vector', v_model, v_dim, p_book, v_levels, v_node_type,
                                                       p_parent_files, v_within))
             INTO v_id, v_x, v_s, v_lvl, v_nt, v_sf, v_pf, v_floor_v
-            USING NULL::text, p_query_embedding, p_book, v_levels, v_node_type, p_parent_files, v_pool, v_within,
+            USING NULL::text, p_query_embedding, p_book, v_levels, v_node_type, p_parent_files, v_vpool, v_within,
                   st.fusion, p_rrf_k, st.normalisation;
         END IF;
     END IF;

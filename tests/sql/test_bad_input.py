@@ -76,6 +76,10 @@ def test_bad_levels_and_node_type(corpus):
 def test_hybrid_parameters(corpus):
     assert error_of(corpus, "SELECT * FROM rag.search_hybrid('pain', NULL, p_rrf_k => 0)") == "rrf_k must be >= 1, got 0"
     assert error_of(corpus, "SELECT * FROM rag.search_hybrid('pain', NULL, p_pool => 5000)") == "pool must be between 1 and 1000, got 5000"
+    assert error_of(corpus, "SELECT * FROM rag.search_hybrid('pain', NULL, p_vector_pool => 0)") == \
+        "vector_pool must be between 1 and 1000, got 0"
+    assert error_of(corpus, "SELECT * FROM rag.search_two_stage('pain', NULL, p_vector_pool => 1001)") == \
+        "vector_pool must be between 1 and 1000, got 1001"
     assert error_of(corpus, "SELECT * FROM rag.search_hybrid('pain', NULL, p_bm25_weight => -1)") == \
         "branch weights must be finite and >= 0, got bm25 -1 and vector 0.5"
 

@@ -264,7 +264,7 @@ def test_two_stage_ranks_paragraphs_among_its_one_hybrid_search(corpus, e5):
     q = "le prix du pain augmente"
     v = e5.query(q)
     read = corpus.execute("SELECT id, level, parent_source_file, score FROM rag.search_hybrid(%s, %s, 10, p_pool => 2, "
-                          "p_chapter_weight => 0)", (q, v)).fetchall()
+                          "p_chapter_weight => 0, p_vector_pool => 40)", (q, v)).fetchall()
     hits = corpus.execute("SELECT id, parent_source_file, score FROM rag.search_two_stage(%s, %s, 2, p_sections => 1, p_pool => 2)",
                           (q, v)).fetchall()
     section = hits[0][1]
@@ -278,6 +278,27 @@ def test_two_stage_ranks_paragraphs_among_its_one_hybrid_search(corpus, e5):
     in_section = corpus.execute("SELECT count(*) FROM rag.hierarchical_content_nodes WHERE parent_source_file = %s AND level = 0",
                                 (section,)).fetchone()[0]
     assert {f[1] for f in full} == {section} and len(full) == in_section == 3
+
+
+def test_the_vector_branch_reads_its_own_pool(corpus, e5):
+    """p_vector_pool sets the kNN branch's candidates apart from BM25's (two-stage's first
+    search reads 100 and 40 since migration 0017): no row beyond it carries a vector rank, and
+    rows that only the larger pool reaches change the fused list."""
+    q = "le prix du pain et la monnaie"
+    v = e5.query(q)
+    sql = ("SELECT id, bm25_rank, vector_rank FROM rag.search_hybrid(%s, %s, 30, p_pool => 30, "
+           "p_chapter_weight => 0, p_vector_pool => %s)")
+    small = corpus.execute(sql, (q, v, 3)).fetchall()
+    same = corpus.execute(sql, (q, v, None)).fetchall()
+    assert max(r[2] for r in small if r[2] is not None) == 3
+    assert max(r[1] for r in small if r[1] is not None) > 3  # BM25 keeps its pool
+    assert max(r[2] for r in same if r[2] is not None) > 3  # NULL: BM25's pool
+    assert {r[0] for r in small} != {r[0] for r in same}
+    # two-stage passes its own to its first search
+    two = "SELECT vector_rank FROM rag.search_two_stage(%s, %s, 3, p_sections => 3, p_vector_pool => %s)"
+    narrow, wide = (corpus.execute(two, (q, v, n)).fetchall() for n in (2, None))
+    assert narrow and all(h[0] is None or h[0] <= 2 for h in narrow)
+    assert any(h[0] is not None and h[0] > 2 for h in wide)
 
 
 SETTINGS = ({}, {"p_normalisation": "minmax"}, {"p_fusion": "rrf"}, {"p_bm25_weight": 0.8, "p_vector_weight": 0.2})
