@@ -264,17 +264,17 @@ def test_two_stage_ranks_paragraphs_among_its_one_hybrid_search(corpus, e5):
     q = "le prix du pain augmente"
     v = e5.query(q)
     read = corpus.execute("SELECT id, level, parent_source_file, score FROM rag.search_hybrid(%s, %s, 10, p_pool => 2, "
-                          "p_chapter_weight => 0, p_vector_pool => 40)", (q, v)).fetchall()
-    hits = corpus.execute("SELECT id, parent_source_file, score FROM rag.search_two_stage(%s, %s, 2, p_sections => 1, p_pool => 2)",
-                          (q, v)).fetchall()
+                          "p_chapter_weight => 0, p_vector_pool => 10)", (q, v)).fetchall()
+    hits = corpus.execute("SELECT id, parent_source_file, score FROM rag.search_two_stage(%s, %s, 2, p_sections => 1, p_pool => 2, "
+                          "p_vector_pool => 10)", (q, v)).fetchall()
     section = hits[0][1]
     among = [r for r in read if r[1] == 0 and r[2] == section]
     assert len(among) == 2 and [h[0] for h in hits] == [r[0] for r in sorted(among, key=lambda r: -r[3])]
     assert [h[2] for h in hits] == pytest.approx([1.0, 0.3])
     # asked for more paragraphs than those rows hold, it searches inside the kept section: all
     # three of its paragraphs, not the two it read
-    full = corpus.execute("SELECT id, parent_source_file FROM rag.search_two_stage(%s, %s, 10, p_sections => 1, p_pool => 2)",
-                          (q, v)).fetchall()
+    full = corpus.execute("SELECT id, parent_source_file FROM rag.search_two_stage(%s, %s, 10, p_sections => 1, p_pool => 2, "
+                          "p_vector_pool => 10)", (q, v)).fetchall()
     in_section = corpus.execute("SELECT count(*) FROM rag.hierarchical_content_nodes WHERE parent_source_file = %s AND level = 0",
                                 (section,)).fetchone()[0]
     assert {f[1] for f in full} == {section} and len(full) == in_section == 3
