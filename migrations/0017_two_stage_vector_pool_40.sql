@@ -426,7 +426,7 @@ BEGIN
 END
 $$;
 
--- function: search_two_stage sha256:3916cea90e34be6e20fafa355f71d6c49ea257e97eeace028d507dce2aa1ee5c
+-- function: search_two_stage sha256:2f3dccde37981071a6757e6f2b9824cff217baf89437f390970c43f2d1bd37ee
 -- rag.search_two_stage: the best sections by their summaries and paragraphs, then their best paragraphs, from one hybrid search.
 CREATE OR REPLACE FUNCTION rag.search_two_stage(
     p_query           TEXT,
@@ -493,9 +493,10 @@ summaries), no section is found and the function falls back to a flat hybrid sea
 paragraphs (NOTICE).
 Cost: one rag.search_hybrid reading its greatest(p_pool, p_k, 10 x p_sections) best rows (100
 by default, content included), then two small statements over them in memory; a second
-search when the first holds fewer than p_k of the kept sections' paragraphs (k 10: 5 of the
-books' 177 evalset questions; 56 of an evenly spread 500 of PIAF's 3,835, whose articles have
-about 4 paragraphs each; almost every query at 100k synthetic rows). With parent expansion
+search when the first holds fewer than p_k of the kept sections' paragraphs (k 10, each
+question within its book: 6 of the books' 177 evalset questions and 83 of an evenly spread 500
+of PIAF's 3,835, whose articles have about 4 paragraphs each, with the kNN top 40; 5 and 56 with
+the top 100 until migration 0017; almost every query at 100k synthetic rows). With parent expansion
 through rag.search, 1.3 times hybrid's time on the books in migration 0014's run of
 bench/bench_search.py ("default+parent, general" against "hybrid+parent" since 0015, whose
 generated function runs the plain default call: rag._install_model_search); with its second
@@ -604,5 +605,5 @@ REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_install_model_search', 'daf59eeccd3eeb0674f26520b24407421c07c62d062a0f023d8f45ba61cbdbac', '0017_two_stage_vector_pool_40'),
     ('search_hybrid', '3d5f098b0d8cae7a8d9552c75d9148986ff40aea69ba352f5199a8ae9c0f86d9', '0017_two_stage_vector_pool_40'),
-    ('search_two_stage', '3916cea90e34be6e20fafa355f71d6c49ea257e97eeace028d507dce2aa1ee5c', '0017_two_stage_vector_pool_40')
+    ('search_two_stage', '2f3dccde37981071a6757e6f2b9824cff217baf89437f390970c43f2d1bd37ee', '0017_two_stage_vector_pool_40')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

@@ -64,9 +64,10 @@ summaries), no section is found and the function falls back to a flat hybrid sea
 paragraphs (NOTICE).
 Cost: one rag.search_hybrid reading its greatest(p_pool, p_k, 10 x p_sections) best rows (100
 by default, content included), then two small statements over them in memory; a second
-search when the first holds fewer than p_k of the kept sections' paragraphs (k 10: 5 of the
-books' 177 evalset questions; 56 of an evenly spread 500 of PIAF's 3,835, whose articles have
-about 4 paragraphs each; almost every query at 100k synthetic rows). With parent expansion
+search when the first holds fewer than p_k of the kept sections' paragraphs (k 10, each
+question within its book: 6 of the books' 177 evalset questions and 83 of an evenly spread 500
+of PIAF's 3,835, whose articles have about 4 paragraphs each, with the kNN top 40; 5 and 56 with
+the top 100 until migration 0017; almost every query at 100k synthetic rows). With parent expansion
 through rag.search, 1.3 times hybrid's time on the books in migration 0014's run of
 bench/bench_search.py ("default+parent, general" against "hybrid+parent" since 0015, whose
 generated function runs the plain default call: rag._install_model_search); with its second
