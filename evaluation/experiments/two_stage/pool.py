@@ -1,13 +1,18 @@
 """Can two-stage search at the default's cost? Its one hybrid search reads p_pool candidates per
-branch (100 since migration 0013) where the default hybrid search reads 40: the HNSW scan's
+branch (100 since migration 0013; since 0017 the kNN branch p_vector_pool, 40) where hybrid
+search reads 40: the HNSW scan's
 ef_search and the BM25 top-N follow the pool, so the pool is most of two-stage's extra time.
 Here rag.search_two_stage is installed with p_pool 100, 60 and 40 in turn (committed, because
 bookrag.search ends a transaction after each search; the file's own definition is installed
 again at the end, whatever happens) and two-stage is run through rag.search as
 installed (with the sentence branch), beside the default and the two branches, on one half of
 the three evalsets, scored by evaluation.tune_fusion's runner (recall@5 and MRR@10; PIAF at
-paragraph level). Needs the books and PIAF loaded.
+paragraph level). Each question searches inside its own book, so the general functions answer
+(generated_default.py checks that the generated default search gives their rows).
+--parameter p_vector_pool does the same with the first search's kNN pool (decision 26, migration
+0017: 100 until then, like BM25's, now 40), --pools the values. Needs the books and PIAF loaded.
     cd /work/main && .venv/bin/python evaluation/experiments/two_stage/pool.py tune|heldout [--piaf-limit N]
+        [--parameter p_pool|p_vector_pool] [--pools 100,60,40]
 """
 import argparse
 import re
@@ -20,14 +25,14 @@ from bookrag import db
 from bookrag.config import load_settings
 from evaluation.tune_fusion import BRANCHES, Runner, Setting, evaluate_settings, half_sets, headers_for, rows_for, table
 
-POOLS = (100, 60, 40)
+POOLS = "100,60,40"
 FUNCTION = ROOT / "sql" / "functions" / "search_two_stage.sql"
 
 
-def with_pool(pool: int) -> str:
-    """The installed function's text with another default pool."""
-    text, n = re.subn(r"p_pool(\s+)INT DEFAULT \d+", rf"p_pool\g<1>INT DEFAULT {pool}", FUNCTION.read_text())
-    assert n == 1, "search_two_stage.sql no longer declares p_pool INT DEFAULT <n>"
+def with_pool(pool: int, parameter: str = "p_pool") -> str:
+    """The installed function's text with another default for one of its pools."""
+    text, n = re.subn(rf"\b{parameter}(\s+)INT DEFAULT \d+", rf"{parameter}\g<1>INT DEFAULT {pool}", FUNCTION.read_text())
+    assert n == 1, f"search_two_stage.sql no longer declares {parameter} INT DEFAULT <n>"
     return text
 
 
@@ -35,6 +40,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("half", choices=("tune", "heldout"))
     ap.add_argument("--piaf-limit", type=int)
+    ap.add_argument("--parameter", choices=("p_pool", "p_vector_pool"), default="p_pool")
+    ap.add_argument("--pools", default=POOLS, help="comma-separated values (default %(default)s)")
     args = ap.parse_args()
     settings = load_settings()
     sets = half_sets(settings.home, args.half, args.piaf_limit)
@@ -42,14 +49,14 @@ def main() -> None:
     names = []
     with db.connect(db.database_url(settings)) as conn:
         runner = Runner(conn, progress=False)
-        results.update(evaluate_settings(runner, sets, [*BRANCHES, Setting("hybrid (default)")]))
-        names += [s.name for s in BRANCHES] + ["hybrid (default)"]
+        results.update(evaluate_settings(runner, sets, [*BRANCHES, Setting("hybrid")]))
+        names += [s.name for s in BRANCHES] + ["hybrid"]
         try:
-            for pool in POOLS:
-                conn.execute(with_pool(pool))
+            for pool in (int(p) for p in args.pools.split(",")):
+                conn.execute(with_pool(pool, args.parameter))
                 conn.commit()
                 conn.execute("DISCARD PLANS")  # the callers' cached plans hold the old default
-                name = f"two-stage pool {pool}"
+                name = f"two-stage {args.parameter} {pool}"
                 results.update(evaluate_settings(runner, sets, [Setting(name, "two-stage")]))
                 names.append(name)
         finally:
