@@ -214,7 +214,7 @@ END
 $$;
 REVOKE EXECUTE ON FUNCTION rag._install_model_search(TEXT, INT) FROM bookrag_reader;
 
--- function: search_hybrid sha256:3d5f098b0d8cae7a8d9552c75d9148986ff40aea69ba352f5199a8ae9c0f86d9
+-- function: search_hybrid sha256:65c101cd78a8d4141b30f8e559154ff39bf71b9463528a5b412460e3d4d7cc24
 -- rag.search_hybrid: BM25 + kNN fused in one statement (normalised score combination or RRF), optionally chapter-aware.
 CREATE OR REPLACE FUNCTION rag.search_hybrid(
     p_query           TEXT,
@@ -279,8 +279,10 @@ Parameters:
                      HNSW scan's ef_search is raised to it, so 40 costs what a top-10 kNN costs.
   p_vector_pool      candidates taken from the kNN branch when it should read fewer (or more)
                      than the BM25 branch, 1..1000, not raised to p_k (default NULL: the
-                     same as BM25's). rag.search_two_stage reads 100 BM25 candidates and 40 kNN
-                     ones: the HNSW scan's cost follows its ef_search (decision 26).
+                     same as BM25's). The HNSW scan's ef_search follows it instead of p_pool,
+                     never below 40 (rag._set_hnsw), so a pool under 40 reads fewer rows for
+                     the same cost. rag.search_two_stage reads 100 BM25 candidates and 40 kNN
+                     ones in its first search (decision 26).
   p_rrf_k            the RRF constant (default 60), >= 1; used by 'rrf' only.
   p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight:
                      NULL = the default; defaults and bounds are rag._fusion_settings's (convex,
@@ -327,6 +329,10 @@ BEGIN
         RAISE EXCEPTION 'pool must be between 1 and 1000, got %', coalesce(p_pool::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF p_vector_pool < 1 OR p_vector_pool > 1000 THEN  -- NULL: the BM25 pool
+        RAISE EXCEPTION 'vector_pool must be between 1 and 1000, got %', p_vector_pool
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF p_within IS NOT NULL THEN
         v_within := rag._subtree_ids(p_within, p_book);
     END IF;
@@ -334,10 +340,6 @@ BEGIN
         v_levels := CASE WHEN p_levels IS NULL THEN NULL ELSE p_levels || 1 END;
         v_node_type := NULL;
         v_refilter := true;
-    END IF;
-    IF p_vector_pool < 1 OR p_vector_pool > 1000 THEN
-        RAISE EXCEPTION 'vector_pool must be between 1 and 1000, got %', p_vector_pool
-            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     v_pool := greatest(p_pool, p_k);
     v_vpool := coalesce(p_vector_pool, v_pool);
@@ -426,7 +428,7 @@ BEGIN
 END
 $$;
 
--- function: search_two_stage sha256:2f3dccde37981071a6757e6f2b9824cff217baf89437f390970c43f2d1bd37ee
+-- function: search_two_stage sha256:afb1ce9d13afbda545919695336b32789c79b973d059aba298d758959f1fb30f
 -- rag.search_two_stage: the best sections by their summaries and paragraphs, then their best paragraphs, from one hybrid search.
 CREATE OR REPLACE FUNCTION rag.search_two_stage(
     p_query           TEXT,
@@ -478,8 +480,10 @@ Parameters:
   p_sections       sections kept, 1..100 (default 5).
   p_section_weight 0..1 (default 0.3, the seed's value).
   p_pool           BM25 candidates of the first search, at least (default 100), and both
-                   branches' in the second; rows read as said above (at most 1000).
-  p_vector_pool    kNN candidates of the first search, 1..1000 (default 40; NULL: as BM25's).
+                   branches' in the second search and in the flat fallback (below); rows read
+                   as said above (at most 1000).
+  p_vector_pool    kNN candidates of the first search, and its ef_search (at least 40),
+                   1..1000 (default 40; NULL: as BM25's).
                    Until migration 0017 it read 100, like BM25: 40 gives the same quality
                    within one question (tuning halves, mean of recall@5 and MRR@10 over the
                    three sets 0.768 -> 0.764, held-out 0.683 -> 0.683) in less time, since
@@ -604,6 +608,6 @@ REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default 
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_install_model_search', 'daf59eeccd3eeb0674f26520b24407421c07c62d062a0f023d8f45ba61cbdbac', '0017_two_stage_vector_pool_40'),
-    ('search_hybrid', '3d5f098b0d8cae7a8d9552c75d9148986ff40aea69ba352f5199a8ae9c0f86d9', '0017_two_stage_vector_pool_40'),
-    ('search_two_stage', '2f3dccde37981071a6757e6f2b9824cff217baf89437f390970c43f2d1bd37ee', '0017_two_stage_vector_pool_40')
+    ('search_hybrid', '65c101cd78a8d4141b30f8e559154ff39bf71b9463528a5b412460e3d4d7cc24', '0017_two_stage_vector_pool_40'),
+    ('search_two_stage', 'afb1ce9d13afbda545919695336b32789c79b973d059aba298d758959f1fb30f', '0017_two_stage_vector_pool_40')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

@@ -62,8 +62,10 @@ Parameters:
                      HNSW scan's ef_search is raised to it, so 40 costs what a top-10 kNN costs.
   p_vector_pool      candidates taken from the kNN branch when it should read fewer (or more)
                      than the BM25 branch, 1..1000, not raised to p_k (default NULL: the
-                     same as BM25's). rag.search_two_stage reads 100 BM25 candidates and 40 kNN
-                     ones: the HNSW scan's cost follows its ef_search (decision 26).
+                     same as BM25's). The HNSW scan's ef_search follows it instead of p_pool,
+                     never below 40 (rag._set_hnsw), so a pool under 40 reads fewer rows for
+                     the same cost. rag.search_two_stage reads 100 BM25 candidates and 40 kNN
+                     ones in its first search (decision 26).
   p_rrf_k            the RRF constant (default 60), >= 1; used by 'rrf' only.
   p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight:
                      NULL = the default; defaults and bounds are rag._fusion_settings's (convex,
@@ -110,6 +112,10 @@ BEGIN
         RAISE EXCEPTION 'pool must be between 1 and 1000, got %', coalesce(p_pool::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF p_vector_pool < 1 OR p_vector_pool > 1000 THEN  -- NULL: the BM25 pool
+        RAISE EXCEPTION 'vector_pool must be between 1 and 1000, got %', p_vector_pool
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF p_within IS NOT NULL THEN
         v_within := rag._subtree_ids(p_within, p_book);
     END IF;
@@ -117,10 +123,6 @@ BEGIN
         v_levels := CASE WHEN p_levels IS NULL THEN NULL ELSE p_levels || 1 END;
         v_node_type := NULL;
         v_refilter := true;
-    END IF;
-    IF p_vector_pool < 1 OR p_vector_pool > 1000 THEN
-        RAISE EXCEPTION 'vector_pool must be between 1 and 1000, got %', p_vector_pool
-            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     v_pool := greatest(p_pool, p_k);
     v_vpool := coalesce(p_vector_pool, v_pool);

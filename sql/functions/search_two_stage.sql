@@ -49,8 +49,10 @@ Parameters:
   p_sections       sections kept, 1..100 (default 5).
   p_section_weight 0..1 (default 0.3, the seed's value).
   p_pool           BM25 candidates of the first search, at least (default 100), and both
-                   branches' in the second; rows read as said above (at most 1000).
-  p_vector_pool    kNN candidates of the first search, 1..1000 (default 40; NULL: as BM25's).
+                   branches' in the second search and in the flat fallback (below); rows read
+                   as said above (at most 1000).
+  p_vector_pool    kNN candidates of the first search, and its ef_search (at least 40),
+                   1..1000 (default 40; NULL: as BM25's).
                    Until migration 0017 it read 100, like BM25: 40 gives the same quality
                    within one question (tuning halves, mean of recall@5 and MRR@10 over the
                    three sets 0.768 -> 0.764, held-out 0.683 -> 0.683) in less time, since

@@ -4,6 +4,8 @@ migrations, out of the reader's reach."""
 
 from __future__ import annotations
 
+import re
+
 import psycopg
 import pytest
 
@@ -36,6 +38,20 @@ def test_the_generated_search_gives_the_general_functions_rows(corpus, e5):
             assert fast, (q, k)
             answered += corpus.execute(f"SELECT count(*) > 0 FROM rag.{name}(%s, %s, %s)", (q, v, k)).fetchone()[0]
     assert answered == len(QUERIES) * 8
+
+
+def test_the_generated_search_reads_two_stage_s_default_pools(corpus):
+    """The fixture corpus holds fewer embedded rows than either kNN pool, so the comparison above
+    cannot see a pool drift: the generated statements must read what rag.search_two_stage's
+    defaults read (BM25 top p_pool, kNN top p_vector_pool with ef_search that pool, at least 40
+    as rag._set_hnsw sets it). Fails when the template or a default changes alone."""
+    args = corpus.execute("SELECT pg_get_function_arguments('rag.search_two_stage'::regproc)").fetchone()[0]
+    defaults = dict(re.findall(r"(p_pool|p_vector_pool) integer DEFAULT (\d+)", args))
+    assert set(defaults) == {"p_pool", "p_vector_pool"}, args
+    src, config = corpus.execute("SELECT prosrc, proconfig FROM pg_proc WHERE proname = %s", (generated_name(corpus),)).fetchone()
+    assert f"ORDER BY pdb.score(n.id) DESC LIMIT {defaults['p_pool']}) x" in src
+    assert re.search(rf"<=> p_query_embedding::vector\(\d+\) LIMIT {defaults['p_vector_pool']}\) y", src)
+    assert f"hnsw.ef_search={max(40, int(defaults['p_vector_pool']))}" in config
 
 
 def test_the_default_runs_it_only_without_filters_or_settings(corpus, e5):

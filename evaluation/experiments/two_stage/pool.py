@@ -1,16 +1,18 @@
-"""Can two-stage search at the default's cost? Its one hybrid search reads p_pool candidates per
-branch (100 since migration 0013; since 0017 the kNN branch p_vector_pool, 40) where hybrid
-search reads 40: the HNSW scan's
-ef_search and the BM25 top-N follow the pool, so the pool is most of two-stage's extra time.
-Here rag.search_two_stage is installed with p_pool 100, 60 and 40 in turn (committed, because
+"""Can two-stage search at the default's cost? Its one hybrid search read p_pool candidates per
+branch (100 since migration 0013) where hybrid search reads 40: the HNSW scan's ef_search and
+the BM25 top-N follow the pool, so the pool is most of two-stage's extra time. Here
+rag.search_two_stage is installed with p_pool 100, 60 and 40 in turn (committed, because
 bookrag.search ends a transaction after each search; the file's own definition is installed
-again at the end, whatever happens) and two-stage is run through rag.search as
-installed (with the sentence branch), beside the default and the two branches, on one half of
-the three evalsets, scored by evaluation.tune_fusion's runner (recall@5 and MRR@10; PIAF at
-paragraph level). Each question searches inside its own book, so the general functions answer
-(generated_default.py checks that the generated default search gives their rows).
---parameter p_vector_pool does the same with the first search's kNN pool (decision 26, migration
-0017: 100 until then, like BM25's, now 40), --pools the values. Needs the books and PIAF loaded.
+again at the end, whatever happens) and two-stage is run through rag.search as installed (with
+the sentence branch), beside hybrid and the two branches, on one half of the three evalsets,
+scored by evaluation.tune_fusion's runner (recall@5 and MRR@10; PIAF at paragraph level). Each
+question searches inside its own book, so the general functions answer (generated_default.py
+checks that the generated default search gives their rows).
+Since migration 0017 p_pool is the BM25 pool only (and both branches' in the second search):
+the kNN branch of the first search reads p_vector_pool (40), which --parameter p_vector_pool
+varies instead (decision 26). The runs of the experiments README that varied both branches at
+once (before 0017) are therefore not what --parameter p_pool measures today.
+Needs the books and PIAF loaded.
     cd /work/main && .venv/bin/python evaluation/experiments/two_stage/pool.py tune|heldout [--piaf-limit N]
         [--parameter p_pool|p_vector_pool] [--pools 100,60,40]
 """
