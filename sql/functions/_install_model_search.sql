@@ -14,7 +14,7 @@ two static statements: the BM25 top 100 and the kNN top 40 (rag._branch_sql's st
 their fusion (rag.search_hybrid's formulas, with rag._fusion_settings' defaults read at run
 time), both stages (5 sections, section weight 0.3, pools 100 and 40: rag.search_two_stage's
 defaults), then the 2k nearest summary sentences and their paragraphs (rag.search_sentences'
-statement). PL/pgSQL caches a static statement's plan for the
+statements, in one: its halfvec index's order, decision 27). PL/pgSQL caches a static statement's plan for the
 session (forced generic, so that the planner never goes back to planning them per call), which
 the general functions cannot have: the kNN statement must name the model and its
 dimension as literals (the partial HNSW index's predicate and expression), so they build it
@@ -67,9 +67,6 @@ DECLARE
     v_short BOOLEAN;
     f_rows  rag.search_hit[];
     s_rows  rag.search_hit[];
-    c_file  TEXT[];
-    c_par   INT[];
-    c_dist  FLOAT8[];
     v_files TEXT[];            -- the kept sections, best first, and their normalised scores
     v_scores FLOAT8[];
 BEGIN
@@ -163,15 +160,15 @@ BEGIN
         RETURN QUERY SELECT * FROM unnest(f_rows);
         RETURN;
     END IF;
-    -- The sentence branch: the 2k nearest summary sentences, their paragraphs (one chunk each).
+    -- The sentence branch: the 2k nearest summary sentences (the halfvec index's order, the
+    -- full-precision distance), their paragraphs (one chunk each), in one statement.
     PERFORM rag._set_hnsw(2 * p_k);
-    SELECT array_agg(s.f), array_agg(p.n), array_agg(s.d) INTO c_file, c_par, c_dist FROM (
-        SELECT se.cited_source_file AS f, se.cited_paragraphs AS ps,
-               (se.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s))::float8 AS d
+    WITH s AS (
+        SELECT se.cited_source_file AS f, se.cited_paragraphs AS ps, (se.embedding <=> p_query_embedding)::float8 AS d
         FROM rag.sentences se WHERE se.embedding_model = %3$L
-        ORDER BY se.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s) LIMIT 2 * p_k) s, unnest(s.ps) AS p(n);
-    WITH cited AS (
-        SELECT c.f, c.n, 1 - min(c.d) AS sim FROM unnest(c_file, c_par, c_dist) AS c(f, n, d) GROUP BY c.f, c.n
+        ORDER BY se.embedding::halfvec(%2$s) <=> p_query_embedding::halfvec(%2$s) LIMIT 2 * p_k
+    ), cited AS (
+        SELECT s.f, p.n, 1 - min(s.d) AS sim FROM s, unnest(s.ps) AS p(n) GROUP BY s.f, p.n
     ), para AS (
         SELECT x.f, x.n, x.sim FROM (SELECT cited.*, rank() OVER (ORDER BY cited.sim DESC) AS r FROM cited) x
         WHERE x.r <= 2 * p_k

@@ -62,7 +62,7 @@ def test_the_sentences_are_searched_through_their_hnsw_index(corpus, e5):
     # rag._ensure_vector_index (run by the load) made the sentences' index; search_sentences scans
     # it (this transaction's own index-scan counts), with or without a book; within a subtree it
     # ranks that subtree's sentences exactly, found through rag.sentences_cited_idx instead
-    hnsw = corpus.execute("SELECT 'rag.sent_hnsw_' || substr(md5(model), 1, 12) FROM rag.embedding_models").fetchone()[0]
+    hnsw = corpus.execute("SELECT 'rag.sent_halfvec_' || substr(md5(model), 1, 12) FROM rag.embedding_models").fetchone()[0]
 
     def scans(index: str) -> int:
         return corpus.execute("SELECT pg_stat_get_xact_numscans(%s::regclass)", (index,)).fetchone()[0]
@@ -81,6 +81,30 @@ def test_the_sentences_are_searched_through_their_hnsw_index(corpus, e5):
     exact = corpus.execute("SELECT max(1 - (embedding <=> %s)) FROM rag.sentences WHERE cited_source_file = %s",
                            (v, ROUTES)).fetchone()[0]
     assert top == pytest.approx(exact)
+
+
+def test_the_sentences_index_is_half_precision_and_replaces_the_old_one(corpus, e5):
+    # migration 0018 (decision 27): rag._ensure_vector_index, which the migration runs for every
+    # registered model, drops a database's full-precision sentences index and makes the halfvec one;
+    # the distances search_sentences reports stay the full-precision ones
+    model, dim, tag = corpus.execute("SELECT model, dimension, substr(md5(model), 1, 12) FROM rag.embedding_models").fetchone()
+    corpus.execute(f"DROP INDEX rag.sent_halfvec_{tag}")
+    corpus.execute(f"CREATE INDEX sent_hnsw_{tag} ON rag.sentences USING hnsw ((embedding::vector({dim})) vector_cosine_ops) "
+                   "WHERE embedding_model = %s".replace("%s", "'" + model.replace("'", "''") + "'"))
+    corpus.execute("SELECT rag._ensure_vector_index(%s, %s)", (model, dim))
+    indexes = dict(corpus.execute("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'rag' "
+                                  "AND tablename = 'sentences' AND indexdef LIKE '%%USING hnsw%%'").fetchall())
+    assert list(indexes) == [f"sent_halfvec_{tag}"]
+    assert f"halfvec({dim})" in indexes[f"sent_halfvec_{tag}"] and "halfvec_cosine_ops" in indexes[f"sent_halfvec_{tag}"]
+    v = e5.query(QUERY)
+    got = corpus.execute("SELECT n.source_file, n.paragraph, s.sentence_score FROM rag.search_sentences(%s, 3) s "
+                         "JOIN rag.hierarchical_content_nodes n ON n.id = s.id ORDER BY s.rank", (v,)).fetchall()
+    exact = dict(((f, n), sim) for f, n, sim in corpus.execute(
+        "SELECT st.cited_source_file, p.n, max(1 - (st.embedding <=> %s)) FROM rag.sentences st, "
+        "unnest(st.cited_paragraphs) AS p(n) GROUP BY 1, 2", (v,)).fetchall())
+    best = sorted(exact.values(), reverse=True)[:3]
+    assert [score for *_, score in got] == pytest.approx(best, abs=1e-12)  # the best three, full precision
+    assert all(exact[(f, n)] == pytest.approx(score, abs=1e-12) for f, n, score in got)
 
 
 def test_filters_book_and_within(corpus, e5):

@@ -1,0 +1,388 @@
+-- 0018_sentences_halfvec_index: issue 10: the sentence branch scans a halfvec HNSW index (half the pages), and the generated default search runs it in one statement
+-- depends: 0017_two_stage_vector_pool_40
+
+-- function: _ensure_vector_index sha256:59d008a847c0fb82095347e6df8cc91752a0ae704ef0c27d78bb2f7999f43c4f
+-- Register an embedding model and create its partial HNSW index (loader only).
+CREATE OR REPLACE FUNCTION rag._ensure_vector_index(
+    p_model     TEXT,
+    p_dimension INT
+) RETURNS TEXT
+LANGUAGE plpgsql VOLATILE
+AS $$
+/*
+Registers (p_model, p_dimension) in rag.embedding_models and creates, if missing, the HNSW
+cosine index on embedding::vector(p_dimension) restricted to rows WHERE embedding_model =
+p_model: the exact expression and predicate rag._branch_sql uses, so the kNN branch can use it
+whatever the model's dimension; and on rag.sentences the HNSW cosine index on
+embedding::halfvec(p_dimension), same predicate (named sent_halfvec_…), the one
+rag.search_sentences and the generated default search scan: half the pages of a vector index,
+whose scan was about a quarter of the default search's time at 100k rows (decision 27); the
+sentences' full-precision index of migrations 0009-0017 (sent_hnsw_…) is dropped. Then it
+(re)generates the model's default search (rag._install_model_search), whose statements name the
+same expressions. Returns the chunks' index name. A model already registered with
+another dimension is an error. Cost: index creation is O(rows of the model) (100k 384-d rows in 140 s with the default
+64MB maintenance_work_mem); instant when it exists.
+*/
+DECLARE
+    v_dim   INT;
+    v_index TEXT := 'hcn_hnsw_' || substr(md5(p_model), 1, 12);
+BEGIN
+    IF p_model IS NULL OR p_dimension IS NULL OR p_dimension NOT BETWEEN 1 AND 2000 THEN
+        RAISE EXCEPTION 'model and a dimension within 1..2000 are required, got "%" and %', p_model, p_dimension
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT m.dimension INTO v_dim FROM rag.embedding_models m WHERE m.model = p_model;
+    IF v_dim IS NOT NULL AND v_dim <> p_dimension THEN
+        RAISE EXCEPTION 'model "%" is registered with dimension %, not %', p_model, v_dim, p_dimension
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_dim IS NULL THEN
+        INSERT INTO rag.embedding_models (model, dimension, index_name) VALUES (p_model, p_dimension, v_index);
+    END IF;
+    EXECUTE format(
+        'CREATE INDEX IF NOT EXISTS %I ON rag.hierarchical_content_nodes '
+        'USING hnsw ((embedding::vector(%s)) vector_cosine_ops) WHERE embedding_model = %L',
+        v_index, p_dimension, p_model);
+    IF to_regclass(format('rag.%I', 'sent_hnsw_' || substr(md5(p_model), 1, 12))) IS NOT NULL THEN  -- (no notice when absent)
+        EXECUTE format('DROP INDEX rag.%I', 'sent_hnsw_' || substr(md5(p_model), 1, 12));
+    END IF;
+    EXECUTE format(
+        'CREATE INDEX IF NOT EXISTS %I ON rag.sentences '
+        'USING hnsw ((embedding::halfvec(%s)) halfvec_cosine_ops) WHERE embedding_model = %L',
+        'sent_halfvec_' || substr(md5(p_model), 1, 12), p_dimension, p_model);
+    PERFORM rag._install_model_search(p_model, p_dimension);
+    RETURN v_index;
+END
+$$;
+
+-- function: _install_model_search sha256:b41375a69ff09a3f5e0f1d6e1dbb35e4aa7ccdcebeef5cdb563c895893f1bbd3
+-- rag._install_model_search: generate the corpus model's default search, whose statements are static so their plans are cached (loader only).
+CREATE OR REPLACE FUNCTION rag._install_model_search(
+    p_model     TEXT,
+    p_dimension INT
+) RETURNS TEXT
+LANGUAGE plpgsql VOLATILE
+AS $$
+/*
+(Re)creates rag._default_search_<md5(model), 12 hex digits>(p_query TEXT, p_query_embedding
+vector, p_k INT) RETURNS SETOF rag.search_hit and returns its name. It is the default search
+(rag.search's 'auto' resolved to two-stage) without filters or settings, for p_k 1..100: the
+same rows as rag.search_two_stage merged with rag.search_sentences by rag._interleave, from
+two static statements: the BM25 top 100 and the kNN top 40 (rag._branch_sql's statements),
+their fusion (rag.search_hybrid's formulas, with rag._fusion_settings' defaults read at run
+time), both stages (5 sections, section weight 0.3, pools 100 and 40: rag.search_two_stage's
+defaults), then the 2k nearest summary sentences and their paragraphs (rag.search_sentences'
+statements, in one: its halfvec index's order, decision 27). PL/pgSQL caches a static statement's plan for the
+session (forced generic, so that the planner never goes back to planning them per call), which
+the general functions cannot have: the kNN statement must name the model and its
+dimension as literals (the partial HNSW index's predicate and expression), so they build it
+anew, planned on every call. Here the model and dimension are formatted in when the function is
+generated (%L, a number; a model name with a $ gets no function, since %L does not escape
+it), as rag._ensure_vector_index formats them into the index. Measured: evaluation/experiments/
+latency/ (the same rows on every question of the two books' evalsets and 200 of PIAF's, at k
+1-30) and decision 24: about a third less time on the books.
+When the rows read hold fewer than p_k paragraphs of the kept sections it runs
+rag.search_two_stage's second search inside them (rag._search_in_sections, as that function
+does since migration 0016).
+It returns no row, and rag._search_hits then runs the general functions, when no section is
+found (their flat fallback), when no paragraph of the kept sections is found at all ('auto'
+then falls back to hybrid), or when a default it assumes is not the default (cite weight other
+than 0). tests/sql/test_default_search.py compares it with the general functions on the fixture
+corpus (five queries, k 1-100, those hand-overs too), so a change of either shows.
+Called by rag._ensure_vector_index (at each load of embedded rows) and by `bookrag migrate`
+(every registered model after it applied migrations, and any registered model whose function
+is missing), so the generated text follows the installed template. The old function is dropped
+and the new one created in one transaction: other sessions see one or the other. Privileges: EXECUTE for bookrag_reader, not PUBLIC.
+Cost: a DROP and a CREATE FUNCTION (milliseconds).
+*/
+DECLARE
+    v_name TEXT := rag._model_search_name(p_model);
+BEGIN
+    IF p_model IS NULL OR p_dimension IS NULL OR p_dimension NOT BETWEEN 1 AND 2000 THEN
+        RAISE EXCEPTION 'model and a dimension within 1..2000 are required, got "%" and %', p_model, p_dimension
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF strpos(p_model, '$') > 0 THEN
+        -- %L does not escape dollar signs, and the name is written inside the $body$ quotes below
+        RAISE NOTICE 'model "%" has a $ in its name: no generated default search, the general functions serve it', p_model;
+        RETURN NULL;
+    END IF;
+    IF to_regprocedure(format('rag.%I(text,vector,integer)', v_name)) IS NOT NULL THEN
+        EXECUTE format('DROP FUNCTION rag.%I(text, vector, integer)', v_name);  -- and CREATE below, in one transaction
+    END IF;
+    EXECUTE format($f$
+CREATE FUNCTION rag.%1$I(p_query TEXT, p_query_embedding vector, p_k INT)
+RETURNS SETOF rag.search_hit
+LANGUAGE plpgsql STABLE
+SET max_parallel_workers_per_gather = 0
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET hnsw.ef_search = 40
+SET hnsw.iterative_scan = relaxed_order
+AS $body$
+DECLARE
+    st      RECORD;
+    v_short BOOLEAN;
+    f_rows  rag.search_hit[];
+    s_rows  rag.search_hit[];
+    v_files TEXT[];            -- the kept sections, best first, and their normalised scores
+    v_scores FLOAT8[];
+BEGIN
+    PERFORM rag._check_search_args(p_query, p_k, NULL, NULL, NULL);
+    SELECT * INTO st FROM rag._fusion_settings(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+    IF st.cite_weight <> 0 OR p_k NOT BETWEEN 1 AND 100 THEN
+        RETURN;
+    END IF;
+    -- The BM25 top 100 and the kNN top 40 (two-stage's pools, so ef_search 40), the fusion over
+    -- them, the 100 best (rag.search_hybrid's rows), the 5 best sections, their paragraphs and
+    -- the k rows kept.
+    WITH b AS (
+        SELECT x.id, x.s, row_number() OVER (ORDER BY x.s DESC, x.id)::int AS r, x.lvl, x.sf, x.pf FROM (
+            SELECT n.id, pdb.score(n.id)::float8 AS s, n.level AS lvl, n.source_file AS sf, n.parent_source_file AS pf
+            FROM rag.hierarchical_content_nodes n
+            WHERE n.content ||| p_query
+            ORDER BY pdb.score(n.id) DESC LIMIT 100) x
+    ), v AS (
+        SELECT y.id, 1 - y.d AS s, row_number() OVER (ORDER BY y.d, y.id)::int AS r, y.lvl, y.sf, y.pf FROM (
+            SELECT n.id, (n.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s))::float8 AS d, n.level AS lvl,
+                   n.source_file AS sf, n.parent_source_file AS pf
+            FROM rag.hierarchical_content_nodes n
+            WHERE n.embedding_model = %3$L AND n.embedding IS NOT NULL
+            ORDER BY n.embedding::vector(%2$s) <=> p_query_embedding::vector(%2$s) LIMIT 40) y
+    ), bx AS (
+        SELECT b.*, CASE WHEN st.fusion = 'rrf' THEN 1.0::float8 / (60 + b.r)
+                         WHEN st.normalisation = 'minmax'
+                         THEN coalesce((b.s - min(b.s) OVER ()) / nullif(max(b.s) OVER () - min(b.s) OVER (), 0), 1)
+                         ELSE coalesce((b.s - avg(b.s) OVER ()) / nullif(stddev_pop(b.s) OVER (), 0), 1) END AS x
+        FROM b
+    ), vx AS (
+        SELECT v.*, CASE WHEN st.fusion = 'rrf' THEN 1.0::float8 / (60 + v.r)
+                         WHEN st.normalisation = 'minmax'
+                         THEN coalesce((v.s - min(v.s) OVER ()) / nullif(max(v.s) OVER () - min(v.s) OVER (), 0), 1)
+                         ELSE coalesce((v.s - avg(v.s) OVER ()) / nullif(stddev_pop(v.s) OVER (), 0), 1) END AS x
+        FROM v
+    ), fl AS (
+        SELECT coalesce((SELECT least(min(bx.x), 0) FROM bx), 0) AS bf, coalesce((SELECT least(min(vx.x), 0) FROM vx), 0) AS vf
+    ), f AS (
+        SELECT coalesce(bx.id, vx.id) AS id, bx.r AS br, bx.s AS bs, vx.r AS vr, vx.s AS vs,
+               coalesce(bx.lvl, vx.lvl) AS lvl, coalesce(bx.sf, vx.sf) AS sf, coalesce(bx.pf, vx.pf) AS pf,
+               CASE WHEN st.fusion = 'rrf' THEN st.bm25_weight * coalesce(bx.x, 0) + st.vector_weight * coalesce(vx.x, 0)
+                    ELSE (st.bm25_weight * coalesce(bx.x, fl.bf) + st.vector_weight * coalesce(vx.x, fl.vf))
+                         / (st.bm25_weight + st.vector_weight) END AS fused
+        FROM bx FULL JOIN vx ON bx.id = vx.id CROSS JOIN fl
+    ), top AS (
+        SELECT f.*, row_number() OVER (ORDER BY f.fused DESC, least(f.br, f.vr), f.id)::int AS rk
+        FROM f ORDER BY f.fused DESC, least(f.br, f.vr), f.id LIMIT 100
+    ), sec0 AS (
+        SELECT h.section, max(h.fused) AS best
+        FROM (SELECT CASE WHEN t.lvl = 1 THEN t.sf ELSE t.pf END AS section, t.fused FROM top t WHERE t.lvl <= 1) h
+        WHERE h.section IS NOT NULL
+        GROUP BY h.section ORDER BY best DESC, h.section LIMIT 5
+    ), sec AS (
+        SELECT s.section, s.best,
+               coalesce((s.best - min(s.best) OVER ()) / nullif(max(s.best) OVER () - min(s.best) OVER (), 0), 1) AS sc
+        FROM sec0 s
+    ), para AS (
+        SELECT t.*, coalesce((t.fused - min(t.fused) OVER ()) / nullif(max(t.fused) OVER () - min(t.fused) OVER (), 0), 1) AS norm
+        FROM top t WHERE t.lvl = 0 AND t.pf IN (SELECT sec.section FROM sec)
+    ), scored AS (
+        SELECT p.*, (1 - 0.3::float8) * p.norm + 0.3::float8 * s.sc AS final, s.sc AS ssc
+        FROM para p JOIN sec s ON s.section = p.pf
+    ), best AS (
+        SELECT x.*, row_number() OVER (ORDER BY x.final DESC, x.rk, x.id)::int AS r2
+        FROM scored x ORDER BY x.final DESC, x.rk, x.id LIMIT p_k
+    )
+    SELECT (SELECT count(*) FROM para) < p_k,
+           (SELECT array_agg(sec.section ORDER BY sec.best DESC, sec.section) FROM sec),
+           (SELECT array_agg(sec.sc ORDER BY sec.best DESC, sec.section) FROM sec),
+           array_agg(ROW(n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
+                         n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph,
+                         x.final, x.r2, x.br, x.bs, x.vr, x.vs, x.ssc, NULL::int, NULL::float8,
+                         NULL::json, NULL::json, NULL::json)::rag.search_hit ORDER BY x.r2)
+    INTO v_short, v_files, v_scores, f_rows
+    FROM best x JOIN rag.hierarchical_content_nodes n ON n.id = x.id;
+    IF v_files IS NULL THEN  -- no section: the general functions' flat fallback
+        RETURN;
+    END IF;
+    IF v_short THEN
+        -- Fewer than k paragraphs of the kept sections among the rows read: rag.search_two_stage's
+        -- second search inside them, and its scoring.
+        SELECT array_agg(h ORDER BY h.rank) INTO f_rows
+        FROM rag._search_in_sections(p_query, p_query_embedding, %3$L, v_files, v_scores, p_k, 100, 0.3,
+                                     st.fusion, st.normalisation, st.bm25_weight, st.vector_weight) h;
+    END IF;
+    IF f_rows IS NULL THEN  -- no paragraph of the kept sections at all: the general functions ('auto' falls back to hybrid)
+        RETURN;
+    END IF;
+    IF st.sentence_every = 0 OR st.sentence_after >= p_k THEN
+        RETURN QUERY SELECT * FROM unnest(f_rows);
+        RETURN;
+    END IF;
+    -- The sentence branch: the 2k nearest summary sentences (the halfvec index's order, the
+    -- full-precision distance), their paragraphs (one chunk each), in one statement.
+    PERFORM rag._set_hnsw(2 * p_k);
+    WITH s AS (
+        SELECT se.cited_source_file AS f, se.cited_paragraphs AS ps, (se.embedding <=> p_query_embedding)::float8 AS d
+        FROM rag.sentences se WHERE se.embedding_model = %3$L
+        ORDER BY se.embedding::halfvec(%2$s) <=> p_query_embedding::halfvec(%2$s) LIMIT 2 * p_k
+    ), cited AS (
+        SELECT s.f, p.n, 1 - min(s.d) AS sim FROM s, unnest(s.ps) AS p(n) GROUP BY s.f, p.n
+    ), para AS (
+        SELECT x.f, x.n, x.sim FROM (SELECT cited.*, rank() OVER (ORDER BY cited.sim DESC) AS r FROM cited) x
+        WHERE x.r <= 2 * p_k
+    ), one AS (
+        SELECT c.*, para.sim FROM para
+        CROSS JOIN LATERAL (
+            SELECT n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
+                   n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph,
+                   CASE WHEN n.embedding_model = %3$L THEN 1 - (n.embedding <=> p_query_embedding) END AS own
+            FROM rag.hierarchical_content_nodes n
+            WHERE n.source_file = para.f AND n.paragraph = para.n AND n.level = 0
+            ORDER BY own DESC NULLS LAST, n.chunk_index LIMIT 1) c
+    ), top AS (
+        SELECT one.*, row_number() OVER (ORDER BY one.sim DESC, one.own DESC NULLS LAST, one.id)::int AS r FROM one
+    )
+    SELECT array_agg(ROW(t.id, t.source_file, t.chunk_index, t.level, t.node_type, t.heading_path,
+                         t.parent_source_file, t.content, t.content_token_count, t.book, t.node_order, t.paragraph,
+                         t.sim, t.r, NULL::int, NULL::float8, NULL::int, NULL::float8, NULL::float8, t.r, t.sim,
+                         NULL::json, NULL::json, NULL::json)::rag.search_hit ORDER BY t.r)
+    INTO s_rows
+    FROM top t WHERE t.r <= 2 * p_k;
+    RETURN QUERY SELECT * FROM rag._interleave(f_rows, s_rows, st.sentence_after, st.sentence_every, p_k);
+END
+$body$
+$f$, v_name, p_dimension, p_model);
+    EXECUTE format('COMMENT ON FUNCTION rag.%I(text, vector, integer) IS %L', v_name,
+                   format('The default search for model %s, generated by rag._install_model_search; do not edit.', p_model));
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION rag.%I(text, vector, integer) FROM PUBLIC', v_name);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION rag.%I(text, vector, integer) TO bookrag_reader', v_name);
+    RETURN v_name;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION rag._install_model_search(TEXT, INT) FROM bookrag_reader;
+
+-- function: search_sentences sha256:f6914d1c23f99a2bf5be5f89debe129c91646c83311475730a1a3cb38f096e9f
+-- rag.search_sentences: the sentence branch: paragraphs ranked by the chapter-summary sentences that cite them.
+CREATE OR REPLACE FUNCTION rag.search_sentences(
+    p_query_embedding vector,
+    p_k      INT DEFAULT 10,
+    p_book   TEXT DEFAULT NULL,
+    p_within TEXT DEFAULT NULL
+) RETURNS SETOF rag.search_hit
+LANGUAGE plpgsql STABLE
+SET max_parallel_workers_per_gather = 0
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET hnsw.ef_search = 40
+SET hnsw.iterative_scan = off
+AS $$
+/*
+Returns at most p_k source paragraphs (level-0 chunks): those cited by the p_k chapter-summary
+sentences nearest to the query (see below), best first (rag.search_hit; fewer than p_k when those sentences
+cite fewer paragraphs). Every anchored sentence of the level-1 summaries (rag.sentences,
+embedded alone) is a candidate; a paragraph scores the best cosine similarity among the
+sentences whose anchors cite it ([§12–14], docs/anchors.md), ties broken by the paragraph's
+own similarity. A paragraph split into several chunks is represented by its chunk closest to
+the query. score = sentence_score = that best sentence's similarity, rank = sentence_rank =
+1..k; the branch columns (bm25_*, vector_*) and section_score are NULL.
+Reworded questions (a reader's modern French against the book's 1840s French) meet the
+summaries' wording, and the anchors lead back to the book's own paragraph: this is why the
+branch exists (measured in evaluation/experiments/sentence_anchors/ and README).
+Parameters:
+  p_query_embedding  the query's vector, of the corpus model (required).
+  p_k                how many paragraphs, 1..1000 (default 10).
+  p_book             NULL (all books) or one book.
+  p_within           NULL or a source_file: only paragraphs in that node's subtree.
+No sentence loaded (a corpus without anchors, or no vectors): no rows.
+The nearest sentences are approximate (HNSW over the embeddings cast to halfvec, decision 27:
+the p_k found are ordered by the half-precision distance, then scored with the full one), except
+within a subtree, where they are exact.
+Cost: an HNSW scan of the sentences' partial halfvec index for the corpus model (rag._ensure_vector_index;
+ef_search raised to p_k, iterative scan so a book filter does not starve it) or, with p_within,
+an exact ranking of the subtree's sentences (rag.sentences_cited_idx); a small dynamic
+statement planned in microseconds; then a static statement (plan cached) that looks up, for
+each paragraph the p_k best sentences cite that can rank within p_k, its chunks by index. About 0.75 ms inside the
+server on the two books, 1.2-1.5 ms p50 from Python (bench/bench_search.py). The halfvec index
+(migration 0018) halved the index (120 -> 69 MB for 61,594 sentences) and took the kNN
+statement from 0.99 to 0.84 ms p50 on the books and from 4.57 to 3.76 ms at 100k synthetic rows
+(both statements called in turn in one database; decision 27).
+*/
+DECLARE
+    v_model  TEXT;
+    v_dim    INT;
+    v_within INT[];
+    c_file   TEXT[];    -- the sentences' cited paragraphs, one element each: file, number, distance
+    c_par    INT[];
+    c_dist   FLOAT8[];
+BEGIN
+    SELECT a.model, a.dimension, a.within_ids INTO v_model, v_dim, v_within
+    FROM rag._knn_args('search_sentences', p_query_embedding, p_k, p_book, NULL, NULL, p_within) a;
+    IF v_model IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM rag._set_hnsw(p_k);
+    -- The p_k nearest sentences (the paragraphs they cite are exactly the best-ranked ones,
+    -- each with its best sentence). Whole corpus or a book: the HNSW index, which orders by
+    -- the half-precision distance (its expression has the dimension in it, hence format); the
+    -- distance kept is the full-precision one. Within a subtree: the few sentences citing its files,
+    -- found by rag.sentences_cited_idx and ranked exactly (an expression the HNSW index does not
+    -- match), because an index scan filtered that narrowly can stop (hnsw.max_scan_tuples) before
+    -- it has found p_k of them.
+    EXECUTE format(
+        'SELECT array_agg(s.f), array_agg(p.n), array_agg(s.d) FROM ('
+        'SELECT st.cited_source_file AS f, st.cited_paragraphs AS ps, (st.embedding <=> $1)::float8 AS d '
+        'FROM rag.sentences st WHERE st.embedding_model = %1$L%2$s%3$s '
+        'ORDER BY %4$s LIMIT $2) s, unnest(s.ps) AS p(n)',
+        v_model,
+        CASE WHEN p_book IS NOT NULL THEN ' AND st.book = $3' END,
+        CASE WHEN v_within IS NOT NULL THEN ' AND st.cited_source_file IN '
+            '(SELECT w.source_file FROM rag.hierarchical_content_nodes w WHERE w.id = ANY($4))' END,
+        CASE WHEN v_within IS NULL THEN format('st.embedding::halfvec(%1$s) <=> $1::halfvec(%1$s)', v_dim)
+             ELSE 'st.embedding <=> $1' END)
+    INTO c_file, c_par, c_dist
+    USING p_query_embedding, p_k, p_book, v_within;
+    RETURN QUERY
+    WITH cited AS (
+        SELECT c.f, c.n, 1 - min(c.d) AS sim FROM unnest(c_file, c_par, c_dist) AS c(f, n, d) GROUP BY c.f, c.n
+    ), para AS (  -- the paragraphs that can rank within p_k: ties at the cut stay (own similarity breaks them)
+        SELECT x.f, x.n, x.sim FROM (SELECT cited.*, rank() OVER (ORDER BY cited.sim DESC) AS r FROM cited) x
+        WHERE x.r <= p_k
+    ), one AS (  -- one chunk per paragraph: the one closest to the query (an index lookup each)
+        SELECT c.*, para.sim
+        FROM para
+        CROSS JOIN LATERAL (
+            SELECT n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
+                   n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph,
+                   CASE WHEN n.embedding_model = v_model THEN 1 - (n.embedding <=> p_query_embedding) END AS own
+            FROM rag.hierarchical_content_nodes n
+            WHERE n.source_file = para.f AND n.paragraph = para.n AND n.level = 0
+              AND (v_within IS NULL OR n.id = ANY(v_within))
+            ORDER BY own DESC NULLS LAST, n.chunk_index
+            LIMIT 1
+        ) c
+    ), top AS (
+        SELECT one.*, row_number() OVER (ORDER BY one.sim DESC, one.own DESC NULLS LAST, one.id)::int AS r
+        FROM one
+    )
+    SELECT top.id, top.source_file, top.chunk_index, top.level, top.node_type, top.heading_path,
+           top.parent_source_file, top.content, top.content_token_count, top.book, top.node_order, top.paragraph,
+           top.sim, top.r, NULL::int, NULL::float8, NULL::int, NULL::float8, NULL::float8, top.r, top.sim,
+           NULL::json, NULL::json, NULL::json
+    FROM top
+    WHERE top.r <= p_k
+    ORDER BY top.r;
+END
+$$;
+
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default on new functions
+
+INSERT INTO rag.function_versions (name, sha256, migration) VALUES
+    ('_ensure_vector_index', '59d008a847c0fb82095347e6df8cc91752a0ae704ef0c27d78bb2f7999f43c4f', '0018_sentences_halfvec_index'),
+    ('_install_model_search', 'b41375a69ff09a3f5e0f1d6e1dbb35e4aa7ccdcebeef5cdb563c895893f1bbd3', '0018_sentences_halfvec_index'),
+    ('search_sentences', 'f6914d1c23f99a2bf5be5f89debe129c91646c83311475730a1a3cb38f096e9f', '0018_sentences_halfvec_index')
+ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();
+
+-- The sentences' halfvec index for every model already registered, the full-precision one
+-- dropped (later loads make it through rag._ensure_vector_index, the one definition of both
+-- indexes); the default search is generated again from the new template there too.
+DO $$ BEGIN PERFORM rag._ensure_vector_index(m.model, m.dimension) FROM rag.embedding_models m; END $$;
