@@ -27,8 +27,7 @@ from evaluation.scratch import scratch_database  # noqa: E402
 STEPS = (("    WITH b AS (", "checks and settings"),
          ("    IF v_files IS NULL THEN", "BM25 and kNN, fusion, both stages, the k rows"),
          ("    PERFORM rag._set_hnsw(2 * p_k);", "second search (when it runs)"),
-         ("    WITH cited AS (", "sentence kNN"),
-         ("    RETURN QUERY SELECT * FROM rag._interleave", "sentence paragraphs"))
+         ("    RETURN QUERY SELECT * FROM rag._interleave", "sentence kNN and paragraphs"))  # one statement since 0018
 
 
 def synthetic(url: str, size: int) -> list[tuple[str, object]]:
