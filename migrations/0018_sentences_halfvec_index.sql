@@ -1,7 +1,7 @@
 -- 0018_sentences_halfvec_index: issue 10: the sentence branch scans a halfvec HNSW index (half the pages), and the generated default search runs it in one statement
 -- depends: 0017_two_stage_vector_pool_40
 
--- function: _ensure_vector_index sha256:59d008a847c0fb82095347e6df8cc91752a0ae704ef0c27d78bb2f7999f43c4f
+-- function: _ensure_vector_index sha256:bda6dde4dc29d1d59ea633f085e5e8eec2c992ac0fec456c9a2389fe43eefc31
 -- Register an embedding model and create its partial HNSW index (loader only).
 CREATE OR REPLACE FUNCTION rag._ensure_vector_index(
     p_model     TEXT,
@@ -17,7 +17,9 @@ whatever the model's dimension; and on rag.sentences the HNSW cosine index on
 embedding::halfvec(p_dimension), same predicate (named sent_halfvec_…), the one
 rag.search_sentences and the generated default search scan: half the pages of a vector index,
 whose scan was about a quarter of the default search's time at 100k rows (decision 27); the
-sentences' full-precision index of migrations 0009-0017 (sent_hnsw_…) is dropped. Then it
+sentences' full-precision index of migrations 0009-0017 (sent_hnsw_…) is dropped once the new
+one is built (halfvec holds components up to 65504 in magnitude: a model whose sentence vectors
+go beyond fails the build, naming the value; normalised embeddings stay within 1). Then it
 (re)generates the model's default search (rag._install_model_search), whose statements name the
 same expressions. Returns the chunks' index name. A model already registered with
 another dimension is an error. Cost: index creation is O(rows of the model) (100k 384-d rows in 140 s with the default
@@ -43,13 +45,15 @@ BEGIN
         'CREATE INDEX IF NOT EXISTS %I ON rag.hierarchical_content_nodes '
         'USING hnsw ((embedding::vector(%s)) vector_cosine_ops) WHERE embedding_model = %L',
         v_index, p_dimension, p_model);
-    IF to_regclass(format('rag.%I', 'sent_hnsw_' || substr(md5(p_model), 1, 12))) IS NOT NULL THEN  -- (no notice when absent)
-        EXECUTE format('DROP INDEX rag.%I', 'sent_hnsw_' || substr(md5(p_model), 1, 12));
-    END IF;
     EXECUTE format(
         'CREATE INDEX IF NOT EXISTS %I ON rag.sentences '
         'USING hnsw ((embedding::halfvec(%s)) halfvec_cosine_ops) WHERE embedding_model = %L',
         'sent_halfvec_' || substr(md5(p_model), 1, 12), p_dimension, p_model);
+    -- the old index dropped after the build, so that searches (which the build's SHARE lock lets
+    -- run) wait for the DROP's exclusive lock only from here to the commit
+    IF to_regclass(format('rag.%I', 'sent_hnsw_' || substr(md5(p_model), 1, 12))) IS NOT NULL THEN  -- (no notice when absent)
+        EXECUTE format('DROP INDEX rag.%I', 'sent_hnsw_' || substr(md5(p_model), 1, 12));
+    END IF;
     PERFORM rag._install_model_search(p_model, p_dimension);
     RETURN v_index;
 END
@@ -261,7 +265,7 @@ END
 $$;
 REVOKE EXECUTE ON FUNCTION rag._install_model_search(TEXT, INT) FROM bookrag_reader;
 
--- function: search_sentences sha256:f6914d1c23f99a2bf5be5f89debe129c91646c83311475730a1a3cb38f096e9f
+-- function: search_sentences sha256:135babc8e5056eccc9e1d499f45794c87b61ee1c4ee5b4eb7b4f37dbf60b560b
 -- rag.search_sentences: the sentence branch: paragraphs ranked by the chapter-summary sentences that cite them.
 CREATE OR REPLACE FUNCTION rag.search_sentences(
     p_query_embedding vector,
@@ -301,11 +305,13 @@ Cost: an HNSW scan of the sentences' partial halfvec index for the corpus model 
 ef_search raised to p_k, iterative scan so a book filter does not starve it) or, with p_within,
 an exact ranking of the subtree's sentences (rag.sentences_cited_idx); a small dynamic
 statement planned in microseconds; then a static statement (plan cached) that looks up, for
-each paragraph the p_k best sentences cite that can rank within p_k, its chunks by index. About 0.75 ms inside the
-server on the two books, 1.2-1.5 ms p50 from Python (bench/bench_search.py). The halfvec index
-(migration 0018) halved the index (120 -> 69 MB for 61,594 sentences) and took the kNN
-statement from 0.99 to 0.84 ms p50 on the books and from 4.57 to 3.76 ms at 100k synthetic rows
-(both statements called in turn in one database; decision 27).
+each paragraph the p_k best sentences cite that can rank within p_k, its chunks by index. The
+halfvec index (migration 0018) halved the index (120 -> 69 MB for 61,594 sentences) and took
+the kNN statement from 0.99 to 0.84 ms p50 on the books and from 4.57 to 3.76 ms at 100k
+synthetic rows (both statements called in turn in one database; decision 27); the whole
+function 1.9-2.6 ms p50 from Python on the books (bench/bench_search.py, whose absolute times
+move by a third between runs). A query vector with a component beyond halfvec's range (65504)
+is refused by the cast, naming the value.
 */
 DECLARE
     v_model  TEXT;
@@ -377,12 +383,12 @@ $$;
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default on new functions
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
-    ('_ensure_vector_index', '59d008a847c0fb82095347e6df8cc91752a0ae704ef0c27d78bb2f7999f43c4f', '0018_sentences_halfvec_index'),
+    ('_ensure_vector_index', 'bda6dde4dc29d1d59ea633f085e5e8eec2c992ac0fec456c9a2389fe43eefc31', '0018_sentences_halfvec_index'),
     ('_install_model_search', 'b41375a69ff09a3f5e0f1d6e1dbb35e4aa7ccdcebeef5cdb563c895893f1bbd3', '0018_sentences_halfvec_index'),
-    ('search_sentences', 'f6914d1c23f99a2bf5be5f89debe129c91646c83311475730a1a3cb38f096e9f', '0018_sentences_halfvec_index')
+    ('search_sentences', '135babc8e5056eccc9e1d499f45794c87b61ee1c4ee5b4eb7b4f37dbf60b560b', '0018_sentences_halfvec_index')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();
 
 -- The sentences' halfvec index for every model already registered, the full-precision one
--- dropped (later loads make it through rag._ensure_vector_index, the one definition of both
--- indexes); the default search is generated again from the new template there too.
+-- dropped after it is built (later loads make it through rag._ensure_vector_index, the one
+-- definition of both indexes); the default search is generated again from the new template there too.
 DO $$ BEGIN PERFORM rag._ensure_vector_index(m.model, m.dimension) FROM rag.embedding_models m; END $$;

@@ -13,7 +13,9 @@ whatever the model's dimension; and on rag.sentences the HNSW cosine index on
 embedding::halfvec(p_dimension), same predicate (named sent_halfvec_…), the one
 rag.search_sentences and the generated default search scan: half the pages of a vector index,
 whose scan was about a quarter of the default search's time at 100k rows (decision 27); the
-sentences' full-precision index of migrations 0009-0017 (sent_hnsw_…) is dropped. Then it
+sentences' full-precision index of migrations 0009-0017 (sent_hnsw_…) is dropped once the new
+one is built (halfvec holds components up to 65504 in magnitude: a model whose sentence vectors
+go beyond fails the build, naming the value; normalised embeddings stay within 1). Then it
 (re)generates the model's default search (rag._install_model_search), whose statements name the
 same expressions. Returns the chunks' index name. A model already registered with
 another dimension is an error. Cost: index creation is O(rows of the model) (100k 384-d rows in 140 s with the default
@@ -39,13 +41,15 @@ BEGIN
         'CREATE INDEX IF NOT EXISTS %I ON rag.hierarchical_content_nodes '
         'USING hnsw ((embedding::vector(%s)) vector_cosine_ops) WHERE embedding_model = %L',
         v_index, p_dimension, p_model);
-    IF to_regclass(format('rag.%I', 'sent_hnsw_' || substr(md5(p_model), 1, 12))) IS NOT NULL THEN  -- (no notice when absent)
-        EXECUTE format('DROP INDEX rag.%I', 'sent_hnsw_' || substr(md5(p_model), 1, 12));
-    END IF;
     EXECUTE format(
         'CREATE INDEX IF NOT EXISTS %I ON rag.sentences '
         'USING hnsw ((embedding::halfvec(%s)) halfvec_cosine_ops) WHERE embedding_model = %L',
         'sent_halfvec_' || substr(md5(p_model), 1, 12), p_dimension, p_model);
+    -- the old index dropped after the build, so that searches (which the build's SHARE lock lets
+    -- run) wait for the DROP's exclusive lock only from here to the commit
+    IF to_regclass(format('rag.%I', 'sent_hnsw_' || substr(md5(p_model), 1, 12))) IS NOT NULL THEN  -- (no notice when absent)
+        EXECUTE format('DROP INDEX rag.%I', 'sent_hnsw_' || substr(md5(p_model), 1, 12));
+    END IF;
     PERFORM rag._install_model_search(p_model, p_dimension);
     RETURN v_index;
 END

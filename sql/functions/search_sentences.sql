@@ -37,11 +37,13 @@ Cost: an HNSW scan of the sentences' partial halfvec index for the corpus model 
 ef_search raised to p_k, iterative scan so a book filter does not starve it) or, with p_within,
 an exact ranking of the subtree's sentences (rag.sentences_cited_idx); a small dynamic
 statement planned in microseconds; then a static statement (plan cached) that looks up, for
-each paragraph the p_k best sentences cite that can rank within p_k, its chunks by index. About 0.75 ms inside the
-server on the two books, 1.2-1.5 ms p50 from Python (bench/bench_search.py). The halfvec index
-(migration 0018) halved the index (120 -> 69 MB for 61,594 sentences) and took the kNN
-statement from 0.99 to 0.84 ms p50 on the books and from 4.57 to 3.76 ms at 100k synthetic rows
-(both statements called in turn in one database; decision 27).
+each paragraph the p_k best sentences cite that can rank within p_k, its chunks by index. The
+halfvec index (migration 0018) halved the index (120 -> 69 MB for 61,594 sentences) and took
+the kNN statement from 0.99 to 0.84 ms p50 on the books and from 4.57 to 3.76 ms at 100k
+synthetic rows (both statements called in turn in one database; decision 27); the whole
+function 1.9-2.6 ms p50 from Python on the books (bench/bench_search.py, whose absolute times
+move by a third between runs). A query vector with a component beyond halfvec's range (65504)
+is refused by the cast, naming the value.
 */
 DECLARE
     v_model  TEXT;

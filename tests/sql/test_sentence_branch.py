@@ -4,6 +4,7 @@ sentences that cite them, and rag.search places them in a hybrid list (rag._sear
 from __future__ import annotations
 
 import psycopg
+from psycopg import sql
 import pytest
 
 BOOK = "traite-des-echanges"
@@ -89,11 +90,11 @@ def test_the_sentences_index_is_half_precision_and_replaces_the_old_one(corpus, 
     # the distances search_sentences reports stay the full-precision ones
     model, dim, tag = corpus.execute("SELECT model, dimension, substr(md5(model), 1, 12) FROM rag.embedding_models").fetchone()
     corpus.execute(f"DROP INDEX rag.sent_halfvec_{tag}")
-    corpus.execute(f"CREATE INDEX sent_hnsw_{tag} ON rag.sentences USING hnsw ((embedding::vector({dim})) vector_cosine_ops) "
-                   "WHERE embedding_model = %s".replace("%s", "'" + model.replace("'", "''") + "'"))
+    corpus.execute(sql.SQL("CREATE INDEX {} ON rag.sentences USING hnsw ((embedding::vector({})) vector_cosine_ops) "
+                           "WHERE embedding_model = {}").format(sql.Identifier(f"sent_hnsw_{tag}"), dim, sql.Literal(model)))
     corpus.execute("SELECT rag._ensure_vector_index(%s, %s)", (model, dim))
     indexes = dict(corpus.execute("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'rag' "
-                                  "AND tablename = 'sentences' AND indexdef LIKE '%%USING hnsw%%'").fetchall())
+                                  "AND tablename = 'sentences' AND indexdef LIKE %s", ("%USING hnsw%",)).fetchall())
     assert list(indexes) == [f"sent_halfvec_{tag}"]
     assert f"halfvec({dim})" in indexes[f"sent_halfvec_{tag}"] and "halfvec_cosine_ops" in indexes[f"sent_halfvec_{tag}"]
     v = e5.query(QUERY)
@@ -105,6 +106,22 @@ def test_the_sentences_index_is_half_precision_and_replaces_the_old_one(corpus, 
     best = sorted(exact.values(), reverse=True)[:3]
     assert [score for *_, score in got] == pytest.approx(best, abs=1e-12)  # the best three, full precision
     assert all(exact[(f, n)] == pytest.approx(score, abs=1e-12) for f, n, score in got)
+
+
+def test_the_generated_default_search_scans_the_sentences_halfvec_index(corpus, e5):
+    # the generated function's sentence statement names the index's expression (halfvec of the
+    # model's dimension): it scans that index (this transaction's own index-scan counts)
+    name, tag = corpus.execute("SELECT rag._model_search_name(model), substr(md5(model), 1, 12) "
+                               "FROM rag.embedding_models").fetchone()
+
+    def scans() -> int:
+        return corpus.execute("SELECT pg_stat_get_xact_numscans(%s::regclass)", (f"rag.sent_halfvec_{tag}",)).fetchone()[0]
+
+    before = scans()
+    rows = corpus.execute(sql.SQL("SELECT sentence_rank FROM rag.{}(%s, %s, 5)").format(sql.Identifier(name)),
+                          (QUERY, e5.query(QUERY))).fetchall()
+    assert any(r[0] is not None for r in rows)  # the branch placed a paragraph
+    assert scans() > before
 
 
 def test_filters_book_and_within(corpus, e5):
