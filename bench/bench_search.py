@@ -288,13 +288,12 @@ def build_corpus(url: str, n_rows: int, words: list[str], freq: np.ndarray, rng:
         report = LoadReport()
         merge_bm25_segments(conn, report)  # it leaves the connection out of autocommit
         conn.autocommit = True
-        notices.extend(report.warnings)
         merge_s = time.perf_counter() - t0
         size = conn.execute("SELECT pg_total_relation_size('rag.hierarchical_content_nodes') "
                             "+ pg_total_relation_size('rag.sentences')").fetchone()[0]
     return {"rows": len(rows), "sentences": len(sentences), "generate_s": gen_s, "copy_s": copy_s, "copy_rows_per_s": (len(rows) + len(sentences)) / copy_s,
             "hnsw_build_s": hnsw_s, "analyze_s": analyze_s, "bm25_merge_s": merge_s, "total_mb": size / 2**20, "maintenance_work_mem": mwm,
-            "hnsw_notices": notices}
+            "hnsw_notices": notices, "merge_warnings": report.warnings}
 
 
 # --- EXPLAIN of the hybrid statement --------------------------------------------------------
@@ -414,6 +413,8 @@ def main() -> None:
         for s in built:
             for notice in s.build["hnsw_notices"]:
                 print(f"\n{s.name} HNSW build notice: {notice}")
+            for warning in s.build["merge_warnings"]:
+                print(f"\n{s.name} BM25 merge warning: {warning}")
     if explain:
         print(f"\n## EXPLAIN (ANALYZE, BUFFERS) of the hybrid statement at {max(sizes):,} rows\n\n```\n{explain}\n```")
     write_json(args.json, {"machine": host, "args": vars(args),

