@@ -1,7 +1,7 @@
 -- 0018_sentences_halfvec_index: issue 10: the sentence branch scans a halfvec HNSW index (half the pages), and the generated default search runs it in one statement
 -- depends: 0017_two_stage_vector_pool_40
 
--- function: _ensure_vector_index sha256:bda6dde4dc29d1d59ea633f085e5e8eec2c992ac0fec456c9a2389fe43eefc31
+-- function: _ensure_vector_index sha256:df7ec0c0bc056d1c26eccd9d26b954e0da2e0281b95da41379fc814424045189
 -- Register an embedding model and create its partial HNSW index (loader only).
 CREATE OR REPLACE FUNCTION rag._ensure_vector_index(
     p_model     TEXT,
@@ -27,7 +27,8 @@ another dimension is an error. Cost: index creation is O(rows of the model) (100
 */
 DECLARE
     v_dim   INT;
-    v_index TEXT := 'hcn_hnsw_' || substr(md5(p_model), 1, 12);
+    v_tag   TEXT := substr(md5(p_model), 1, 12);  -- the model's suffix in its index names
+    v_index TEXT := 'hcn_hnsw_' || v_tag;
 BEGIN
     IF p_model IS NULL OR p_dimension IS NULL OR p_dimension NOT BETWEEN 1 AND 2000 THEN
         RAISE EXCEPTION 'model and a dimension within 1..2000 are required, got "%" and %', p_model, p_dimension
@@ -48,11 +49,11 @@ BEGIN
     EXECUTE format(
         'CREATE INDEX IF NOT EXISTS %I ON rag.sentences '
         'USING hnsw ((embedding::halfvec(%s)) halfvec_cosine_ops) WHERE embedding_model = %L',
-        'sent_halfvec_' || substr(md5(p_model), 1, 12), p_dimension, p_model);
+        'sent_halfvec_' || v_tag, p_dimension, p_model);
     -- the old index dropped after the build, so that searches (which the build's SHARE lock lets
     -- run) wait for the DROP's exclusive lock only from here to the commit
-    IF to_regclass(format('rag.%I', 'sent_hnsw_' || substr(md5(p_model), 1, 12))) IS NOT NULL THEN  -- (no notice when absent)
-        EXECUTE format('DROP INDEX rag.%I', 'sent_hnsw_' || substr(md5(p_model), 1, 12));
+    IF to_regclass(format('rag.%I', 'sent_hnsw_' || v_tag)) IS NOT NULL THEN  -- (no notice when absent)
+        EXECUTE format('DROP INDEX rag.%I', 'sent_hnsw_' || v_tag);
     END IF;
     PERFORM rag._install_model_search(p_model, p_dimension);
     RETURN v_index;
@@ -383,7 +384,7 @@ $$;
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default on new functions
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
-    ('_ensure_vector_index', 'bda6dde4dc29d1d59ea633f085e5e8eec2c992ac0fec456c9a2389fe43eefc31', '0018_sentences_halfvec_index'),
+    ('_ensure_vector_index', 'df7ec0c0bc056d1c26eccd9d26b954e0da2e0281b95da41379fc814424045189', '0018_sentences_halfvec_index'),
     ('_install_model_search', 'b41375a69ff09a3f5e0f1d6e1dbb35e4aa7ccdcebeef5cdb563c895893f1bbd3', '0018_sentences_halfvec_index'),
     ('search_sentences', '135babc8e5056eccc9e1d499f45794c87b61ee1c4ee5b4eb7b4f37dbf60b560b', '0018_sentences_halfvec_index')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

@@ -23,7 +23,8 @@ another dimension is an error. Cost: index creation is O(rows of the model) (100
 */
 DECLARE
     v_dim   INT;
-    v_index TEXT := 'hcn_hnsw_' || substr(md5(p_model), 1, 12);
+    v_tag   TEXT := substr(md5(p_model), 1, 12);  -- the model's suffix in its index names
+    v_index TEXT := 'hcn_hnsw_' || v_tag;
 BEGIN
     IF p_model IS NULL OR p_dimension IS NULL OR p_dimension NOT BETWEEN 1 AND 2000 THEN
         RAISE EXCEPTION 'model and a dimension within 1..2000 are required, got "%" and %', p_model, p_dimension
@@ -44,11 +45,11 @@ BEGIN
     EXECUTE format(
         'CREATE INDEX IF NOT EXISTS %I ON rag.sentences '
         'USING hnsw ((embedding::halfvec(%s)) halfvec_cosine_ops) WHERE embedding_model = %L',
-        'sent_halfvec_' || substr(md5(p_model), 1, 12), p_dimension, p_model);
+        'sent_halfvec_' || v_tag, p_dimension, p_model);
     -- the old index dropped after the build, so that searches (which the build's SHARE lock lets
     -- run) wait for the DROP's exclusive lock only from here to the commit
-    IF to_regclass(format('rag.%I', 'sent_hnsw_' || substr(md5(p_model), 1, 12))) IS NOT NULL THEN  -- (no notice when absent)
-        EXECUTE format('DROP INDEX rag.%I', 'sent_hnsw_' || substr(md5(p_model), 1, 12));
+    IF to_regclass(format('rag.%I', 'sent_hnsw_' || v_tag)) IS NOT NULL THEN  -- (no notice when absent)
+        EXECUTE format('DROP INDEX rag.%I', 'sent_hnsw_' || v_tag);
     END IF;
     PERFORM rag._install_model_search(p_model, p_dimension);
     RETURN v_index;
