@@ -25,7 +25,8 @@ latency/ (the same rows on every question of the two books' evalsets and 200 of 
 1-30) and decision 24: about a third less time on the books.
 When the rows read hold fewer than p_k paragraphs of the kept sections it runs
 rag.search_two_stage's second search inside them (rag._search_in_sections, as that function
-does since migration 0016).
+does since migration 0016), with those of their paragraphs read that have a BM25 score as its
+BM25 rows (migration 0019, decision 28).
 It returns no row, and rag._search_hits then runs the general functions, when no section is
 found (their flat fallback), when no paragraph of the kept sections is found at all ('auto'
 then falls back to hybrid), or when a default it assumes is not the default (cite weight other
@@ -69,6 +70,8 @@ DECLARE
     s_rows  rag.search_hit[];
     v_files TEXT[];            -- the kept sections, best first, and their normalised scores
     v_scores FLOAT8[];
+    b_ids   INT[];             -- their paragraphs among the rows read that have a BM25 score
+    b_scores FLOAT8[];
 BEGIN
     PERFORM rag._check_search_args(p_query, p_k, NULL, NULL, NULL);
     SELECT * INTO st FROM rag._fusion_settings(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
@@ -140,17 +143,19 @@ BEGIN
            array_agg(ROW(n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
                          n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph,
                          x.final, x.r2, x.br, x.bs, x.vr, x.vs, x.ssc, NULL::int, NULL::float8,
-                         NULL::json, NULL::json, NULL::json)::rag.search_hit ORDER BY x.r2)
-    INTO v_short, v_files, v_scores, f_rows
+                         NULL::json, NULL::json, NULL::json)::rag.search_hit ORDER BY x.r2),
+           (SELECT array_agg(p.id ORDER BY p.rk) FROM para p WHERE p.br IS NOT NULL),
+           (SELECT array_agg(p.bs ORDER BY p.rk) FROM para p WHERE p.br IS NOT NULL)
+    INTO v_short, v_files, v_scores, f_rows, b_ids, b_scores
     FROM best x JOIN rag.hierarchical_content_nodes n ON n.id = x.id;
     IF v_files IS NULL THEN  -- no section: the general functions' flat fallback
         RETURN;
     END IF;
     IF v_short THEN
         -- Fewer than k paragraphs of the kept sections among the rows read: rag.search_two_stage's
-        -- second search inside them, and its scoring.
+        -- second search inside them (their BM25 rows read here, their exact kNN), and its scoring.
         SELECT array_agg(h ORDER BY h.rank) INTO f_rows
-        FROM rag._search_in_sections(p_query, p_query_embedding, %3$L, v_files, v_scores, p_k, 100, 0.3,
+        FROM rag._search_in_sections(p_query_embedding, %3$L, v_files, v_scores, b_ids, b_scores, p_k, 100, 0.3,
                                      st.fusion, st.normalisation, st.bm25_weight, st.vector_weight) h;
     END IF;
     IF f_rows IS NULL THEN  -- no paragraph of the kept sections at all: the general functions ('auto' falls back to hybrid)

@@ -29,10 +29,11 @@ Two-stage retrieval (seeds/two-stage-search, section 4.2), both stages over one 
   2. Paragraphs: the level-0 rows among those whose parent is a kept section, their fused
      scores min-max normalised over them; when they are fewer than p_k, a second search over
      the kept sections' paragraphs (k and pool greatest(p_pool, p_k)) gives them instead:
-     rag._search_in_sections (static statements, migration 0016, decision 25), or with
-     p_within rag.search_hybrid restricted to the sections and the subtree (as every second
-     search until 0016). A section kept for its summary's score contributes only those of its
-     paragraphs that are among the rows read (unless the second search runs).
+     rag._search_in_sections, whose BM25 branch is the BM25 rows among those read (no second
+     pg_search query since migration 0019, decision 28) and whose kNN branch reads the
+     sections' paragraphs exactly, within p_within's subtree when given. A section kept for
+     its summary's score contributes only those of its paragraphs that are among the rows read
+     (and, when the second search runs, its nearest paragraphs).
   score = (1 - p_section_weight) * paragraph score + p_section_weight * section_score,
   so a paragraph is boosted by its section's score. Returns the p_k best (fewer only when fewer
   of the kept sections' paragraphs match), with their branch ranks and section_score.
@@ -74,7 +75,8 @@ through rag.search, 1.3 times hybrid's time on the books in migration 0014's run
 bench/bench_search.py ("default+parent, general" against "hybrid+parent" since 0015, whose
 generated function runs the plain default call: rag._install_model_search); with its second
 search from static statements (0016), 2.01-2.04 times bm25 + vector at 100k rows where it was
-2.22-2.25 (alternate runs, decision 25).
+2.22-2.25 (alternate runs, decision 25). The second search reads no text index since migration
+0019 (decision 28).
 */
 DECLARE
     v_short  BOOLEAN;          -- fewer than p_k of the kept sections' paragraphs among the rows read
@@ -133,20 +135,16 @@ BEGIN
     -- than p_k of them, a search inside the kept sections (stage 2 until migration 0013), so a
     -- list is never shorter than the sections allow.
     v_short := (SELECT count(*) FROM unnest(v_rows) h WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)) < p_k;
-    IF v_short AND p_within IS NULL THEN
-        -- its static statements (migration 0016; the kept sections are in p_book already)
+    IF v_short THEN
+        -- its BM25 rows: the first search's (migration 0019, decision 28)
         RETURN QUERY SELECT * FROM rag._search_in_sections(
-            p_query, p_query_embedding, (SELECT m.model FROM rag._corpus_model(p_query_embedding) m), v_files, v_scores,
-            p_k, p_pool, p_section_weight, p_fusion, p_normalisation, p_bm25_weight, p_vector_weight);
+            p_query_embedding, (SELECT m.model FROM rag._corpus_model(p_query_embedding) m), v_files, v_scores,
+            ARRAY(SELECT h.id FROM unnest(v_rows) h
+                  WHERE h.bm25_score IS NOT NULL AND h.level = 0 AND h.parent_source_file = ANY(v_files) ORDER BY h.rank),
+            ARRAY(SELECT h.bm25_score FROM unnest(v_rows) h
+                  WHERE h.bm25_score IS NOT NULL AND h.level = 0 AND h.parent_source_file = ANY(v_files) ORDER BY h.rank),
+            p_k, p_pool, p_section_weight, p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_within);
         RETURN;
-    ELSIF v_short THEN
-        -- within a subtree: the hybrid search with its filters
-        SELECT array_agg(h ORDER BY h.rank) INTO v_rows
-        FROM rag.search_hybrid(p_query, p_query_embedding, p_k => least(1000, greatest(p_k, p_pool)),
-                               p_book => p_book, p_levels => ARRAY[0], p_parent_files => v_files,
-                               p_pool => p_pool, p_bm25_weight => p_bm25_weight, p_vector_weight => p_vector_weight,
-                               p_fusion => p_fusion, p_normalisation => p_normalisation,
-                               p_chapter_weight => 0, p_within => p_within) h;
     END IF;
     RETURN QUERY
     WITH sec AS (

@@ -170,18 +170,24 @@ def test_unknown_expansion_and_another_model_are_refused_by_name(corpus, e5):
     assert corpus.execute("SELECT count(*) FROM rag.search('pain', %s, p_query_model => %s)", (v, model)).fetchone()[0] == 10
 
 
-SECTIONS_CALL = ("SELECT * FROM rag._search_in_sections('pain', NULL, NULL, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
+SECTIONS_CALL = ("SELECT * FROM rag._search_in_sections(NULL, NULL, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
 
 
 @pytest.mark.parametrize("args,message", [
-    ((["a"], [1.0], 0, 100, 0.3, None, None, None, None), "k must be between 1 and 1000, got 0"),
-    ((["a"], [1.0], 10, 1001, 0.3, None, None, None, None), "pool must be between 1 and 1000, got 1001"),
-    ((["a"], [1.0], 10, 100, 2, None, None, None, None), "section_weight must be within 0..1, got 2"),
-    ((["a", "b"], [1.0], 10, 100, 0.3, None, None, None, None),
+    ((["a"], [1.0], [1], [2.0], 0, 100, 0.3, None, None, None, None, None), "k must be between 1 and 1000, got 0"),
+    ((["a"], [1.0], [1], [2.0], 10, 1001, 0.3, None, None, None, None, None), "pool must be between 1 and 1000, got 1001"),
+    ((["a"], [1.0], [1], [2.0], 10, 100, 2, None, None, None, None, None), "section_weight must be within 0..1, got 2"),
+    ((["a", "b"], [1.0], [1], [2.0], 10, 100, 0.3, None, None, None, None, None),
      "sections and section_scores must have the same length, got 2 and 1"),
-    ((["a"], [1.0], 10, 100, 0.3, "borda", None, None, None), "fusion must be 'rrf' or 'convex', got \"borda\""),
-    ((["a"], [1.0], 10, 100, 0.3, None, None, 0, 0),
+    ((["a"], [1.0], [1, 2], [2.0], 10, 100, 0.3, None, None, None, None, None),
+     "bm25_ids and bm25_scores must have the same length, got 2 and 1"),
+    ((["a"], [1.0], [1], None, 10, 100, 0.3, None, None, None, None, None),
+     "bm25_ids and bm25_scores must have the same length, got 1 and NULL"),
+    ((["a"], [1.0], [1], [2.0], 10, 100, 0.3, "borda", None, None, None, None), "fusion must be 'rrf' or 'convex', got \"borda\""),
+    ((["a"], [1.0], [1], [2.0], 10, 100, 0.3, None, None, 0, 0, None),
      "branch weights are both 0: give at least one branch a positive weight"),
+    ((["a"], [1.0], [1], [2.0], 10, 100, 0.3, None, None, None, None, "nowhere.md"),
+     'within "nowhere.md" names no loaded node; use a source_file from a search hit or rag.outline'),
 ])
 def test_the_second_search_checks_what_a_reader_passes_it(corpus, args, message):
     """rag._search_in_sections (two-stage's second search) is a reader's to call, so it checks

@@ -306,14 +306,13 @@ SETTINGS = ({}, {"p_normalisation": "minmax"}, {"p_fusion": "rrf"}, {"p_bm25_wei
 
 @pytest.mark.parametrize("settings", SETTINGS, ids=("default", "minmax", "rrf", "weights"))
 def test_the_second_search_ranks_what_hybrid_ranks_inside_the_sections(corpus, e5, settings):
-    """rag._search_in_sections (two-stage's second search from static statements, migration
-    0016) returns what that search was until then: rag.search_hybrid restricted to the kept
-    sections' paragraphs (k and pool greatest(k, pool)), scored 0.7 x its score min-max
+    """rag._search_in_sections (two-stage's second search) fuses the BM25 rows it is given with
+    the exact kNN over the kept sections' paragraphs, as rag.search_hybrid fuses its branches:
+    given the BM25 rows rag.search_hybrid reads inside the sections (its pool), it returns
+    what that search returns (k and pool greatest(k, pool)), scored 0.7 x its score min-max
     normalised + 0.3 x the section's score, ranked by that, then the hybrid rank, then id. Same
-    rows in the same order, same branch ranks and vector scores, same final scores; with and
-    without a query vector, a pool smaller than the sections, and every fusion setting. (On a
-    large corpus, a pool of about 10 or less could make that search's planner pick the HNSW
-    scan and miss rows, which the exact read does not: decision 25.)"""
+    rows in the same order, same branch ranks and scores, same final scores; with and without a
+    query vector, a pool smaller than the sections, and every fusion setting."""
     sections = [f"{C}/premiere-partie/chapitre-01-le-boulanger/summary.md", ROUTES_CHAPTER,
                 f"{C}/deuxieme-partie/chapitre-01-la-monnaie/summary.md"]
     section_scores = dict(zip(sections, (1.0, 0.4, 0.0)))
@@ -323,18 +322,23 @@ def test_the_second_search_ranks_what_hybrid_ranks_inside_the_sections(corpus, e
                         {"p_fusion": None, "p_normalisation": None, "p_bm25_weight": None, "p_vector_weight": None,
                          **settings}).fetchone()
     named = "".join(f", {name} => %({name})s" for name in settings)
+    hybrid = ("SELECT id, parent_source_file, score, rank, bm25_rank, bm25_score, vector_rank, vector_score "
+              "FROM rag.search_hybrid(%(q)s, %(v)s, p_k => %(n)s, p_levels => '{0}', p_parent_files => %(s)s, "
+              f"p_pool => %(pool)s, p_chapter_weight => 0{named})")
     compared = 0
     for q in ("le prix du pain et la monnaie", "les routes et le boulanger", PARAPHRASE):
         for v in (e5.query(q), None):
             for k, pool in ((2, 2), (5, 100), (10, 3)):
-                read = corpus.execute(
-                    "SELECT id, parent_source_file, score, rank, bm25_rank, vector_rank, vector_score "
-                    "FROM rag.search_hybrid(%(q)s, %(v)s, p_k => %(n)s, p_levels => '{0}', p_parent_files => %(s)s, "
-                    f"p_pool => %(pool)s, p_chapter_weight => 0{named})",
-                    {"q": q, "v": v, "n": max(k, pool), "s": sections, "pool": pool, **settings}).fetchall()
-                got = corpus.execute("SELECT id, score, rank, bm25_rank, vector_rank, vector_score, section_score "
-                                     "FROM rag._search_in_sections(%s, %s, %s, %s, %s, %s, %s, 0.3, %s, %s, %s, %s)",
-                                     (q, v, model, sections, [section_scores[f] for f in sections], k, pool, *st)).fetchall()
+                args = {"q": q, "v": v, "s": sections, "pool": max(k, pool), **settings}
+                # every row of both pools, so the BM25 branch's whole pool shows
+                bm25 = sorted((r for r in corpus.execute(hybrid, {**args, "n": 1000}).fetchall() if r[4] is not None),
+                              key=lambda r: r[4])
+                read = corpus.execute(hybrid, {**args, "n": max(k, pool)}).fetchall()
+                got = corpus.execute("SELECT id, score, rank, bm25_rank, bm25_score, vector_rank, vector_score, "
+                                     "section_score FROM rag._search_in_sections(%s, %s, %s, %s, %s, %s, %s, %s, 0.3, "
+                                     "%s, %s, %s, %s)",
+                                     (v, model, sections, [section_scores[f] for f in sections],
+                                      [r[0] for r in bm25], [r[5] for r in bm25], k, pool, *st)).fetchall()
                 if not read:  # no word of the query in the sections, and no vector
                     assert got == []
                     continue
@@ -345,10 +349,41 @@ def test_the_second_search_ranks_what_hybrid_ranks_inside_the_sections(corpus, e
                 assert [g[0] for g in got] == [w[0] for w in want], (q, v is None, k, pool)
                 assert [g[1] for g in got] == pytest.approx([final[w[0]] for w in want])
                 assert [g[2] for g in got] == list(range(1, len(got) + 1))
-                assert [g[3:6] for g in got] == [w[4:7] for w in want]
-                assert [g[6] for g in got] == [section_scores[w[1]] for w in want]
+                assert [g[3:7] for g in got] == [w[4:8] for w in want]
+                assert [g[7] for g in got] == [section_scores[w[1]] for w in want]
                 compared += len(got)
     assert compared > 0
+
+
+def test_the_second_search_reads_no_text_index(corpus, e5):
+    """Its BM25 branch is the rows given (two-stage passes the first search's): rows of other
+    sections, other levels or outside `within` are ignored, an id given twice counts once with
+    its best score, a paragraph not given gets no BM25 rank (it may still come from the kNN
+    branch), and without rows nor a vector nothing is found. The query text is not an argument."""
+    sections = [ROUTES_CHAPTER]
+    model = corpus.execute("SELECT model FROM rag.embedding_models").fetchone()[0]
+    paras = corpus.execute("SELECT id FROM rag.hierarchical_content_nodes WHERE parent_source_file = %s "
+                           "AND level = 0 ORDER BY node_order, chunk_index", (ROUTES_CHAPTER,)).fetchall()
+    other = corpus.execute("SELECT id FROM rag.hierarchical_content_nodes WHERE level = 0 AND parent_source_file <> %s "
+                           "LIMIT 1", (ROUTES_CHAPTER,)).fetchone()[0]
+    summary = corpus.execute("SELECT id FROM rag.hierarchical_content_nodes WHERE source_file = %s LIMIT 1",
+                             (ROUTES_CHAPTER,)).fetchone()[0]
+    assert len(paras) >= 2
+    first, second = paras[0][0], paras[1][0]
+    call = ("SELECT id, bm25_rank, bm25_score, vector_rank FROM rag._search_in_sections(%s, %s, %s, '{1}', %s, %s, 10, 100, 0.3, "
+            "NULL, NULL, NULL, NULL, %s)")
+    rows = corpus.execute(call, (None, model, sections, [other, summary, second, first, second], [9.0, 8.0, 1.0, 2.0, 3.0],
+                                 None)).fetchall()
+    assert [(r[0], r[1], r[2]) for r in rows] == [(second, 1, 3.0), (first, 2, 2.0)]
+    assert corpus.execute(call, (None, model, sections, [], [], None)).fetchall() == []
+    # with a vector, every paragraph of the section comes back, the ones not given without a BM25 rank
+    rows = corpus.execute(call, (e5.query("les routes"), model, sections, [first], [2.0], None)).fetchall()
+    assert {r[0] for r in rows} == {p[0] for p in paras}
+    assert all((r[1] is not None) == (r[0] == first) for r in rows)
+    assert all(r[3] is not None for r in rows)
+    # within another chapter's subtree: none of this section's paragraphs
+    elsewhere = f"{C}/deuxieme-partie/chapitre-01-la-monnaie/summary.md"
+    assert corpus.execute(call, (e5.query("les routes"), model, sections, [first], [2.0], elsewhere)).fetchall() == []
 
 
 def test_two_stage_finds_a_section_by_its_paragraphs_words(corpus):
