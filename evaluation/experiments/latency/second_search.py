@@ -8,8 +8,11 @@ sections two-stage's stage 1 keeps (from rag.search_hybrid's rows, as rag.search
 computes them), then both at k 1, 5, 10 and 30, with pool 100 (the default's) and 10, without
 a book and within the question's book. Compared: the ids in order, the branch ranks and the
 vector scores exactly, the final scores to 1e-6; the bm25_score is not compared (pg_search adds
-a constant per filter, and the old statement also filtered by the book). Needs the books (and
-PIAF) loaded; reads only.
+a constant per filter, and the old statement also filtered by the book). Since migration 0019
+(decision 28) the function ranks the BM25 rows its caller gives (two-stage gives the first
+search's) instead of querying pg_search: here it is given the BM25 rows rag.search_hybrid reads
+inside the sections (its top greatest(k, pool)), so the comparison checks the kNN branch, the
+fusion and the scoring, as before. Needs the books (and PIAF) loaded; reads only.
     cd /work/main && .venv/bin/python evaluation/experiments/latency/second_search.py [PIAF_LIMIT]
 """
 import math
@@ -49,9 +52,16 @@ WITH h AS (
 )
 SELECT id, final, bm25_rank, vector_rank, vector_score FROM scored ORDER BY final DESC, rank, id LIMIT %(k)s
 """
+BM25_ROWS = """
+SELECT coalesce(array_agg(h.id ORDER BY h.bm25_rank), '{}'), coalesce(array_agg(h.bm25_score ORDER BY h.bm25_rank), '{}')
+FROM rag.search_hybrid(%(q)s, %(e)s, p_k => 1000, p_book => %(book)s, p_levels => '{0}', p_parent_files => %(secs)s,
+                       p_pool => greatest(%(k)s, %(pool)s), p_chapter_weight => 0) h
+WHERE h.bm25_rank <= greatest(%(k)s, %(pool)s)
+"""
 AFTER = """
 SELECT id, score, bm25_rank, vector_rank, vector_score
-FROM rag._search_in_sections(%(q)s, %(e)s, %(model)s, %(secs)s, %(scores)s, %(k)s, %(pool)s, 0.3, NULL, NULL, NULL, NULL)
+FROM rag._search_in_sections(%(e)s, %(model)s, %(secs)s, %(scores)s, %(ids)s, %(bm25)s, %(k)s, %(pool)s, 0.3,
+                             NULL, NULL, NULL, NULL)
 """
 KS = (1, 5, 10, 30)
 POOLS = (100, 10)
@@ -84,6 +94,7 @@ def main() -> None:
                                 p["k"] = k
                                 key = (pool, "book" if book else "all")
                                 total[key] += 1
+                                p["ids"], p["bm25"] = conn.execute(BM25_ROWS, p).fetchone()
                                 if same(conn.execute(BEFORE, p).fetchall(), conn.execute(AFTER, p).fetchall()):
                                     equal[key] += 1
                                 else:
