@@ -155,7 +155,7 @@ BEGIN
         -- Fewer than k paragraphs of the kept sections among the rows read: rag.search_two_stage's
         -- second search inside them (their BM25 rows read here, their exact kNN), and its scoring.
         SELECT array_agg(h ORDER BY h.rank) INTO f_rows
-        FROM rag._search_in_sections(p_query_embedding, %3$L, v_files, v_scores, b_ids, b_scores, p_k, 100, 0.3,
+        FROM rag._search_in_sections(p_query, p_query_embedding, %3$L, v_files, v_scores, b_ids, b_scores, p_k, 100, 0.3,
                                      st.fusion, st.normalisation, st.bm25_weight, st.vector_weight) h;
     END IF;
     IF f_rows IS NULL THEN  -- no paragraph of the kept sections at all: the general functions ('auto' falls back to hybrid)

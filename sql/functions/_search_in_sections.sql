@@ -1,5 +1,6 @@
 -- rag._search_in_sections: two-stage's second search, the kept sections' paragraphs ranked from the first search's BM25 rows and their exact kNN.
 CREATE OR REPLACE FUNCTION rag._search_in_sections(
+    p_query           TEXT,
     p_query_embedding vector,
     p_model           TEXT,
     p_sections        TEXT[],
@@ -24,11 +25,17 @@ AS $$
 Returns the p_k best paragraphs (level 0) whose parent is one of p_sections (rag.search_hit,
 best first): rag.search_two_stage's stage 2 when the first search's rows hold fewer than p_k
 of them. Two branches over the sections' paragraphs, each its greatest(p_k, p_pool) best:
-  bm25    the rows given (p_bm25_ids, p_bm25_scores: the first search's rows with a BM25 score,
-          their pg_search score) that are paragraphs of the sections, ranked by that score: the
-          first search read them already, so no second pg_search query (4-5 ms at 100k rows
-          whatever its filter, decision 28). A paragraph of a section outside the first search's
-          rows gets the BM25 floor, as any row a branch did not read;
+  bm25    with a query vector and a model: the rows given (p_bm25_ids, p_bm25_scores: the first
+          search's rows, its fused top 100, that have a BM25 score, with their pg_search score)
+          that are paragraphs of the sections, ranked by that score. The first search read them
+          already, so there is no second pg_search query, which costs 4-5 ms at 100k rows whatever
+          its filter (decision 28). A paragraph of a section outside those rows gets the BM25
+          floor, as any row a branch did not read, and can come in through the kNN branch.
+          Without a vector or a model the kNN branch is empty and the rows given are the
+          ones the first search already ranked, so the branch is then pg_search's top rows
+          for p_query inside the sections, as it always was until migration 0019 (the scan's
+          limit is the constant 1000, cut to the pool after: with a parameter as its LIMIT a
+          generic plan loses pg_search's top-N scan);
   vector  the exact nearest among the sections' paragraphs embedded with p_model, read
           through the parent index (OFFSET 0 keeps the planner off the HNSW scan: sections are
           small, and a filtered HNSW scan can miss rows);
@@ -38,18 +45,20 @@ two-stage's score over those: (1 - p_section_weight) * the fused score min-max n
 them + p_section_weight * the section's score (p_section_scores, in p_sections' order).
 Parameters (rag.search_two_stage and the generated default search pass them checked; a value
 out of bounds is an error naming it, the same as in those functions: bookrag_reader can call it):
+  p_query        as rag._check_search_args takes it (read only without a vector or a model)
   p_model        the corpus model (rag._corpus_model), NULL when no vector is loaded: BM25 alone
   p_sections     source_files of the kept level-1 sections, p_section_scores their scores
   p_bm25_ids, p_bm25_scores  the BM25 rows, same length (NULL or empty: none; an id given twice
-                 counts with its best score; rows outside the sections are ignored)
+                 counts with its best score; rows that are not paragraphs of the sections, or
+                 are outside p_within's subtree, are ignored)
   p_k            1..1000 (rag._check_search_args)
   p_pool         1..1000
   p_section_weight 0..1
   p_fusion, p_normalisation, p_bm25_weight, p_vector_weight: checked by rag._fusion_settings
                  (NULL = its defaults)
   p_within       NULL or a source_file: only paragraphs inside its subtree (rag._subtree_ids)
-Until migration 0019 the BM25 branch was a pg_search query filtered to the sections, whose
-top rows a paragraph outside the first search's BM25 top 100 could enter: the same quality on
+Until migration 0019 the BM25 branch was always a pg_search query filtered to the sections,
+whose top rows a paragraph outside the first search's rows could enter: the same quality on
 both halves of the three evalsets (evaluation/experiments/two_stage/second_bm25.py: mean of
 recall@5 and MRR@10, tuning 0.759 both, held-out 0.689 -> 0.690; the second search ran for 3
 and 98 of the tuning halves' 84 book and 600 PIAF questions). When it ran,
@@ -57,16 +66,20 @@ the rows were rag.search_hybrid(p_levels => '{0}', p_parent_files => p_sections,
 which still holds with the BM25 rows that search reads given here
 (tests/sql/test_search_functions.py).
 Cost: a parent-index read of the sections' paragraphs and one distance each, an index lookup
-per BM25 row given, a fusion in memory; the plan is cached (forced generic). At 100k synthetic
-rows, where it runs on almost every query: 8.1 ms as rag.search_hybrid (until migration 0016),
-4.0-4.3 ms with a pg_search query from a static statement (until 0019), now COST (inside.py).
+per BM25 row given (a pg_search scan filtered to the sections instead, without a vector), a
+fusion in memory; the plans are cached (forced generic). At 100k synthetic rows, where it runs
+on almost every query, inside the generated default search (evaluation/experiments/latency/
+inside.py --synthetic 100000): 8.1 ms as rag.search_hybrid (until migration 0016), 4.0-4.3 ms
+with a pg_search query from a static statement (until 0019), 1.5 ms since.
 */
 DECLARE
     v_pool INT := greatest(p_k, p_pool);
     v_ids  INT[];              -- p_within's subtree, NULL for none
+    b_ids  INT[] := p_bm25_ids;  -- the BM25 branch's rows
+    b_s    FLOAT8[] := p_bm25_scores;
     st     RECORD;
 BEGIN
-    PERFORM rag._check_search_args(NULL, p_k, p_query_required => false);
+    PERFORM rag._check_search_args(p_query, p_k);
     IF p_pool IS NULL OR p_pool < 1 OR p_pool > 1000 THEN
         RAISE EXCEPTION 'pool must be between 1 and 1000, got %', coalesce(p_pool::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
@@ -80,19 +93,27 @@ BEGIN
             coalesce(cardinality(p_sections)::text, 'NULL'), coalesce(cardinality(p_section_scores)::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF cardinality(p_bm25_ids) IS DISTINCT FROM cardinality(p_bm25_scores) THEN
+    IF coalesce(cardinality(p_bm25_ids), 0) <> coalesce(cardinality(p_bm25_scores), 0) THEN
         RAISE EXCEPTION 'bm25_ids and bm25_scores must have the same length, got % and %',
             coalesce(cardinality(p_bm25_ids)::text, 'NULL'), coalesce(cardinality(p_bm25_scores)::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     v_ids := rag._subtree_ids(p_within);
     SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, 0);
+    IF p_query_embedding IS NULL OR p_model IS NULL THEN
+        -- no kNN branch to add paragraphs: pg_search inside the sections (the index filters by them)
+        SELECT array_agg(x.id), array_agg(x.s) INTO b_ids, b_s FROM (
+            SELECT n.id, pdb.score(n.id)::float8 AS s
+            FROM rag.hierarchical_content_nodes n
+            WHERE n.content ||| p_query AND n.level = ANY(ARRAY[0]) AND n.parent_source_file = ANY(p_sections)
+            ORDER BY pdb.score(n.id) DESC LIMIT 1000) x;  -- a constant: pg_search's top-N scan needs one
+    END IF;
     RETURN QUERY
     WITH b AS (
         SELECT y.* FROM (
             SELECT x.id, x.s, row_number() OVER (ORDER BY x.s DESC, x.id)::int AS r, x.lvl, x.sf, x.pf FROM (
                 SELECT n.id, u.s, n.level AS lvl, n.source_file AS sf, n.parent_source_file AS pf
-                FROM (SELECT g.id, max(g.s) AS s FROM unnest(p_bm25_ids, p_bm25_scores) AS g(id, s)
+                FROM (SELECT g.id, max(g.s) AS s FROM unnest(b_ids, b_s) AS g(id, s)
                       WHERE g.s IS NOT NULL GROUP BY g.id) u
                 JOIN rag.hierarchical_content_nodes n ON n.id = u.id
                 WHERE n.level = 0 AND n.parent_source_file = ANY(p_sections)

@@ -30,8 +30,9 @@ Two-stage retrieval (seeds/two-stage-search, section 4.2), both stages over one 
      scores min-max normalised over them; when they are fewer than p_k, a second search over
      the kept sections' paragraphs (k and pool greatest(p_pool, p_k)) gives them instead:
      rag._search_in_sections, whose BM25 branch is the BM25 rows among those read (no second
-     pg_search query since migration 0019, decision 28) and whose kNN branch reads the
-     sections' paragraphs exactly, within p_within's subtree when given. A section kept for
+     pg_search query since migration 0019, decision 28; without a query vector, pg_search's
+     top rows inside the sections, as before) and whose kNN branch reads the sections'
+     paragraphs exactly, within p_within's subtree when given. A section kept for
      its summary's score contributes only those of its paragraphs that are among the rows read
      (and, when the second search runs, its nearest paragraphs).
   score = (1 - p_section_weight) * paragraph score + p_section_weight * section_score,
@@ -136,9 +137,10 @@ BEGIN
     -- list is never shorter than the sections allow.
     v_short := (SELECT count(*) FROM unnest(v_rows) h WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)) < p_k;
     IF v_short THEN
-        -- its BM25 rows: the first search's (migration 0019, decision 28)
+        -- its BM25 rows: the first search's (migration 0019, decision 28), or without a vector
+        -- pg_search's inside the sections
         RETURN QUERY SELECT * FROM rag._search_in_sections(
-            p_query_embedding, (SELECT m.model FROM rag._corpus_model(p_query_embedding) m), v_files, v_scores,
+            p_query, p_query_embedding, (SELECT m.model FROM rag._corpus_model(p_query_embedding) m), v_files, v_scores,
             ARRAY(SELECT h.id FROM unnest(v_rows) h
                   WHERE h.bm25_score IS NOT NULL AND h.level = 0 AND h.parent_source_file = ANY(v_files) ORDER BY h.rank),
             ARRAY(SELECT h.bm25_score FROM unnest(v_rows) h

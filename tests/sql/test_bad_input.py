@@ -170,7 +170,7 @@ def test_unknown_expansion_and_another_model_are_refused_by_name(corpus, e5):
     assert corpus.execute("SELECT count(*) FROM rag.search('pain', %s, p_query_model => %s)", (v, model)).fetchone()[0] == 10
 
 
-SECTIONS_CALL = ("SELECT * FROM rag._search_in_sections(NULL, NULL, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
+SECTIONS_CALL = ("SELECT * FROM rag._search_in_sections('pain', NULL, NULL, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
 
 
 @pytest.mark.parametrize("args,message", [

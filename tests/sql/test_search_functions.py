@@ -175,7 +175,13 @@ def test_within_keeps_a_nodes_subtree_in_every_function(corpus, e5, within, allo
         assert hits and hits <= allowed, call
     two = {r[0] for r in corpus.execute("SELECT source_file FROM rag.search_two_stage(%s, %s, 20, p_within => %s)",
                                         (q, v, within)).fetchall()}
-    assert two <= allowed
+    assert two and two <= allowed
+    # k above the subtree's paragraphs: the second search runs, and its kNN branch brings every
+    # paragraph of the kept sections inside the subtree
+    n = corpus.execute("SELECT count(*) FROM rag.search_two_stage(%s, %s, 1000, p_within => %s)", (q, v, within)).fetchone()[0]
+    kept = corpus.execute("SELECT count(*) FROM rag.hierarchical_content_nodes WHERE level = 0 AND id = ANY(rag._subtree_ids(%s))",
+                          (within,)).fetchone()[0]
+    assert 0 < n <= kept and (within == PART_ONE or n == kept)
     ctx = corpus.execute("SELECT source_file, role FROM rag.build_context(%s, %s, 3000, p_within => %s)", (q, v, within)).fetchall()
     assert ctx and {r[0] for r in ctx if r[1] == "hit"} <= allowed
 
@@ -312,7 +318,8 @@ def test_the_second_search_ranks_what_hybrid_ranks_inside_the_sections(corpus, e
     what that search returns (k and pool greatest(k, pool)), scored 0.7 x its score min-max
     normalised + 0.3 x the section's score, ranked by that, then the hybrid rank, then id. Same
     rows in the same order, same branch ranks and scores, same final scores; with and without a
-    query vector, a pool smaller than the sections, and every fusion setting."""
+    query vector (without one it reads pg_search inside the sections itself, as that search
+    does), a pool smaller than the sections, and every fusion setting."""
     sections = [f"{C}/premiere-partie/chapitre-01-le-boulanger/summary.md", ROUTES_CHAPTER,
                 f"{C}/deuxieme-partie/chapitre-01-la-monnaie/summary.md"]
     section_scores = dict(zip(sections, (1.0, 0.4, 0.0)))
@@ -335,9 +342,9 @@ def test_the_second_search_ranks_what_hybrid_ranks_inside_the_sections(corpus, e
                               key=lambda r: r[4])
                 read = corpus.execute(hybrid, {**args, "n": max(k, pool)}).fetchall()
                 got = corpus.execute("SELECT id, score, rank, bm25_rank, bm25_score, vector_rank, vector_score, "
-                                     "section_score FROM rag._search_in_sections(%s, %s, %s, %s, %s, %s, %s, %s, 0.3, "
+                                     "section_score FROM rag._search_in_sections(%s, %s, %s, %s, %s, %s, %s, %s, %s, 0.3, "
                                      "%s, %s, %s, %s)",
-                                     (v, model, sections, [section_scores[f] for f in sections],
+                                     (q, v, model, sections, [section_scores[f] for f in sections],
                                       [r[0] for r in bm25], [r[5] for r in bm25], k, pool, *st)).fetchall()
                 if not read:  # no word of the query in the sections, and no vector
                     assert got == []
@@ -355,35 +362,50 @@ def test_the_second_search_ranks_what_hybrid_ranks_inside_the_sections(corpus, e
     assert compared > 0
 
 
-def test_the_second_search_reads_no_text_index(corpus, e5):
-    """Its BM25 branch is the rows given (two-stage passes the first search's): rows of other
-    sections, other levels or outside `within` are ignored, an id given twice counts once with
-    its best score, a paragraph not given gets no BM25 rank (it may still come from the kNN
-    branch), and without rows nor a vector nothing is found. The query text is not an argument."""
+def test_the_second_search_reads_the_rows_it_is_given(corpus, e5):
+    """With a query vector its BM25 branch is the rows given (two-stage passes the first
+    search's): rows of other sections or outside `within` are ignored, an id given twice counts
+    once with its best score, a paragraph not given gets no BM25 rank (it may still come from the
+    kNN branch). Without a vector it reads pg_search inside the sections, since the rows given
+    are then all it would have."""
     sections = [ROUTES_CHAPTER]
     model = corpus.execute("SELECT model FROM rag.embedding_models").fetchone()[0]
-    paras = corpus.execute("SELECT id FROM rag.hierarchical_content_nodes WHERE parent_source_file = %s "
-                           "AND level = 0 ORDER BY node_order, chunk_index", (ROUTES_CHAPTER,)).fetchall()
+    paras = [r[0] for r in corpus.execute(
+        "SELECT id FROM rag.hierarchical_content_nodes WHERE parent_source_file = %s "
+        "AND level = 0 ORDER BY node_order, chunk_index", (ROUTES_CHAPTER,)).fetchall()]
+    para_file = corpus.execute("SELECT DISTINCT source_file FROM rag.hierarchical_content_nodes "
+                               "WHERE parent_source_file = %s AND level = 0", (ROUTES_CHAPTER,)).fetchall()
     other = corpus.execute("SELECT id FROM rag.hierarchical_content_nodes WHERE level = 0 AND parent_source_file <> %s "
                            "LIMIT 1", (ROUTES_CHAPTER,)).fetchone()[0]
     summary = corpus.execute("SELECT id FROM rag.hierarchical_content_nodes WHERE source_file = %s LIMIT 1",
                              (ROUTES_CHAPTER,)).fetchone()[0]
-    assert len(paras) >= 2
-    first, second = paras[0][0], paras[1][0]
-    call = ("SELECT id, bm25_rank, bm25_score, vector_rank FROM rag._search_in_sections(%s, %s, %s, '{1}', %s, %s, 10, 100, 0.3, "
-            "NULL, NULL, NULL, NULL, %s)")
-    rows = corpus.execute(call, (None, model, sections, [other, summary, second, first, second], [9.0, 8.0, 1.0, 2.0, 3.0],
+    assert len(paras) >= 3 and len(para_file) == 1
+    first, second = paras[0], paras[1]
+    call = ("SELECT id, bm25_rank, bm25_score, vector_rank FROM rag._search_in_sections("
+            "'le prix du péage sur la route', %s, %s, %s, '{1}', %s, %s, 10, 100, 0.3, NULL, NULL, NULL, NULL, %s)")
+    v = e5.query("le prix du péage sur la route")
+    rows = corpus.execute(call, (v, model, sections, [other, summary, second, first, second], [9.0, 8.0, 1.0, 2.0, 3.0],
                                  None)).fetchall()
-    assert [(r[0], r[1], r[2]) for r in rows] == [(second, 1, 3.0), (first, 2, 2.0)]
-    assert corpus.execute(call, (None, model, sections, [], [], None)).fetchall() == []
-    # with a vector, every paragraph of the section comes back, the ones not given without a BM25 rank
-    rows = corpus.execute(call, (e5.query("les routes"), model, sections, [first], [2.0], None)).fetchall()
-    assert {r[0] for r in rows} == {p[0] for p in paras}
-    assert all((r[1] is not None) == (r[0] == first) for r in rows)
-    assert all(r[3] is not None for r in rows)
+    assert {r[0] for r in rows} == set(paras)  # the kNN branch brings every paragraph of the section
+    assert sorted((r[1], r[0], r[2]) for r in rows if r[1] is not None) == [(1, second, 3.0), (2, first, 2.0)]
+    # no BM25 row (NULL or empty arrays): the kNN branch alone
+    for ids, scores in ((None, None), ([], []), (None, [])):
+        rows = corpus.execute(call, (v, model, sections, ids, scores, None)).fetchall()
+        assert {r[0] for r in rows} == set(paras) and all(r[1] is None for r in rows)
+    # within the section's own subtree (its summary, or its paragraphs' file): the same rows
+    for node in (ROUTES_CHAPTER, para_file[0][0]):
+        assert corpus.execute(call, (v, model, sections, [first], [2.0], node)).fetchall() == \
+            corpus.execute(call, (v, model, sections, [first], [2.0], None)).fetchall()
     # within another chapter's subtree: none of this section's paragraphs
     elsewhere = f"{C}/deuxieme-partie/chapitre-01-la-monnaie/summary.md"
-    assert corpus.execute(call, (e5.query("les routes"), model, sections, [first], [2.0], elsewhere)).fetchall() == []
+    assert corpus.execute(call, (v, model, sections, [first], [2.0], elsewhere)).fetchall() == []
+    # without a vector: pg_search's rows inside the sections, whatever rows are given
+    text_only = corpus.execute(call, (None, model, sections, [first], [2.0], None)).fetchall()
+    want = corpus.execute("SELECT id FROM rag.search_hybrid('le prix du péage sur la route', NULL, p_k => 100, p_levels => '{0}', "
+                          "p_parent_files => %s, p_chapter_weight => 0)", (sections,)).fetchall()
+    assert len(want) >= 2 and {r[0] for r in text_only} == {w[0] for w in want}
+    assert all(r[1] is not None and r[3] is None for r in text_only)
+    assert corpus.execute(call, (None, None, sections, [], [], None)).fetchall() == text_only
 
 
 def test_two_stage_finds_a_section_by_its_paragraphs_words(corpus):
