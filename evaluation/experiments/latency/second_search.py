@@ -60,7 +60,7 @@ WHERE h.bm25_rank <= greatest(%(k)s, %(pool)s)
 """
 AFTER = """
 SELECT id, score, bm25_rank, vector_rank, vector_score
-FROM rag._search_in_sections(%(e)s, %(model)s, %(secs)s, %(scores)s, %(ids)s, %(bm25)s, %(k)s, %(pool)s, 0.3,
+FROM rag._search_in_sections(%(q)s, %(e)s, %(model)s, %(secs)s, %(scores)s, %(ids)s, %(bm25)s, %(k)s, %(pool)s, 0.3,
                              NULL, NULL, NULL, NULL)
 """
 KS = (1, 5, 10, 30)
