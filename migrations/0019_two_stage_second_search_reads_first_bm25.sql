@@ -393,7 +393,7 @@ BEGIN
 END
 $$;
 
--- function: search_two_stage sha256:30a44228569ec60835cf342b948ddb9e8c80e8322c99af022a59a2e6ffa5ea27
+-- function: search_two_stage sha256:40dcfb4e88a37a9fbdc07bda1e9da64f689aef82c6f02454b47f5d933fb9838e
 -- rag.search_two_stage: the best sections by their summaries and paragraphs, then their best paragraphs, from one hybrid search.
 CREATE OR REPLACE FUNCTION rag.search_two_stage(
     p_query           TEXT,
@@ -480,6 +480,8 @@ DECLARE
     v_rows   rag.search_hit[];
     v_files  TEXT[];
     v_scores FLOAT8[];
+    b_ids    INT[];            -- the second search's BM25 rows
+    b_scores FLOAT8[];
 BEGIN
     PERFORM rag._check_search_args(p_query, p_k, p_book, NULL, NULL);
     IF p_sections IS NULL OR p_sections < 1 OR p_sections > 100 THEN
@@ -533,15 +535,15 @@ BEGIN
     -- list is never shorter than the sections allow.
     v_short := (SELECT count(*) FROM unnest(v_rows) h WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)) < p_k;
     IF v_short THEN
-        -- its BM25 rows: the first search's (migration 0019, decision 28), or without a vector
-        -- pg_search's inside the sections
+        -- its BM25 rows: the kept sections' paragraphs among the first search's rows (migration
+        -- 0019, decision 28); without a vector it reads pg_search inside the sections instead
+        SELECT array_agg(h.id ORDER BY h.rank), array_agg(h.bm25_score ORDER BY h.rank) INTO b_ids, b_scores
+        FROM unnest(v_rows) h
+        WHERE h.bm25_score IS NOT NULL AND h.level = 0 AND h.parent_source_file = ANY(v_files);
         RETURN QUERY SELECT * FROM rag._search_in_sections(
             p_query, p_query_embedding, (SELECT m.model FROM rag._corpus_model(p_query_embedding) m), v_files, v_scores,
-            ARRAY(SELECT h.id FROM unnest(v_rows) h
-                  WHERE h.bm25_score IS NOT NULL AND h.level = 0 AND h.parent_source_file = ANY(v_files) ORDER BY h.rank),
-            ARRAY(SELECT h.bm25_score FROM unnest(v_rows) h
-                  WHERE h.bm25_score IS NOT NULL AND h.level = 0 AND h.parent_source_file = ANY(v_files) ORDER BY h.rank),
-            p_k, p_pool, p_section_weight, p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_within);
+            b_ids, b_scores, p_k, p_pool, p_section_weight, p_fusion, p_normalisation, p_bm25_weight, p_vector_weight,
+            p_within);
         RETURN;
     END IF;
     RETURN QUERY
@@ -571,7 +573,7 @@ REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_install_model_search', '04d9979f43dd71190ee7c85f5a273cba37120615107822ef37a9026f94c764db', '0019_two_stage_second_search_reads_first_bm25'),
     ('_search_in_sections', '9ac2901458c679b0d984b6afff81756541b23cf5b11f31b9bd083f986d4e536d', '0019_two_stage_second_search_reads_first_bm25'),
-    ('search_two_stage', '30a44228569ec60835cf342b948ddb9e8c80e8322c99af022a59a2e6ffa5ea27', '0019_two_stage_second_search_reads_first_bm25')
+    ('search_two_stage', '40dcfb4e88a37a9fbdc07bda1e9da64f689aef82c6f02454b47f5d933fb9838e', '0019_two_stage_second_search_reads_first_bm25')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();
 
 -- The generated default search of every registered model calls the new signature: generate it

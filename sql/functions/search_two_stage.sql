@@ -84,6 +84,8 @@ DECLARE
     v_rows   rag.search_hit[];
     v_files  TEXT[];
     v_scores FLOAT8[];
+    b_ids    INT[];            -- the second search's BM25 rows
+    b_scores FLOAT8[];
 BEGIN
     PERFORM rag._check_search_args(p_query, p_k, p_book, NULL, NULL);
     IF p_sections IS NULL OR p_sections < 1 OR p_sections > 100 THEN
@@ -137,15 +139,15 @@ BEGIN
     -- list is never shorter than the sections allow.
     v_short := (SELECT count(*) FROM unnest(v_rows) h WHERE h.level = 0 AND h.parent_source_file = ANY(v_files)) < p_k;
     IF v_short THEN
-        -- its BM25 rows: the first search's (migration 0019, decision 28), or without a vector
-        -- pg_search's inside the sections
+        -- its BM25 rows: the kept sections' paragraphs among the first search's rows (migration
+        -- 0019, decision 28); without a vector it reads pg_search inside the sections instead
+        SELECT array_agg(h.id ORDER BY h.rank), array_agg(h.bm25_score ORDER BY h.rank) INTO b_ids, b_scores
+        FROM unnest(v_rows) h
+        WHERE h.bm25_score IS NOT NULL AND h.level = 0 AND h.parent_source_file = ANY(v_files);
         RETURN QUERY SELECT * FROM rag._search_in_sections(
             p_query, p_query_embedding, (SELECT m.model FROM rag._corpus_model(p_query_embedding) m), v_files, v_scores,
-            ARRAY(SELECT h.id FROM unnest(v_rows) h
-                  WHERE h.bm25_score IS NOT NULL AND h.level = 0 AND h.parent_source_file = ANY(v_files) ORDER BY h.rank),
-            ARRAY(SELECT h.bm25_score FROM unnest(v_rows) h
-                  WHERE h.bm25_score IS NOT NULL AND h.level = 0 AND h.parent_source_file = ANY(v_files) ORDER BY h.rank),
-            p_k, p_pool, p_section_weight, p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_within);
+            b_ids, b_scores, p_k, p_pool, p_section_weight, p_fusion, p_normalisation, p_bm25_weight, p_vector_weight,
+            p_within);
         RETURN;
     END IF;
     RETURN QUERY
