@@ -82,7 +82,7 @@ def reader_url(settings: Settings) -> str:
 
 
 def _configure(conn: psycopg.Connection) -> None:
-    db.register_vector(conn)
+    db.configure(conn)
     conn.autocommit = False
 
 
