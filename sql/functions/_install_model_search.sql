@@ -13,8 +13,9 @@ same rows as rag.search_two_stage merged with rag.search_sentences by rag._inter
 two static statements: the BM25 top 100 and the kNN top 40 (rag._branch_sql's statements),
 their fusion (rag.search_hybrid's formulas, with rag._fusion_settings' defaults read at run
 time), both stages (5 sections, section weight 0.3, pools 100 and 40: rag.search_two_stage's
-defaults), then the 2k nearest summary sentences and their paragraphs (rag.search_sentences'
-statements, in one: its halfvec index's order, decision 27). PL/pgSQL caches a static statement's plan for the
+defaults), then the 2k nearest summary sentences and the k best of their paragraphs
+(rag.search_sentences' statements, in one: its halfvec index's order, decision 27; the k that
+rag._interleave can read of the 2k that function returns, migration 0020). PL/pgSQL caches a static statement's plan for the
 session (forced generic, so that the planner never goes back to planning them per call), which
 the general functions cannot have: the kNN statement must name the model and its
 dimension as literals (the partial HNSW index's predicate and expression), so they build it
@@ -166,7 +167,13 @@ BEGIN
         RETURN;
     END IF;
     -- The sentence branch: the 2k nearest summary sentences (the halfvec index's order, the
-    -- full-precision distance), their paragraphs (one chunk each), in one statement.
+    -- full-precision distance), their k best paragraphs (one chunk each), in one statement.
+    -- rag.search_sentences(2k) returns 2k paragraphs, but rag._interleave never reads past the
+    -- k-th: each of its rows it reads is placed, or skipped for a paragraph the two-stage list
+    -- placed, and at most k rows are placed. The k best of the 2k are the k best here (rank()
+    -- keeps the ties on sentence score that the paragraph's own score breaks), so the rows are
+    -- the same with k chunk lookups instead of 2k (every cited paragraph is loaded: `load`
+    -- checks anchors).
     PERFORM rag._set_hnsw(2 * p_k);
     WITH s AS (
         SELECT se.cited_source_file AS f, se.cited_paragraphs AS ps, (se.embedding <=> p_query_embedding)::float8 AS d
@@ -176,7 +183,7 @@ BEGIN
         SELECT s.f, p.n, 1 - min(s.d) AS sim FROM s, unnest(s.ps) AS p(n) GROUP BY s.f, p.n
     ), para AS (
         SELECT x.f, x.n, x.sim FROM (SELECT cited.*, rank() OVER (ORDER BY cited.sim DESC) AS r FROM cited) x
-        WHERE x.r <= 2 * p_k
+        WHERE x.r <= p_k
     ), one AS (
         SELECT c.*, para.sim FROM para
         CROSS JOIN LATERAL (
@@ -194,7 +201,7 @@ BEGIN
                          t.sim, t.r, NULL::int, NULL::float8, NULL::int, NULL::float8, NULL::float8, t.r, t.sim,
                          NULL::json, NULL::json, NULL::json)::rag.search_hit ORDER BY t.r)
     INTO s_rows
-    FROM top t WHERE t.r <= 2 * p_k;
+    FROM top t WHERE t.r <= p_k;
     RETURN QUERY SELECT * FROM rag._interleave(f_rows, s_rows, st.sentence_after, st.sentence_every, p_k);
 END
 $body$

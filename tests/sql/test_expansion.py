@@ -200,3 +200,51 @@ def test_pack_context_skips_unknown_ids_and_checks_its_budget(corpus):
     with pytest.raises(Exception) as info:
         corpus.execute("SELECT * FROM rag.pack_context(ARRAY[1], 0)")
     assert info.value.diag.message_primary == "budget must be between 1 and 1000000 tokens, got 0"
+
+
+def test_hits_of_one_section_carry_its_parent_rows_whole(corpus, e5):
+    """rag.search builds each parent's JSON once (migration 0020): every hit still carries all
+    of its parent's columns, in chunk order; hits sharing a parent carry equal arrays; a hit
+    without parent (a book summary) or whose parent is not loaded carries []. Both the default
+    (the generated function) and hybrid over every level."""
+    calls = (("SELECT * FROM rag.search(%(q)s, %(v)s, p_k => 30, p_expand => '{parent}')", "le péage et les routes"),
+             ("SELECT * FROM rag.search(%(q)s, %(v)s, 'hybrid', 60, p_expand => '{parent}')", "la monnaie et l'impôt"))
+    seen_shared = seen_root = False
+    for statement, q in calls:
+        cur = corpus.execute(statement, {"q": q, "v": e5.query(q)})
+        cols = [d.name for d in cur.description]
+        hits = [dict(zip(cols, r)) for r in cur.fetchall()]
+        by_parent: dict = {}
+        for h in hits:
+            node = corpus.execute("SELECT * FROM rag.get_node(%s)", (h["parent_source_file"],))
+            node_cols = [d.name for d in node.description]
+            assert h["parent"] == [dict(zip(node_cols, r)) for r in node.fetchall()], h["source_file"]
+            by_parent.setdefault(h["parent_source_file"], []).append(h["parent"])
+        for parent, arrays in by_parent.items():
+            assert all(a == arrays[0] for a in arrays)
+            seen_shared |= len(arrays) > 1 and parent is not None
+            seen_root |= parent is None and arrays[0] == []
+    assert seen_shared and seen_root, "the fixture should give hits sharing a parent and a hit without one"
+    with corpus.transaction(force_rollback=True):  # a parent not loaded: [] as before
+        corpus.execute("UPDATE rag.hierarchical_content_nodes SET parent_source_file = 'corpus/nowhere/summary.md' "
+                       "WHERE source_file = %s", (ROUTES,))
+        rows = corpus.execute("SELECT source_file, parent FROM rag.search('péage', NULL, 'bm25', 50, "
+                              "p_expand => '{parent}')").fetchall()
+        assert [p for f, p in rows if f == ROUTES] and all(p == [] for f, p in rows if f == ROUTES)
+
+
+def test_connections_decode_search_json_as_the_standard_library_does(corpus, e5):
+    """bookrag connections decode JSON with orjson (bookrag.db.configure): the same Python values
+    as json.loads of the text the server sends, for every JSON column of a search that fills them."""
+    import json
+
+    import orjson
+
+    loader = corpus.adapters.get_loader(psycopg.postgres.types["json"].oid, psycopg.pq.Format.TEXT)
+    assert loader._loads is orjson.loads
+    q = "la monnaie et l'impôt"
+    args = {"q": q, "v": e5.query(q), "x": ["parent", "cited"]}
+    decoded = corpus.execute(SEARCH.replace("SELECT *", "SELECT cites, parent, cited"), args).fetchall()
+    text = corpus.execute(SEARCH.replace("SELECT *", "SELECT cites::text, parent::text, cited::text"), args).fetchall()
+    assert decoded and any(c for row in decoded for c in row)
+    assert decoded == [tuple(json.loads(t) for t in row) for row in text]
