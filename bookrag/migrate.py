@@ -32,17 +32,21 @@ def yoyo_url(url: str) -> str:
 
 
 def regenerate_model_searches(connection, only_missing: bool = False) -> None:
-    """Rebuild each registered model's generated default search (rag._install_model_search),
-    so its text follows the template the migrations installed; with only_missing, only those
-    whose function does not exist (a database migrated before, whose regeneration failed or
-    that another tool migrated)."""
+    """Rebuild the registered model's generated default search (rag._install_model_search), so
+    its text follows the template the migrations installed; with only_missing, only when the
+    installed rag._default_search was not generated for that model (the stand-in its file
+    installs, or another model's: a database migrated before whose regeneration failed, or that
+    another tool migrated). The generated body is recognised by its model check, which names the
+    model (`bool_and(m.model = 'name')`, rag._install_model_search's template)."""
     cursor = connection.cursor()
     cursor.execute("SELECT to_regprocedure('rag._install_model_search(text,integer)') IS NOT NULL")
     if not cursor.fetchone()[0]:  # migrations older than 0015 (or another folder's)
         return
-    cursor.execute("SELECT rag._install_model_search(model, dimension) FROM rag.embedding_models "
-                   "WHERE NOT %s OR to_regprocedure(format('rag.%%I(text,vector,integer)', "
-                   "rag._model_search_name(model))) IS NULL ORDER BY model", (only_missing,))
+    cursor.execute("SELECT rag._install_model_search(m.model, m.dimension) FROM rag.embedding_models m "
+                   "WHERE NOT %s OR NOT EXISTS (SELECT 1 FROM pg_proc p "
+                   "WHERE p.oid = to_regprocedure('rag._default_search(text,vector,integer)') "
+                   "AND strpos(p.prosrc, format('bool_and(m.model = %%L)', m.model)) > 0) ORDER BY m.model",
+                   (only_missing,))
     connection.commit()
 
 

@@ -70,14 +70,14 @@ Cost: the called function's (one extra PL/pgSQL call); hybrid and two-stage add 
 the merge (rag._interleave; about 1.1 ms per search on the two books, 3.1 ms at 100k rows:
 bench/bench_search.py, migration 0011). Two-stage without book, within or settings, k 1..100 and
 a query vector (the default's usual call) runs instead from the corpus model's generated function
-(rag._install_model_search, migration 0015, decision 24): the same rows from statements whose
-plans are cached, about a third less time on the books (7.0 against 10.5 ms p50 with parent
-expansion, bench/bench_search.py); the general functions when it is missing or returns nothing.
+(rag._default_search, written by rag._install_model_search, migration 0015, decision 24): the
+same rows from statements whose plans are cached, about a third less time on the books (7.0
+against 10.5 ms p50 with parent expansion, bench/bench_search.py), called statically since
+migration 0020 (decision 29); the general functions when it returns nothing.
 */
 DECLARE
     v_mode  TEXT := p_mode;    -- the mode run ('auto' resolved)
     v_model TEXT;
-    v_fast  TEXT;              -- the generated default search of the corpus model (rag._install_model_search)
     st      RECORD;
     f_rows  rag.search_hit[];  -- the mode's list (hybrid's or two-stage's), best first
     s_rows  rag.search_hit[];  -- the sentence branch's paragraphs, best first
@@ -113,26 +113,22 @@ BEGIN
         END IF;
     END IF;
     IF v_mode IN ('hybrid', 'two-stage') THEN
-        SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight,
-                                                   p_chapter_weight, p_cite_weight, p_sentence_after, p_sentence_every);
-        -- The default without filters or settings: the corpus model's generated function runs the
-        -- same search from statements whose plans are cached (decision 24); no row from it (no
-        -- section, or no paragraph of the kept sections, found) means the statements below.
+        -- The default without filters or settings: rag._default_search, the corpus model's
+        -- generated function, runs the same search from statements whose plans are cached
+        -- (decision 24), called statically (decision 29); no row from it (no section, or no
+        -- paragraph of the kept sections, found; or not generated for this corpus) means the
+        -- statements below.
         IF v_mode = 'two-stage' AND p_book IS NULL AND p_within IS NULL AND p_query_embedding IS NOT NULL
            AND p_k BETWEEN 1 AND 100
            AND num_nulls(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight, p_chapter_weight, p_cite_weight,
                          p_sentence_after, p_sentence_every) = 8 THEN
-            PERFORM rag._check_search_args(p_query, p_k, NULL, NULL, NULL);
-            SELECT m.model INTO v_model FROM rag._corpus_model(p_query_embedding) m;
-            v_fast := rag._model_search_name(v_model);
-            IF v_fast IS NOT NULL AND to_regprocedure(format('rag.%I(text,vector,integer)', v_fast)) IS NOT NULL THEN
-                RETURN QUERY EXECUTE format('SELECT * FROM rag.%I($1, $2, $3)', v_fast)
-                    USING p_query, p_query_embedding, p_k;
-                IF FOUND THEN
-                    RETURN;
-                END IF;
+            RETURN QUERY SELECT * FROM rag._default_search(p_query, p_query_embedding, p_k);
+            IF FOUND THEN
+                RETURN;
             END IF;
         END IF;
+        SELECT * INTO st FROM rag._fusion_settings(p_fusion, p_normalisation, p_bm25_weight, p_vector_weight,
+                                                   p_chapter_weight, p_cite_weight, p_sentence_after, p_sentence_every);
         -- The mode's own list, best first (the fusion settings above are checked in both modes,
         -- though two-stage does not use chapter_weight and cite_weight).
         IF v_mode = 'hybrid' THEN

@@ -473,5 +473,9 @@ def test_rag_search_is_inlined_into_the_callers_statement(corpus, e5):
     prepared statement caches one plan and an expansion not asked for never runs."""
     plan = "\n".join(r[0] for r in corpus.execute(
         "EXPLAIN (COSTS OFF) SELECT * FROM rag.search('pain', %s, 'hybrid', 5, p_expand => '{parent}')", (e5.query("pain"),)))
-    assert "Function Scan on _search_hits h" in plan
+    assert "Function Scan on _search_hits" in plan
     assert "Function Scan on search" not in plan
+    assert "hierarchical_content_nodes" in plan  # the parents' rows, read by the caller's statement
+    plain = "\n".join(r[0] for r in corpus.execute(
+        "EXPLAIN (COSTS OFF) SELECT * FROM rag.search('pain', %s, 'hybrid', 5)", (e5.query("pain"),)))
+    assert "Function Scan on _search_hits" in plain and "hierarchical_content_nodes" not in plain

@@ -111,15 +111,13 @@ def test_the_sentences_index_is_half_precision_and_replaces_the_old_one(corpus, 
 def test_the_generated_default_search_scans_the_sentences_halfvec_index(corpus, e5):
     # the generated function's sentence statement names the index's expression (halfvec of the
     # model's dimension): it scans that index (this transaction's own index-scan counts)
-    name, tag = corpus.execute("SELECT rag._model_search_name(model), substr(md5(model), 1, 12) "
-                               "FROM rag.embedding_models").fetchone()
+    tag = corpus.execute("SELECT substr(md5(model), 1, 12) FROM rag.embedding_models").fetchone()[0]
 
     def scans() -> int:
         return corpus.execute("SELECT pg_stat_get_xact_numscans(%s::regclass)", (f"rag.sent_halfvec_{tag}",)).fetchone()[0]
 
     before = scans()
-    rows = corpus.execute(sql.SQL("SELECT sentence_rank FROM rag.{}(%s, %s, 5)").format(sql.Identifier(name)),
-                          (QUERY, e5.query(QUERY))).fetchall()
+    rows = corpus.execute("SELECT sentence_rank FROM rag._default_search(%s, %s, 5)", (QUERY, e5.query(QUERY))).fetchall()
     assert any(r[0] is not None for r in rows)  # the branch placed a paragraph
     assert scans() > before
 

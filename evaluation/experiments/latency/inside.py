@@ -1,5 +1,5 @@
 """Where the generated default search spends its time, server side: the corpus model's
-rag._default_search_<hash> copied into a scratch schema `probe` with a clock_timestamp() mark
+rag._default_search (the generated search; per model, rag._default_search_<hash>, until migration 0020) copied into a scratch schema `probe` with a clock_timestamp() mark
 before each step (RAISE NOTICE), called --calls times over 20 French queries (k 10) after 40
 warm-up calls; the median of each step printed, in ms. The schema is dropped at the end.
 With --synthetic N it runs in a scratch database holding bench/bench_search.py's synthetic
@@ -57,7 +57,7 @@ def main() -> None:
 
 def probe(url: str, params: list | None, calls: int) -> None:
     with db.connect(url, autocommit=True) as conn:
-        name = conn.execute("SELECT rag._model_search_name(model) FROM rag.embedding_models").fetchone()[0]
+        name = "_default_search"
         text = conn.execute("SELECT pg_get_functiondef(%s::regprocedure)", (f"rag.{name}(text,vector,integer)",)).fetchone()[0]
         text = text.replace(f"FUNCTION rag.{name}(", "FUNCTION probe.timed(", 1)
         text = text.replace("BEGIN\n", "BEGIN\n    t0 := clock_timestamp();\n", 1).replace("DECLARE\n", "DECLARE\n    t0 timestamptz;\n", 1)
