@@ -95,9 +95,9 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection:
 def configure(conn: psycopg.Connection) -> None:
     """What every bookrag connection gets (`connect` and the MCP server's pool): the vector type
     and orjson as the JSON decoder. Search rows carry JSON (cites, and with expansions the parent
-    and cited rows: about 38 KB for 10 hits with their parents); orjson decodes it to the same
-    Python values as the standard library in about half the time (0.08 ms of the 0.17 per call
-    on the books' bench queries, evaluation/experiments/latency/README.md)."""
+    and cited rows: about 39 KB for 10 hits with their parents); orjson decodes it to the same
+    Python values as the standard library in about a third of the time (0.08 against 0.22 ms p50
+    per call on the books' bench queries: evaluation/experiments/latency/migration_0020.py)."""
     register_vector(conn)
     psycopg.types.json.set_json_loads(orjson.loads, conn)
 
