@@ -8,7 +8,7 @@ from urllib.parse import quote, urlencode
 from psycopg.conninfo import conninfo_to_dict
 from yoyo import get_backend, read_migrations
 
-from bookrag.functions import MIGRATIONS_DIR
+from bookrag.functions import MIGRATIONS_DIR, recorded_texts
 
 
 def yoyo_url(url: str) -> str:
@@ -31,21 +31,30 @@ def yoyo_url(url: str) -> str:
     return f"postgresql+psycopg://{netloc}/{dbname}{query}"
 
 
-def regenerate_model_searches(connection, only_missing: bool = False) -> None:
+def regenerate_model_searches(connection, only_missing: bool = False, folder: Path = MIGRATIONS_DIR) -> None:
     """Rebuild the registered model's generated default search (rag._install_model_search), so
     its text follows the template the migrations installed; with only_missing, only when the
     installed rag._default_search was not generated for that model (the stand-in its file
     installs, or another model's: a database migrated before whose regeneration failed, or that
-    another tool migrated). The generated body is recognised by its model check, which names the
-    model (`bool_and(m.model = 'name')`, rag._install_model_search's template)."""
+    another tool migrated), and only when one model is registered (with several, every search
+    refuses anyway). The generated body is recognised by its model check, which names the model
+    (`bool_and(m.model = 'name')`, rag._install_model_search's template). rag._search_hits calls
+    rag._default_search by name, so when it was dropped since a migration installed it, its
+    stand-in is installed again first, as the last migration wrote it."""
     cursor = connection.cursor()
-    cursor.execute("SELECT to_regprocedure('rag._install_model_search(text,integer)') IS NOT NULL")
-    if not cursor.fetchone()[0]:  # migrations older than 0015 (or another folder's)
+    cursor.execute("SELECT to_regprocedure('rag._install_model_search(text,integer)') IS NOT NULL, "
+                   "to_regprocedure('rag._default_search(text,vector,integer)') IS NULL")
+    installer, dropped = cursor.fetchone()
+    if not installer:  # migrations older than 0015 (or another folder's)
         return
+    stand_in = recorded_texts(folder).get("_default_search")
+    if dropped and stand_in:  # migrations from 0020 on installed it
+        cursor.execute(stand_in)
+        cursor.execute("REVOKE EXECUTE ON FUNCTION rag._default_search(text, vector, integer) FROM PUBLIC")
     cursor.execute("SELECT rag._install_model_search(m.model, m.dimension) FROM rag.embedding_models m "
-                   "WHERE NOT %s OR NOT EXISTS (SELECT 1 FROM pg_proc p "
+                   "WHERE NOT %s OR ((SELECT count(*) FROM rag.embedding_models) = 1 AND NOT EXISTS (SELECT 1 FROM pg_proc p "
                    "WHERE p.oid = to_regprocedure('rag._default_search(text,vector,integer)') "
-                   "AND strpos(p.prosrc, format('bool_and(m.model = %%L)', m.model)) > 0) ORDER BY m.model",
+                   "AND strpos(p.prosrc, format('bool_and(m.model = %%L)', m.model)) > 0)) ORDER BY m.model",
                    (only_missing,))
     connection.commit()
 
@@ -60,7 +69,7 @@ def apply_migrations(url: str, folder: Path = MIGRATIONS_DIR) -> list[str]:
             backend.apply_migrations(pending)
             # after migrations every model's (their template may have changed); otherwise only
             # missing ones, so the commands that migrate on start do not re-create it each time
-            regenerate_model_searches(backend.connection, only_missing=not pending)
+            regenerate_model_searches(backend.connection, only_missing=not pending, folder=folder)
     finally:  # closed now, not whenever it is garbage-collected: an open session blocks CREATE DATABASE … TEMPLATE
         backend.connection.close()
     return [m.id for m in pending]

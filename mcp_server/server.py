@@ -15,6 +15,7 @@ two such calls at once so they can never take the connections searches need.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -27,6 +28,7 @@ from typing import Annotated, Any, TypeVar
 import anyio
 import anyio.to_thread
 import psycopg
+import psycopg.types.json
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
@@ -316,6 +318,9 @@ def _select(conn: psycopg.Connection, statement: str, max_rows: int) -> SqlResul
             # A server-side cursor: rows are produced and sent as they are fetched, never all at once.
             with conn.cursor(name="bookrag_read_only_sql", row_factory=tuple_row) as cur:
                 cur.itersize = 50
+                # the standard library's decoder here, not the pool's orjson (bookrag.db.configure):
+                # an agent's SELECT can return integers beyond 64 bits, which orjson turns into floats
+                psycopg.types.json.set_json_loads(json.loads, cur)
                 cur.execute(_CAPPED.format(cap=pgsql.Literal(MAX_CONTENT_CHARS), statement=pgsql.SQL(statement)))
                 for (cells,) in cur:
                     if len(rows) == max_rows:

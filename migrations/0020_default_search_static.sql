@@ -33,7 +33,7 @@ BEGIN
 END
 $$;
 
--- function: _install_model_search sha256:90932b357e30ca8c0b217fc193a3ae6c28a0c6168842899934e1894e56ee43c7
+-- function: _install_model_search sha256:bbdd53766e88626e54fb3db707bdd793c607e444cf1266803c2572bf5d998594
 -- rag._install_model_search: generate the corpus model's default search, whose statements are static so their plans are cached (loader only).
 CREATE OR REPLACE FUNCTION rag._install_model_search(
     p_model     TEXT,
@@ -69,7 +69,7 @@ It returns no row, and rag._search_hits then runs the general functions, when no
 found (their flat fallback), when no paragraph of the kept sections is found at all ('auto'
 then falls back to hybrid), or when a default it assumes is not the default (cite weight other
 than 0). tests/sql/test_default_search.py compares it with the general functions on the fixture
-corpus (five queries, k 1-100, those hand-overs too), so a change of either shows.
+corpus (five queries, k 1, 2, 3, 5, 8, 10, 40 and 100, those hand-overs too), so a change of either shows.
 The generated function returns no row, before reading anything, when the registered models are
 not exactly p_model or the query vector's length is not p_dimension: rag._search_hits then runs
 the general functions, which answer another model's corpus or raise the error naming the
@@ -262,7 +262,7 @@ END
 $$;
 REVOKE EXECUTE ON FUNCTION rag._install_model_search(TEXT, INT) FROM bookrag_reader;
 
--- function: _search_hits sha256:3483d24f44b1e0974cde830d6936d81c698086e8e5a2f704607f3d943464a893
+-- function: _search_hits sha256:918ea9a620de0535104c8670dcdaf229c15b15e698490fdcfa2a61aae299050a
 -- rag._search_hits: the mode dispatcher behind rag.search (the mode list is defined and checked here).
 CREATE OR REPLACE FUNCTION rag._search_hits(
     p_query           TEXT,
@@ -337,8 +337,9 @@ bench/bench_search.py, migration 0011). Two-stage without book, within or settin
 a query vector (the default's usual call) runs instead from the corpus model's generated function
 (rag._default_search, written by rag._install_model_search, migration 0015, decision 24): the
 same rows from statements whose plans are cached, about a third less time on the books (7.0
-against 10.5 ms p50 with parent expansion, bench/bench_search.py), called statically since
-migration 0020 (decision 29); the general functions when it returns nothing.
+against 10.5 ms p50 with parent expansion, bench/bench_search.py, migration 0015; 5.56 against
+9.03 ms with migration 0020), called statically since migration 0020 (decision 29); the
+general functions when it returns nothing.
 */
 DECLARE
     v_mode  TEXT := p_mode;    -- the mode run ('auto' resolved)
@@ -518,8 +519,8 @@ DELETE FROM rag.function_versions WHERE name IN ('_model_search_name');
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
     ('_default_search', 'f3e7cfe2d1a2922fd03a402fb8f139cd28b955ffc41a0019f01b1ab40f4eb5cc', '0020_default_search_static'),
-    ('_install_model_search', '90932b357e30ca8c0b217fc193a3ae6c28a0c6168842899934e1894e56ee43c7', '0020_default_search_static'),
-    ('_search_hits', '3483d24f44b1e0974cde830d6936d81c698086e8e5a2f704607f3d943464a893', '0020_default_search_static'),
+    ('_install_model_search', 'bbdd53766e88626e54fb3db707bdd793c607e444cf1266803c2572bf5d998594', '0020_default_search_static'),
+    ('_search_hits', '918ea9a620de0535104c8670dcdaf229c15b15e698490fdcfa2a61aae299050a', '0020_default_search_static'),
     ('search', '26b477e57df4ed6562c8f20edc2d05854dc4b185befcfb2d4b961b3772a07076', '0020_default_search_static')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();
 

@@ -33,7 +33,7 @@ It returns no row, and rag._search_hits then runs the general functions, when no
 found (their flat fallback), when no paragraph of the kept sections is found at all ('auto'
 then falls back to hybrid), or when a default it assumes is not the default (cite weight other
 than 0). tests/sql/test_default_search.py compares it with the general functions on the fixture
-corpus (five queries, k 1-100, those hand-overs too), so a change of either shows.
+corpus (five queries, k 1, 2, 3, 5, 8, 10, 40 and 100, those hand-overs too), so a change of either shows.
 The generated function returns no row, before reading anything, when the registered models are
 not exactly p_model or the query vector's length is not p_dimension: rag._search_hits then runs
 the general functions, which answer another model's corpus or raise the error naming the

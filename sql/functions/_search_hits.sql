@@ -72,8 +72,9 @@ bench/bench_search.py, migration 0011). Two-stage without book, within or settin
 a query vector (the default's usual call) runs instead from the corpus model's generated function
 (rag._default_search, written by rag._install_model_search, migration 0015, decision 24): the
 same rows from statements whose plans are cached, about a third less time on the books (7.0
-against 10.5 ms p50 with parent expansion, bench/bench_search.py), called statically since
-migration 0020 (decision 29); the general functions when it returns nothing.
+against 10.5 ms p50 with parent expansion, bench/bench_search.py, migration 0015; 5.56 against
+9.03 ms with migration 0020), called statically since migration 0020 (decision 29); the
+general functions when it returns nothing.
 */
 DECLARE
     v_mode  TEXT := p_mode;    -- the mode run ('auto' resolved)

@@ -150,6 +150,9 @@ async def exercise(session: ClientSession) -> None:
 
     r = await session.call_tool("read_only_sql", {"sql": "SELECT level, count(*) AS n FROM rag.hierarchical_content_nodes GROUP BY level ORDER BY level"})
     assert r.structured_content["columns"] == ["level", "n"] and [row[0] for row in r.structured_content["rows"]] == [0, 1, 2, 3]
+    # cells decoded exactly (the pool decodes search JSON with orjson, which turns integers beyond 64 bits into floats)
+    r = await session.call_tool("read_only_sql", {"sql": "SELECT 18446744073709551617 AS big, 0.1 AS tenth, 'é' AS e"})
+    assert r.structured_content["rows"] == [[18446744073709551617, 0.1, "é"]]
 
     # Error paths: tool errors an agent can act on, and the server keeps serving.
     errors = {

@@ -170,3 +170,20 @@ def test_migrate_regenerates_a_function_not_generated_for_the_model(pg_url):
         assert generated_for(c) == "test/model"
         assert c.execute("SELECT rag._install_model_search('a$body$b', 3)").fetchone()[0] is None
         assert generated_for(c) == "test/model"
+
+
+def test_migrate_installs_the_stand_in_again_when_it_was_dropped(pg_url):
+    """rag._search_hits calls rag._default_search by name: dropped by hand, `bookrag migrate`
+    (nothing to apply) installs its stand-in again, with the reader's EXECUTE and not PUBLIC's,
+    and the default search answers again (nothing, in an empty corpus)."""
+    signature = "rag._default_search(text,vector,integer)"
+    with db.connect(pg_url, autocommit=True) as c:
+        c.execute("DROP FUNCTION rag._default_search(text, vector, integer)")
+        with pytest.raises(psycopg.errors.UndefinedFunction):
+            c.execute("SELECT * FROM rag.search('x', '[1,0,0]'::vector)")
+    assert apply_migrations(pg_url) == []
+    with db.connect(pg_url, autocommit=True) as c:
+        assert generated_for(c) is None
+        assert c.execute("SELECT has_function_privilege('bookrag_reader', %s, 'EXECUTE'), "
+                         "has_function_privilege('public', %s, 'EXECUTE')", (signature, signature)).fetchone() == (True, False)
+        assert c.execute("SELECT count(*) FROM rag.search('x', '[1,0,0]'::vector)").fetchone()[0] == 0

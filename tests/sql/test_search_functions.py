@@ -3,6 +3,7 @@ the fixture corpus (tests/fixtures/corpus)."""
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 
 BOOK = "traite-des-echanges"
@@ -444,9 +445,17 @@ def test_every_search_function_returns_the_citation_columns(corpus, e5):
 
 
 def test_two_models_are_never_compared(corpus, e5):
+    """Two models registered: the branch refuses, and so does the default search (its generated
+    function, rag._default_search, answers nothing when the models are not exactly its own, and
+    the general functions name the problem)."""
+    v = e5.query("pain")
+    assert corpus.execute("SELECT count(*) FROM rag._default_search('pain', %s, 5)", (v,)).fetchone()[0] > 0
     corpus.execute("INSERT INTO rag.embedding_models (model, dimension, index_name) VALUES ('other/model', 384, 'x')")
-    with pytest.raises(Exception, match="several embedding models are registered"):
-        corpus.execute("SELECT * FROM rag.search_branch(NULL, %s, 'vector')", (e5.query("pain"),))
+    assert corpus.execute("SELECT count(*) FROM rag._default_search('pain', %s, 5)", (v,)).fetchone()[0] == 0
+    for call in ("rag.search_branch(NULL, %s, 'vector')", "rag.search('pain', %s)"):
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="several embedding models are registered"):
+            with corpus.transaction():
+                corpus.execute(f"SELECT * FROM {call}", (v,))
 
 
 def test_every_search_argument_is_bound_from_one_python_definition(corpus):
