@@ -66,10 +66,15 @@ def recorded_versions(folder: Path = MIGRATIONS_DIR) -> dict[str, str]:
     return versions
 
 
-def recorded_texts(folder: Path = MIGRATIONS_DIR) -> dict[str, str]:
-    """The text each function file had when a migration last installed it."""
+def recorded_texts(folder: Path = MIGRATIONS_DIR, until: str | None = None) -> dict[str, str]:
+    """The text each function file had when a migration last installed it; with `until` (a
+    migration's number, e.g. '0019'), as the migrations up to that one left it (what the
+    experiments compare an installed function with). A function that a migration's last part
+    installs keeps the GRANT and REVOKE lines after it (harmless to run again)."""
     texts: dict[str, str] = {}
     for path in sorted(folder.glob("*.sql")):
+        if until is not None and path.name[:len(until)] > until:
+            break
         body = path.read_text(encoding="utf-8")
         marks = list(_MARKER.finditer(body))
         for i, m in enumerate(marks):

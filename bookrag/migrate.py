@@ -47,8 +47,8 @@ def regenerate_model_searches(connection, only_missing: bool = False, folder: Pa
     installer, dropped = cursor.fetchone()
     if not installer:  # migrations older than 0015 (or another folder's)
         return
-    stand_in = recorded_texts(folder).get("_default_search")
-    if dropped and stand_in:  # migrations from 0020 on installed it
+    stand_in = recorded_texts(folder).get("_default_search") if dropped else None  # the files read only then
+    if stand_in:  # migrations from 0020 on installed it
         cursor.execute(stand_in)
         cursor.execute("REVOKE EXECUTE ON FUNCTION rag._default_search(text, vector, integer) FROM PUBLIC")
     cursor.execute("SELECT rag._install_model_search(m.model, m.dimension) FROM rag.embedding_models m "

@@ -32,7 +32,6 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -46,7 +45,7 @@ from tqdm import tqdm
 from bench_search import STATEMENTS
 from bookrag import db
 from bookrag.config import load_settings
-from bookrag.functions import FUNCTIONS_DIR, MIGRATIONS_DIR, recorded_texts
+from bookrag.functions import FUNCTIONS_DIR, recorded_texts
 from bookrag.search import embed_query, vector_literal
 from common import FRENCH_QUERIES, markdown_table
 from evaluation.tune_fusion import half_sets
@@ -62,19 +61,10 @@ CLEAN = """DO $$ DECLARE f regprocedure; BEGIN
     LOOP EXECUTE format('DROP FUNCTION %s', f); END LOOP; END $$"""
 
 
-def texts_until(migration: str) -> dict[str, str]:
-    """Each function's text as the migrations up to `migration` (included) installed it."""
-    with tempfile.TemporaryDirectory() as tmp:
-        for path in sorted(MIGRATIONS_DIR.glob("*.sql")):
-            if path.name[:4] <= migration:
-                (Path(tmp) / path.name).symlink_to(path)
-        return recorded_texts(Path(tmp))
-
-
 def install(conn: psycopg.Connection, state: str) -> None:
     """The functions as 0019 left them ('0019') or as installed ('0020'), the model's search generated again."""
     if state == "0019":
-        old = texts_until("0019")
+        old = recorded_texts(until="0019")
         for name in OLD:
             conn.execute(old[name])
         conn.execute(GENERATE)

@@ -21,7 +21,6 @@ Needs the books and PIAF loaded.
     cd /work/main && .venv/bin/python evaluation/experiments/two_stage/second_bm25.py tune|heldout [--piaf-limit N]
 """
 import argparse
-import re
 import sys
 import time
 from pathlib import Path
@@ -30,25 +29,15 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 from bookrag import db
 from bookrag.config import load_settings
+from bookrag.functions import FUNCTIONS_DIR, recorded_texts
 from evaluation.tune_fusion import Runner, Setting, evaluate_settings, half_sets, headers_for, rows_for, table
 
-MIGRATIONS = ROOT / "migrations"
-FUNCTIONS = ROOT / "sql" / "functions"
 INSTALLED, OLD = "two-stage (0019: the first search's BM25 rows)", "two-stage until 0019 (a pg_search query)"
 
 
-def from_migration(prefix: str, name: str) -> str:
-    """One function's text as a migration installed it (between its '-- function:' markers)."""
-    text = next(MIGRATIONS.glob(f"{prefix}_*.sql")).read_text()
-    m = re.search(rf"^-- function: {name} sha256:\w+\n(.*?)(?=^-- function: |^REVOKE |^INSERT INTO rag.function_versions)",
-                  text, re.S | re.M)
-    assert m, f"{name} is not in migration {prefix}"
-    return m.group(1)
-
-
 def until_0019() -> str:
-    fn = from_migration("0016", "_search_in_sections")
-    two = from_migration("0017", "search_two_stage")
+    fn = recorded_texts(until="0016")["_search_in_sections"]
+    two = recorded_texts(until="0017")["search_two_stage"]
     for old, new, text in (("rag._search_in_sections(", "rag._search_in_sections_0016(", fn),
                            ("FROM rag._search_in_sections(", "FROM rag._search_in_sections_0016(", two)):
         assert text.count(old) == 1, old
@@ -92,7 +81,7 @@ def main() -> None:
         finally:
             conn.rollback()
             conn.execute("DROP FUNCTION IF EXISTS rag._search_in_sections_0016")
-            conn.execute((FUNCTIONS / "search_two_stage.sql").read_text())
+            conn.execute((FUNCTIONS_DIR / "search_two_stage.sql").read_text())
             conn.commit()
     print(f"{args.half} half: " + ", ".join(f"{n} {len(items)} questions" for n, items in sets.items()))
     print("second search ran (k 10): " + ", ".join(f"{n} {c}" for n, c in second.items()) + "\n")
