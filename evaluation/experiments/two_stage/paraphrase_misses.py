@@ -4,8 +4,10 @@ default list (rag.search, k 10), whether stage 1 keeps the gold chapter among it
 (and its rank among the sections found), the gold paragraph's rank among the kept chapter's
 paragraphs in stage 1's rows, whether a chapter-summary sentence cites it (rag.sentences), and
 the rank of the best such sentence by similarity to the question, book-wide and inside the gold
-chapter. Then the questions missed at 5, counted by the first place the path breaks. A
-diagnosis, not a setting: nothing is tuned here. Needs the books loaded.
+chapter. Then the questions missed at 5, counted by the first place the path breaks, and the
+ceiling of narrower anchors: the questions that would reach the top 5 if every summary sentence
+cited only one paragraph (see the comment in main). A diagnosis, not a setting: nothing is
+tuned here. Needs the books loaded.
     cd /work/main && .venv/bin/python evaluation/experiments/two_stage/paraphrase_misses.py
 """
 import sys
@@ -32,7 +34,7 @@ SENTENCES = ("SELECT s.source_file, s.cited_source_file AS f, s.cited_paragraphs
 
 def main() -> None:
     settings = load_settings()
-    lines, breaks = [], Counter()
+    lines, breaks, ceiling, totals = [], Counter(), Counter(), Counter()
     with db.connect(db.database_url(settings)) as conn:
         conn.row_factory = dict_row
         for set_name in ("bastiat", "tocqueville"):
@@ -73,12 +75,24 @@ def main() -> None:
                 else:
                     where = "chapter kept; cited, but by a lower sentence of the chapter"
                 breaks[(set_name, where)] += 1
+                totals[set_name] += 1
+                # Ceiling of narrower anchors (every sentence citing one paragraph, its rank unchanged):
+                # the branch's first two paragraphs take places 2 and 5, so a book-wide top-2 citing
+                # sentence would put the gold in the top 5; so might a place given to the best
+                # sentence of each of the first 3 kept sections (section_sentences_places.py).
+                kept_rank = ch_rank if any(c in kept for c in chapters) else None
+                if where == "found" or (s_rank and s_rank <= 2) or (kept_rank and kept_rank <= 3 and s_rank_in == 1):
+                    ceiling[set_name] += 1
                 lines.append([set_name, it.id, rank or "-", "yes" if any(c in kept for c in chapters) else "no",
                               ch_rank or "-", p_rank or "-", len(citing), s_rank or "-", s_rank_in or "-", where])
     print(table(["set", "question", "answer rank", "chapter kept", "chapter rank", "paragraph rank in chapter rows",
                  "sentences citing it", "best citing sentence, book", "… in its chapter", "path"], lines))
     print()
     print(table(["set", "path", "questions"], [[s, w, n] for (s, w), n in sorted(breaks.items())]))
+    print()
+    print(table(["set", "paraphrase questions", "found (recall@5)", "ceiling of one-paragraph anchors (recall@5)"],
+                [[s, totals[s], f"{breaks[(s, 'found')]} ({breaks[(s, 'found')] / totals[s]:.3f})",
+                  f"{ceiling[s]} ({ceiling[s] / totals[s]:.3f})"] for s in sorted(totals)]))
 
 
 if __name__ == "__main__":
