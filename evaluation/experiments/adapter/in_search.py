@@ -21,7 +21,7 @@ from bookrag import db
 from bookrag.config import load_settings
 from bookrag.search import vector_literal
 from evaluation.evalset import load_evalset
-from evaluation.metrics import score_question
+from evaluation.metrics import aggregate, score_question
 from evaluation.tune_fusion import SETS, half_of
 from linear_adapter import cached, fit_nce, training_pairs, unit
 from loader.embedding import LocalEmbedder
@@ -45,6 +45,29 @@ def make_stage_one_variant(conn) -> None:
     conn.execute(text)
 
 
+def run_variants(conn, emb: LocalEmbedder, items: list, Q: np.ndarray) -> dict:
+    """Every question searched with its own vector and with each fitted map's: results by variant."""
+    data = training_pairs(conn, emb)
+    variants = {"none": None}
+    for c in CONFIGS:
+        variants[f"nce tau {c[0]} wd {c[1]} steps {c[2]}"] = fit_nce(data, *c)
+    conn.row_factory = dict_row
+    res = {}
+    for name, W in variants.items():
+        r = defaultdict(list)
+        Qa = Q if W is None else unit(Q @ W.T)
+        for (set_name, it), q, qa in zip(items, Q, Qa):
+            if STAGE:
+                rows = conn.execute(STAGE_ONE, (it.question, vector_literal(q), vector_literal(qa))).fetchall()
+            else:
+                rows = conn.execute(SEARCH, (it.question, vector_literal(qa), it.book)).fetchall()
+            result = score_question(it, "auto", rows)
+            for kind in (it.kind, "all"):
+                r[(set_name, half_of(it.id), kind)].append(result)
+        res[name] = r
+    return res
+
+
 def main() -> None:
     settings = load_settings()
     emb = LocalEmbedder()
@@ -53,40 +76,22 @@ def main() -> None:
     with db.connect(db.database_url(settings), autocommit=True) as conn:
         if STAGE:
             make_stage_one_variant(conn)
-        data = training_pairs(conn, emb)
-        variants = {"none": None}
-        for c in CONFIGS:
-            variants[f"nce tau {c[0]} wd {c[1]} steps {c[2]}"] = fit_nce(data, *c)
-        conn.row_factory = dict_row
-        res = {}
-        for name, W in variants.items():
-            r = defaultdict(list)
-            Qa = Q if W is None else unit(Q @ W.T)
-            for (set_name, it), q, qa in zip(items, Q, Qa):
-                if STAGE:
-                    rows = conn.execute(STAGE_ONE, (it.question, vector_literal(q), vector_literal(qa))).fetchall()
-                else:
-                    rows = conn.execute(SEARCH, (it.question, vector_literal(qa), it.book)).fetchall()
-                rank = score_question(it, "auto", rows).answer_rank
-                for kind in (it.kind, "all"):
-                    r[(set_name, half_of(it.id), kind)].append(rank)
-            res[name] = r
-        if STAGE:
-            conn.execute("DROP FUNCTION rag._exp_adapted(text, vector, integer, vector)")
+        try:
+            res = run_variants(conn, emb, items, Q)
+        finally:  # the variant is the run's own: never left behind, even when the run fails
+            if STAGE:
+                conn.execute("DROP FUNCTION rag._exp_adapted(text, vector, integer, vector)")
     keys = sorted(res["none"])
 
-    def fmt(ranks):
-        r5 = np.mean([x is not None and x <= 5 for x in ranks])
-        mrr = np.mean([1 / x if x is not None and x <= 10 else 0 for x in ranks])
-        return f"{r5:.3f}/{mrr:.3f}"
+    def measures(results) -> tuple[float, float]:
+        agg = aggregate(results, [5])
+        return agg["recall@5"], agg["answer_mrr@10"]
 
-    def mean(r, half):
-        vals = []
-        for s in ("bastiat", "tocqueville"):
-            ranks = r[(s, half, "all")]
-            vals += [np.mean([x is not None and x <= 5 for x in ranks]),
-                     np.mean([1 / x if x is not None and x <= 10 else 0 for x in ranks])]
-        return np.mean(vals)
+    def fmt(results) -> str:
+        return "{:.3f}/{:.3f}".format(*measures(results))
+
+    def mean(r, half) -> float:
+        return float(np.mean([m for s in ("bastiat", "tocqueville") for m in measures(r[(s, half, "all")])]))
 
     print("| variant | tune mean | heldout mean | " + " | ".join(f"{s} {h} {k} ({len(res['none'][(s, h, k)])})"
                                                        for s, h, k in keys) + " |")

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from bookrag import db
 from bookrag.config import load_settings
 from evaluation.evalset import load_evalset
-from evaluation.metrics import normalise
+from evaluation.metrics import contains_answer
 from evaluation.tune_fusion import SETS, half_of
 from loader.embedding import LocalEmbedder
 
@@ -47,10 +47,10 @@ def training_pairs(conn, emb: LocalEmbedder) -> dict:
     """Sentences (query role) and paragraph chunks, and the (sentence, chunk) pairs anchors give."""
     sents = conn.execute("SELECT s.content, s.cited_source_file, s.cited_paragraphs, s.book FROM rag.sentences s "
                          "ORDER BY s.id").fetchall()
-    paras = conn.execute("SELECT book, source_file, paragraph, content, embedding::text FROM "
+    paras = conn.execute("SELECT book, source_file, paragraph, content, embedding FROM "
                          "rag.hierarchical_content_nodes WHERE level = 0 AND embedding IS NOT NULL "
                          "ORDER BY id").fetchall()
-    P = unit(np.array([np.fromstring(r[4][1:-1], sep=",") for r in paras], dtype=np.float32))
+    P = unit(np.array([r[4].to_numpy() for r in paras], dtype=np.float32))  # pgvector Vectors: db.connect registers the type
     books = np.array([r[0] for r in paras])
     index = defaultdict(list)
     for i, r in enumerate(paras):
@@ -101,11 +101,8 @@ def main() -> None:
     Q = unit(cached("questions", [it.question for _, it in items], emb))
     gold = []
     for name, it in items:
-        answers = [normalise(a) for a in it.answers]
-        mask = books == it.book
-        cand = np.nonzero(mask)[0]
-        g = {i for i in cand if any(a in normalise(paras[i][3]) for a in answers)}
-        gold.append((cand, g))
+        cand = np.nonzero(books == it.book)[0]
+        gold.append((cand, {i for i in cand if contains_answer(paras[i][3], it.answers)}))
 
     def score(W):
         res = defaultdict(list)

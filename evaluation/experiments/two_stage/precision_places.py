@@ -18,6 +18,7 @@ from bookrag.config import load_settings
 from bookrag.search import SearchRequest, embed_query
 from evaluation.evalset import load_evalset
 from evaluation.harness import run_strategy
+from evaluation.metrics import aggregate
 from evaluation.tune_fusion import SENTENCE_AFTER, SENTENCE_EVERY, SETS, half_of, table
 
 BOOKS = ("bastiat", "tocqueville")
@@ -43,11 +44,9 @@ def main() -> None:
         for n in BOOKS:
             for half in ("tune", "heldout", "all"):
                 rs = by[(n, half)]
-                para = [r for r in rs if r.kind == "paraphrase"]
-                r5 = sum(r.answer_rank is not None and r.answer_rank <= 5 for r in rs) / len(rs)
-                p5 = sum(r.answer_rank is not None and r.answer_rank <= 5 for r in para) / len(para)
-                cp = sum(r.context_precision for r in rs) / len(rs)
-                cells.append(f"{r5:.3f} / {p5:.3f} / {cp:.3f}")
+                agg = aggregate(rs, [5])
+                p5 = aggregate([r for r in rs if r.kind == "paraphrase"], [5])["recall@5"]
+                cells.append(f"{agg['recall@5']:.3f} / {p5:.3f} / {agg['context_precision']:.3f}")
         rows.append([name] + cells)
     print("recall@5 / paraphrase recall@5 / context precision")
     print(table(["places"] + [f"{n} {h}" for n in BOOKS for h in ("tuning", "held-out", "full")], rows))
