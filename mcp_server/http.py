@@ -37,15 +37,18 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def security_for(host: str) -> TransportSecuritySettings:
-    """Allowed Host and Origin values: loopback names always, plus the bound address."""
+def security_for(host: str, allowed: tuple[str, ...] = ()) -> TransportSecuritySettings:
+    """Allowed Host and Origin values: loopback names always, the bound address, and the names
+    remote clients use (BOOKRAG_MCP_ALLOWED_HOSTS: a server bound to 0.0.0.0 has no name of its own)."""
     names = {"127.0.0.1", "localhost", "[::1]"}
-    if not is_loopback(host) and host not in ("0.0.0.0", "::"):
-        names.add(f"[{host}]" if ":" in host else host)
+    for name in (host, *allowed):
+        if not is_loopback(name) and name not in ("0.0.0.0", "::"):
+            names.add(f"[{name}]" if ":" in name else name)
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
-        allowed_hosts=sorted(f"{n}:*" for n in names),
-        allowed_origins=sorted(f"{scheme}://{n}:*" for n in names for scheme in ("http", "https")),
+        # with any port, or none (a client behind a proxy on 80/443 sends the bare name)
+        allowed_hosts=sorted(f"{n}{port}" for n in names for port in (":*", "")),
+        allowed_origins=sorted(f"{scheme}://{n}{port}" for n in names for scheme in ("http", "https") for port in (":*", "")),
     )
 
 
@@ -70,10 +73,14 @@ def http_app(server: MCPServer, settings: Settings, host: str) -> ASGIApp:
     if not is_loopback(host) and not settings.mcp_token:
         raise BookragError(f"binding to {host} serves the corpus beyond this machine: set BOOKRAG_MCP_TOKEN to a "
                            "secret that clients send as 'Authorization: Bearer <token>'")
+    if host in ("0.0.0.0", "::") and not settings.mcp_allowed_hosts:
+        raise BookragError(f"binding to {host} answers any address of this machine, but clients' Host headers are "
+                           "checked: set BOOKRAG_MCP_ALLOWED_HOSTS to the names or addresses they use "
+                           "(e.g. books.example.org,192.0.2.2)")
     # json_response: each call is answered with one JSON body rather than an SSE stream (the tools
     # send no progress notifications, and a stream costs a task and an event per call).
     app: ASGIApp = server.streamable_http_app(streamable_http_path="/mcp", host=host, json_response=True,
-                                              max_request_body_size=MAX_BODY_BYTES, transport_security=security_for(host))
+                                              max_request_body_size=MAX_BODY_BYTES, transport_security=security_for(host, settings.mcp_allowed_hosts))
     return BearerToken(app, settings.mcp_token) if settings.mcp_token else app
 
 

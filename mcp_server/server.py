@@ -44,7 +44,8 @@ from bookrag.search import (MODEL_REFUSED, MODES, Fusion, Mode, Normalisation, S
                             query_vector, search_and_pack)
 from mcp_server.models import (Book, Books, Children, Chunk, Cites, ContextChunk, Hit, LeftOut, Node, Outline, OutlineEntry,
                                SearchResult, SqlResult)
-from mcp_server.sql_guard import UnsafeSQL, check_select
+from mcp_server import watchdog
+from mcp_server.sql_guard import UnsafeSQL, builds_values, check_select, plan_problem
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
 MAX_CONTENT_CHARS = 4000  # one chunk's text (or one read_only_sql cell) is cut beyond this
@@ -77,9 +78,9 @@ class AppState:
 
 
 def reader_url(settings: Settings) -> str:
-    """BOOKRAG_MCP_DATABASE_URL, else the corpus database logged in as bookrag_reader, with
-    every transaction read-only and bounded in time."""
-    url = settings.mcp_database_url or db.with_user(db.database_url(settings), db.READER_ROLE)
+    """BOOKRAG_MCP_DATABASE_URL, else the corpus database logged in as bookrag_mcp (the reader's
+    rights, connections of its own), with every transaction read-only and bounded in time."""
+    url = settings.mcp_database_url or db.with_user(db.database_url(settings), db.MCP_ROLE)
     return psycopg.conninfo.make_conninfo(url, options=CONNECTION_OPTIONS)
 
 
@@ -303,13 +304,24 @@ _CAPPED = pgsql.SQL(
     "FROM (\n{statement}\n) AS q")
 
 
-def _select(conn: psycopg.Connection, statement: str, max_rows: int) -> SqlResult:
+class MemoryCapExceeded(Exception):
+    """The backend passed watchdog.MEMORY_CAP_BYTES and was cancelled."""
+
+
+def _select(conn: psycopg.Connection, statement: str, max_rows: int, value_building: bool) -> SqlResult:
     timer = threading.Timer(SQL_DEADLINE_S, conn.cancel_safe)  # the backend stops even if the caller gave up
     timer.start()
+    watch = None
     try:
         with conn.transaction():
             conn.execute("SET TRANSACTION READ ONLY")
             conn.execute(pgsql.SQL("SET LOCAL statement_timeout = {}").format(pgsql.Literal(f"{SQL_TIMEOUT_S}s")))
+            with conn.cursor(row_factory=tuple_row) as cur:  # the plan, without running the statement
+                (plan,) = cur.execute(pgsql.SQL("EXPLAIN (FORMAT JSON) {}").format(pgsql.SQL(statement))).fetchone()
+            problem = plan_problem(plan[0]["Plan"], value_building)
+            if problem:
+                raise ToolError(f"rejected before running: {problem}")
+            watch = watchdog.watch(conn.info.backend_pid, conn.cancel_safe)
             with conn.cursor() as cur:  # column names, without running the statement
                 cur.execute(pgsql.SQL("SELECT * FROM (\n{}\n) AS q LIMIT 0").format(pgsql.SQL(statement)))
                 columns = [d.name for d in cur.description or []]
@@ -332,9 +344,24 @@ def _select(conn: psycopg.Connection, statement: str, max_rows: int) -> SqlResul
                         truncated = True
                         break
                     rows.append(row)
+    except psycopg.errors.QueryCanceled:
+        if watch is not None and watch.tripped:
+            raise MemoryCapExceeded() from None
+        raise
     finally:
         timer.cancel()
+        if watch is not None:
+            watch.stop()
     return SqlResult(columns=columns, rows=rows, truncated=truncated)
+
+
+def _select_or_close(conn: psycopg.Connection, statement: str, max_rows: int, value_building: bool) -> SqlResult:
+    try:
+        return _select(conn, statement, max_rows, value_building)
+    except MemoryCapExceeded:
+        conn.close()  # the backend exits and gives its memory back; the pool opens a new one
+        raise ToolError(f"the statement took over {watchdog.MEMORY_CAP_BYTES // 2**20} MB of server memory and was "
+                        "cancelled; aggregate fewer rows or shorter values, or add a WHERE") from None
 
 
 async def read_only_sql(
@@ -353,9 +380,11 @@ async def read_only_sql(
     if not state.sql_slots.acquire(blocking=False):
         raise ToolError(f"read_only_sql is busy ({SQL_SLOTS} statements already running); try again in a moment")
 
+    value_building = builds_values(statement)
+
     def work() -> SqlResult:
         try:
-            return with_connection(state, lambda conn: _select(conn, statement, max_rows))
+            return with_connection(state, lambda conn: _select_or_close(conn, statement, max_rows, value_building))
         finally:
             state.sql_slots.release()
 

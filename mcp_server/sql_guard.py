@@ -1,6 +1,7 @@
 """Validation of `read_only_sql`: one SELECT over the corpus tables, no writes, no functions
-outside an allowlist. sqlglot parses the statement (a hand-written regex check is easy to fool);
-the database role and a READ ONLY transaction are the second and third walls."""
+outside an allowlist, and a plan whose memory the planner can bound. sqlglot parses the statement
+(a hand-written regex check is easy to fool); the database role and a READ ONLY transaction are
+the next walls, and the MCP server watches the backend's memory while the statement runs."""
 
 from __future__ import annotations
 
@@ -13,17 +14,29 @@ ALLOWED_FUNCTIONS = {
     "floor", "ceil", "abs", "greatest", "least", "string_agg", "array_agg", "substr", "substring", "left", "right",
     "split_part", "trim", "btrim", "replace", "position", "strpos", "concat", "bool_or", "bool_and", "array_length",
     "cardinality", "vector_dims", "percentile_cont", "stddev", "variance", "regexp_replace", "starts_with", "row_number",
-    "rank", "dense_rank", "date_trunc", "extract", "to_char", "cast", "trycast", "if", "case",
+    "rank", "dense_rank", "date_trunc", "extract", "to_char", "cast", "trycast", "if", "case", "jsonb_array_length",
+    "json_array_length", "jsonb_typeof", "json_typeof", "exists",
     # the names sqlglot gives some of the above once parsed
     "group_concat", "str_position", "time_to_str", "timestamp_trunc", "logical_or", "logical_and", "array_size", "array",
 }
-RAG_FUNCTIONS = {"list_books", "outline", "get_node", "get_parent", "get_children", "search_branch"}
+RAG_FUNCTIONS = {"list_books", "outline", "get_node", "get_parent", "get_children", "search_branch", "cites"}
+#: Aggregates that build one value from all their input rows: work_mem does not bound them.
+VALUE_BUILDING = (exp.ArrayAgg, exp.GroupConcat, exp.Array)
+#: At most this many bytes (estimated rows x width, see plan_problem) may flow into them: the
+#: value is then copied several times on its way out (JSON, cells cut), hence the margin.
+VALUE_BUILDING_BYTES = 16 * 1024 * 1024
 FORBIDDEN = (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Alter, exp.Command, exp.Into, exp.Lock,
              exp.Merge, exp.TruncateTable, exp.Copy, exp.Set, exp.Transaction, exp.Commit, exp.Rollback)
 
 
 class UnsafeSQL(ValueError):
     """The statement is not a single read-only SELECT over the corpus."""
+
+
+def _is_operator(node: exp.Expression) -> bool:
+    """sqlglot models some operators as functions (AND, OR, ->, ->>, @>, ~, ^): they are written
+    as operators, run built-in operator functions, and are not calls to check by name."""
+    return isinstance(node, (exp.Connector, exp.Binary, exp.Unary))
 
 
 def _function_name(node: exp.Expression) -> str:
@@ -81,6 +94,9 @@ def _check_tree(tree: exp.Expression, sql: str) -> str:
     for node in tree.walk():
         if isinstance(node, FORBIDDEN):
             raise UnsafeSQL(f"{node.key.upper()} is not allowed: read-only SELECT only")
+        if isinstance(node, exp.With) and node.args.get("recursive"):
+            raise UnsafeSQL("WITH RECURSIVE is not allowed: its size cannot be bounded before it runs; walk the "
+                            "tree with rag.outline, rag.get_children or rag.get_parent")
         if isinstance(node, exp.Table):
             name, schema = node.name.lower(), (node.db or "").lower()
             if isinstance(node.this, exp.Anonymous) or isinstance(node.this, exp.Func):
@@ -92,7 +108,8 @@ def _check_tree(tree: exp.Expression, sql: str) -> str:
             label = f"{schema + '.' if schema else ''}{name}" or node.sql(dialect="postgres")[:80]
             raise UnsafeSQL(f"table {label} is not readable here; "
                             f"use rag.{', rag.'.join(sorted(ALLOWED_TABLES))}")
-        if isinstance(node, exp.Func) and not isinstance(node, (exp.Cast, exp.Case, exp.If, exp.Paren)):
+        if isinstance(node, exp.Func) and not isinstance(node, (exp.Cast, exp.Case, exp.If, exp.Paren)) \
+                and not _is_operator(node):
             name = _function_name(node)
             parent = node.parent
             if isinstance(parent, exp.Table):
@@ -109,3 +126,66 @@ def _check_tree(tree: exp.Expression, sql: str) -> str:
             raise UnsafeSQL(f"function {name}() is not allowed (allowed: aggregates, string and math helpers, "
                             f"rag.{', rag.'.join(sorted(RAG_FUNCTIONS))})")
     return sql
+
+
+def builds_values(sql: str) -> bool:
+    """Whether a checked statement uses an aggregate that builds one value from its input rows."""
+    tree = sqlglot.parse_one(sql, read="postgres")
+    return any(isinstance(n, VALUE_BUILDING) for n in tree.walk())
+
+
+def _bound_rows(node: dict) -> float:
+    """An upper estimate of the rows a plan node produces. The planner's estimate, except for a
+    join whose condition is not a plain column = column: its selectivity is a default guess
+    (0.5 % for an expression equality) that a hostile condition turns into millions of rows, so
+    its bound is the product of its inputs."""
+    children = node.get("Plans") or []
+    rows = float(node.get("Plan Rows", 0))
+    if node.get("Node Type") in ("Nested Loop", "Hash Join", "Merge Join") and len(children) >= 2:
+        condition = node.get("Hash Cond") or node.get("Merge Cond") or ""
+        trusted = condition and not node.get("Join Filter") and _plain_equalities(condition)
+        if not trusted:
+            outer, inner = (_bound_rows(c) for c in children[:2])
+            rows = max(rows, outer * inner)
+    return rows
+
+
+def _plain_equalities(condition: str) -> bool:
+    """'((a.x = b.y) AND (a.z = b.w))' with column references only."""
+    import re
+
+    parts = re.split(r"\)\s+AND\s+\(", condition.strip("()"))
+    return all(re.fullmatch(r"\(?[\w.\"]+\s*=\s*[\w.\"]+\)?", p.strip()) for p in parts)
+
+
+def plan_problem(plan: dict, value_building: bool) -> str | None:
+    """Why a plan (EXPLAIN (FORMAT JSON)'s "Plan") may not run, or None. With a value-building
+    aggregate, every aggregating node's input must stay under VALUE_BUILDING_BYTES."""
+    if not value_building:
+        return None
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        children = node.get("Plans") or []
+        stack.extend(children)
+        # what an aggregate reads, and what a sub-select returns (ARRAY(SELECT …) collects it)
+        inputs = children if node.get("Node Type") in ("Aggregate", "WindowAgg") else []
+        for child in inputs + ([node] if node.get("Subplan Name") else []):
+            size = _bound_rows(child) * max(int(child.get("Plan Width", 0)), 1)
+            if size > VALUE_BUILDING_BYTES:
+                return (f"its array_agg/string_agg/ARRAY() would read about {_human(size)} "
+                        f"({_human_rows(_bound_rows(child))} rows; bound {_human(VALUE_BUILDING_BYTES)}); "
+                        "narrow it with a WHERE, join on columns, or aggregate shorter values (left(content, 200))")
+    return None
+
+
+def _human(n: float) -> str:
+    for unit in ("bytes", "kB", "MB", "GB", "TB"):
+        if n < 1024 or unit == "TB":
+            return f"{n:,.0f} {unit}"
+        n /= 1024
+    return f"{n:,.0f} TB"
+
+
+def _human_rows(n: float) -> str:
+    return f"{n:,.0f}"

@@ -16,6 +16,7 @@ from tests.conftest import settings_for
 
 N = "rag.hierarchical_content_nodes"
 CROSS3 = f"{N} a, {N} b, {N} c"
+CROSS4 = f"{N} a, {N} b, {N} c, {N} d"  # the fixture corpus's rows to the fourth: tens of millions
 CROSS8 = ", ".join(f"{N} t{i}" for i in range(8))
 ONLY_SELECT = "rejected: only SELECT is allowed, got "
 NOT_READABLE = "is not readable here; use rag.books, rag.embedding_models, rag.function_versions, rag.hierarchical_content_nodes"
@@ -145,20 +146,30 @@ BOUNDED: list[tuple[str, int]] = [
     (f"SELECT a.content FROM {CROSS3}", 1),  # a cross join: one row fetched, never the whole result
     (f"SELECT a.content, b.content FROM {CROSS3}", 500),  # bounded by the answer's size
     (f"SELECT * FROM {N} ORDER BY content", 500),
-    (f"SELECT string_agg(a.content, ' ') FROM {N} a, {N} b", 1),  # one huge cell, cut in SQL
+    (f"SELECT string_agg(a.content, ' ') FROM {N} a JOIN {N} b ON a.level = b.level", 1),  # one huge cell, cut in SQL
     ("SELECT 1 /* ; DELETE FROM rag.books */", 1),
     ("SELECT count(*) FROM rag.books;", 1),  # a final semicolon is fine
     ("SELECT 'é' AS \"ＳＥＬＥＣＴ\", U&'\\0041' AS a", 1),
 ]
 
-#: Resource bombs: refused by the database's limits, with the sentence that says so.
+BEFORE = "rejected before running: its array_agg/string_agg/ARRAY() would read about"
+
+#: Resource bombs: refused before they run (a value-building aggregate over more than the plan
+#: bound, a recursion), or stopped by the database's limits, with the sentence that says so.
 BOMBS: list[tuple[str, str | tuple[str, ...]]] = [
     (f"SELECT count(*) FROM {CROSS8}", TIMEOUT),
-    # the endless recursion fills its worktable on disk: whichever limit comes first stops it
-    # (the 5 s timeout on a slow machine, temp_file_limit on a fast one)
     ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r",
-     (TIMEOUT, "the answer is too large for the server (temporary file size exceeds temp_file_limit")),
-    (f"SELECT array_agg(t0.content) FROM {CROSS8}", TIMEOUT),
+     "rejected: WITH RECURSIVE is not allowed: its size cannot be bounded before it runs"),
+    (f"SELECT array_agg(t0.content) FROM {CROSS8}", BEFORE),
+    (f"SELECT string_agg(a.content, ' ') FROM {CROSS4}", BEFORE),
+    (f"SELECT array_agg(a.content) FROM {CROSS4} GROUP BY a.level", BEFORE),
+    # a join condition whose selectivity the planner can only guess: bounded as a cross join
+    (f"SELECT array_agg(a.content || b.content) FROM {N} a JOIN {N} b ON a.id % 7 = b.id % 7 JOIN {N} c ON c.id % 5 = b.id % 5 "
+     f"JOIN {N} d ON d.id % 3 = c.id % 3", BEFORE),
+    (f"SELECT length(string_agg(a.content, '')) FROM {N} a JOIN {N} b ON a.id <> b.id JOIN {N} c ON c.id <> a.id "
+     f"JOIN {N} d ON d.id <> c.id", BEFORE),
+    (f"SELECT ARRAY(SELECT a.content FROM {CROSS4})", BEFORE),
+    (f"SELECT x FROM (SELECT array_agg(a.content) OVER () AS x FROM {CROSS4}) s LIMIT 1", BEFORE),
 ]
 
 

@@ -3,6 +3,7 @@ DNS rebinding, bodies capped, a bearer token required beyond loopback and enforc
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import subprocess
 import sys
@@ -95,3 +96,44 @@ def test_binding_beyond_loopback_needs_a_token(corpus_home):
     assert str(err.value) == ("binding to 0.0.0.0 serves the corpus beyond this machine: set BOOKRAG_MCP_TOKEN to a "
                               "secret that clients send as 'Authorization: Bearer <token>'")
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("127.0.0.2") and not is_loopback("192.168.1.5")
+
+
+def test_binding_to_every_address_needs_the_names_clients_use(corpus_home):
+    settings = dataclasses.replace(settings_for(corpus_home, "postgresql:///none"), mcp_token="t")
+    with pytest.raises(BookragError) as err:
+        http_app(build_server(settings), settings, "0.0.0.0")
+    assert str(err.value).startswith("binding to 0.0.0.0 answers any address of this machine, but clients' Host "
+                                     "headers are checked: set BOOKRAG_MCP_ALLOWED_HOSTS")
+
+
+def test_a_remote_client_reaches_the_server_by_an_allowed_name(corpus_url, corpus_home):
+    """In process (no traffic leaves the machine): a server bound to 0.0.0.0 with a token and
+    BOOKRAG_MCP_ALLOWED_HOSTS answers a client that calls it by one of those names, and refuses
+    another name, a missing token, and a wrong Origin."""
+    from starlette.testclient import TestClient
+
+    settings = dataclasses.replace(settings_for(corpus_home, corpus_url), mcp_token="s3cret",
+                                   mcp_allowed_hosts=("192.0.2.2", "books.example.org"))
+    app = http_app(build_server(settings), settings, "0.0.0.0")
+    auth = {**HEADERS, "authorization": "Bearer s3cret"}
+    with TestClient(app, base_url="http://192.0.2.2:8765") as client:
+        assert client.post("/mcp", json=INIT, headers=auth).status_code == 200
+        assert client.post("/mcp", json=INIT, headers={**auth, "host": "books.example.org:443"}).status_code == 200
+        assert client.post("/mcp", json=INIT, headers={**auth, "host": "localhost:8765"}).status_code == 200
+        r = client.post("/mcp", json=INIT, headers={**auth, "host": "evil.example:8765"})
+        assert (r.status_code, r.text) == (421, "Invalid Host header")
+        r = client.post("/mcp", json=INIT, headers={**auth, "origin": "http://evil.example"})
+        assert (r.status_code, r.text) == (403, "Invalid Origin header")
+        assert client.post("/mcp", json=INIT, headers={**auth, "origin": "https://books.example.org"}).status_code == 200
+        assert client.post("/mcp", json=INIT, headers=HEADERS).status_code == 401
+
+
+def test_allowed_hosts_are_names_not_urls(monkeypatch):
+    from bookrag.config import load_settings
+
+    monkeypatch.setenv("BOOKRAG_MCP_ALLOWED_HOSTS", " books.example.org , 192.0.2.2,2001:db8::1 ")
+    assert load_settings().mcp_allowed_hosts == ("books.example.org", "192.0.2.2", "2001:db8::1")
+    for bad in ("http://books.example.org", "books.example.org:8765", "*.example.org"):
+        monkeypatch.setenv("BOOKRAG_MCP_ALLOWED_HOSTS", bad)
+        with pytest.raises(BookragError, match=r"BOOKRAG_MCP_ALLOWED_HOSTS: .* is not a host name or address"):
+            load_settings()

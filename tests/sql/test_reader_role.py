@@ -35,10 +35,10 @@ def migrated_url(postgresql_proc):
         c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
-@pytest.fixture
-def reader_rw(migrated_url: str):
-    """bookrag_reader in a read-write session: only privileges stand in the way."""
-    url = psycopg.conninfo.make_conninfo(db.with_user(migrated_url, db.READER_ROLE), options="-c default_transaction_read_only=off")
+@pytest.fixture(params=[db.READER_ROLE, db.MCP_ROLE])
+def reader_rw(migrated_url: str, request):
+    """bookrag_reader (and bookrag_mcp, its member) in a read-write session: only privileges stand in the way."""
+    url = psycopg.conninfo.make_conninfo(db.with_user(migrated_url, request.param), options="-c default_transaction_read_only=off")
     c = psycopg.connect(url, autocommit=True)
     yield c
     c.close()
@@ -91,6 +91,49 @@ def test_the_readers_limits(migrated_url):
     # and it can still search: the HNSW settings go through the bounded definer helper
     assert reader.execute("SELECT count(*) FROM rag.search_branch(NULL, array_fill(0.1, ARRAY[384])::vector, 'vector', 3)").fetchone() == (0,)
     reader.close()
+
+
+@pytest.mark.parametrize("role", [db.READER_ROLE, db.MCP_ROLE])
+@pytest.mark.parametrize("other", ["postgres", "template1"])
+def test_the_reader_may_connect_to_no_other_database(migrated_url, role, other):
+    """In the maintenance database and template1, none of migration 0003's revokes apply: a login
+    there could create temp tables and functions. Migration 0021 revokes CONNECT from PUBLIC."""
+    url = psycopg.conninfo.make_conninfo(db.with_user(migrated_url, role), dbname=other)
+    with pytest.raises(psycopg.OperationalError) as err:
+        psycopg.connect(url).close()
+    assert f'permission denied for database "{other}"' in str(err.value)
+    # what must pass: the same role in the corpus database, and the owner in the other one
+    with psycopg.connect(db.with_user(migrated_url, role)) as c:
+        assert c.execute("SELECT count(*) FROM rag.books").fetchone() == (0,)
+    with psycopg.connect(psycopg.conninfo.make_conninfo(migrated_url, dbname=other)) as c:
+        assert c.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_the_mcp_role_has_the_readers_limits_and_connections_of_its_own(migrated_url):
+    mcp = psycopg.connect(db.with_user(migrated_url, db.MCP_ROLE), autocommit=True)
+    settings = {name: mcp.execute(f"SHOW {name}").fetchone()[0] for name in (
+        "default_transaction_read_only", "lock_timeout", "idle_in_transaction_session_timeout", "work_mem", "temp_file_limit")}
+    assert settings == {"default_transaction_read_only": "on", "lock_timeout": "2s",
+                        "idle_in_transaction_session_timeout": "30s", "work_mem": "16MB", "temp_file_limit": "256MB"}
+    assert mcp.execute("SELECT rolconnlimit FROM pg_roles WHERE rolname = current_user").fetchone() == (12,)
+    assert mcp.execute("SELECT count(*) FROM rag.search_branch(NULL, array_fill(0.1, ARRAY[384])::vector, 'vector', 3)").fetchone() == (0,)
+    mcp.close()
+
+
+def test_direct_logins_cannot_starve_the_mcp_servers_connections(migrated_url):
+    """bookrag_reader holding every connection it may open leaves bookrag_mcp's budget whole."""
+    url = db.with_user(migrated_url, db.READER_ROLE)
+    held = [psycopg.connect(url) for _ in range(24)]
+    try:
+        with pytest.raises(psycopg.OperationalError, match='too many connections for role "bookrag_reader"'):
+            psycopg.connect(url).close()
+        servers = [psycopg.connect(db.with_user(migrated_url, db.MCP_ROLE)) for _ in range(8)]
+        assert [c.execute("SELECT count(*) FROM rag.list_books()").fetchone() for c in servers] == [(0,)] * 8
+        for c in servers:
+            c.close()
+    finally:
+        for c in held:
+            c.close()
 
 
 def test_no_rag_function_is_executable_by_public(conn):
