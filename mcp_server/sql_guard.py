@@ -25,6 +25,9 @@ VALUE_BUILDING = (exp.ArrayAgg, exp.GroupConcat, exp.Array)
 #: At most this many bytes (estimated rows x width, see plan_problem) may flow into them: the
 #: value is then copied several times on its way out (JSON, cells cut), hence the margin.
 VALUE_BUILDING_BYTES = 16 * 1024 * 1024
+#: A statement whose plan costs more is refused before it runs: it would hold a core for seconds
+#: while searches wait (the corpus's own analytical statements cost under 2,000 on both books).
+COST_BOUND = 2_000_000
 FORBIDDEN = (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Alter, exp.Command, exp.Into, exp.Lock,
              exp.Merge, exp.TruncateTable, exp.Copy, exp.Set, exp.Transaction, exp.Commit, exp.Rollback)
 
@@ -159,8 +162,13 @@ def _plain_equalities(condition: str) -> bool:
 
 
 def plan_problem(plan: dict, value_building: bool) -> str | None:
-    """Why a plan (EXPLAIN (FORMAT JSON)'s "Plan") may not run, or None. With a value-building
-    aggregate, every aggregating node's input must stay under VALUE_BUILDING_BYTES."""
+    """Why a plan (EXPLAIN (FORMAT JSON)'s "Plan") may not run, or None: a total cost over
+    COST_BOUND (the planner's units; a LIMIT lowers it), or, with a value-building aggregate,
+    an aggregating node's input over VALUE_BUILDING_BYTES."""
+    cost = float(plan.get("Total Cost", 0))
+    if cost > COST_BOUND:
+        return (f"the planner estimates a cost of {cost:,.0f} (bound {COST_BOUND:,}, about the work of reading "
+                "two million rows); add a WHERE or a LIMIT, or join on columns")
     if not value_building:
         return None
     stack = [plan]

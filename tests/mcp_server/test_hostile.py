@@ -143,8 +143,8 @@ REFUSED: list[tuple[str, str]] = [
 
 #: Allowed statements that must come back bounded: (statement, max_rows, check on the result).
 BOUNDED: list[tuple[str, int]] = [
-    (f"SELECT a.content FROM {CROSS3}", 1),  # a cross join: one row fetched, never the whole result
-    (f"SELECT a.content, b.content FROM {CROSS3}", 500),  # bounded by the answer's size
+    (f"SELECT a.content FROM {CROSS3} LIMIT 10", 1),  # a cross join: one row fetched, never the whole result
+    (f"SELECT a.content, b.content FROM {N} a, {N} b", 500),  # bounded by the answer's size
     (f"SELECT * FROM {N} ORDER BY content", 500),
     (f"SELECT string_agg(a.content, ' ') FROM {N} a JOIN {N} b ON a.level = b.level", 1),  # one huge cell, cut in SQL
     ("SELECT 1 /* ; DELETE FROM rag.books */", 1),
@@ -152,15 +152,20 @@ BOUNDED: list[tuple[str, int]] = [
     ("SELECT 'é' AS \"ＳＥＬＥＣＴ\", U&'\\0041' AS a", 1),
 ]
 
+COSTLY = "rejected before running: the planner estimates a cost of"
 BEFORE = "rejected before running: its array_agg/string_agg/ARRAY() would read about"
 
 #: Resource bombs: refused before they run (a value-building aggregate over more than the plan
 #: bound, a recursion), or stopped by the database's limits, with the sentence that says so.
 BOMBS: list[tuple[str, str | tuple[str, ...]]] = [
-    (f"SELECT count(*) FROM {CROSS8}", TIMEOUT),
+    (f"SELECT count(*) FROM {CROSS8}", COSTLY),
+    (f"SELECT t0.content FROM {CROSS8} ORDER BY t0.content || t1.content", COSTLY),
+    # what the cost bound lets through still stops at the time limit
+    (f"SELECT count(*) FROM {N} a, {N} b, {N} c, {N} d, {N} e WHERE a.content || b.content || c.content || d.content "
+     f"|| e.content LIKE '%never%' LIMIT 1", (TIMEOUT, COSTLY)),
     ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r",
      "rejected: WITH RECURSIVE is not allowed: its size cannot be bounded before it runs"),
-    (f"SELECT array_agg(t0.content) FROM {CROSS8}", BEFORE),
+    (f"SELECT array_agg(t0.content) FROM {CROSS8}", COSTLY),
     (f"SELECT string_agg(a.content, ' ') FROM {CROSS4}", BEFORE),
     (f"SELECT array_agg(a.content) FROM {CROSS4} GROUP BY a.level", BEFORE),
     # a join condition whose selectivity the planner can only guess: bounded as a cross join
@@ -263,3 +268,53 @@ def test_nfd_and_nfc_queries_find_the_same_rows(corpus, e5):
     nfc = search(corpus, SearchRequest("échange économie", "bm25", 5))
     nfd = search(corpus, SearchRequest("e\u0301change e\u0301conomie", "bm25", 5))
     assert [h["id"] for h in nfc] == [h["id"] for h in nfd] and nfc
+
+
+def test_the_memory_watchdog_stops_what_the_plan_let_through(corpus_url, corpus_home, reader, monkeypatch):
+    """The second wall: a statement whose plan passed (the bound lifted here) is cancelled once its
+    backend's private memory grows past the cap (lowered here to 64 MB), its connection closed
+    (the backend exits, its memory goes back), and the server answers the next call."""
+    from mcp_server import sql_guard, watchdog
+
+    monkeypatch.setattr(sql_guard, "VALUE_BUILDING_BYTES", 10**15)
+    monkeypatch.setattr(watchdog, "MEMORY_CAP_BYTES", 64 * 2**20)
+    server = build_server(settings_for(corpus_home, corpus_url), url=reader)
+    bomb = f"SELECT array_agg(a.content || b.content || c.content) FROM {CROSS4}"
+
+    async def main() -> tuple[str, bool, str]:
+        async with Client(server) as client:
+            r = await client.call_tool("read_only_sql", {"sql": bomb})
+            after = await client.call_tool("read_only_sql", {"sql": "SELECT count(*) FROM rag.books"})
+            small = await client.call_tool("read_only_sql", {"sql": f"SELECT array_agg(level) FROM {N}"})
+            return message(r), after.is_error, message(small)
+
+    import anyio
+
+    text, after_failed, small = anyio.run(main)
+    assert text == ("the statement took over 64 MB of server memory and was cancelled; aggregate fewer rows or "
+                    "shorter values, or add a WHERE")
+    assert not after_failed
+    assert small.startswith('{\n  "columns": [\n    "array_agg"')  # what must pass: a small one runs
+
+
+def test_a_misjudged_join_is_bounded_as_a_cross_join():
+    """The plan bound's rule on its own: a join on column = column keeps the planner's estimate; a
+    join whose condition is an expression (a guessed selectivity) counts the product of its inputs."""
+    from mcp_server.sql_guard import _bound_rows
+
+    scan = {"Node Type": "Seq Scan", "Plan Rows": 5000, "Plan Width": 600}
+    trusted = {"Node Type": "Hash Join", "Plan Rows": 5000, "Hash Cond": "(a.source_file = b.parent_source_file)",
+               "Plans": [scan, {"Node Type": "Hash", "Plan Rows": 5000, "Plans": [scan]}]}
+    guessed = {**trusted, "Hash Cond": "((a.id % 7) = (b.id % 7))"}
+    filtered = {"Node Type": "Nested Loop", "Plan Rows": 20, "Join Filter": "(a.id <> b.id)", "Plans": [scan, scan]}
+    assert _bound_rows(trusted) == 5000
+    assert _bound_rows(guessed) == 25_000_000
+    assert _bound_rows(filtered) == 25_000_000
+
+
+def test_the_cost_bound_refuses_only_above_it():
+    from mcp_server.sql_guard import COST_BOUND, plan_problem
+
+    assert plan_problem({"Node Type": "Seq Scan", "Total Cost": COST_BOUND}, value_building=False) is None
+    assert plan_problem({"Node Type": "Seq Scan", "Total Cost": COST_BOUND + 1}, value_building=False).startswith(
+        "the planner estimates a cost of 2,000,001 (bound 2,000,000")
