@@ -34,9 +34,53 @@ def numbered_sources(rows: list[dict[str, Any]]) -> list[tuple[int, dict[str, An
     return list(enumerate(rows, start=1))
 
 
-def answer_with_llm(question: str, rows: list[dict[str, Any]], cited: Cited | None = None) -> str:
+def _chat(prompt: str) -> str:
+    """One reply of the configured chat model (BOOKRAG_LLM_MODEL through OPENAI_BASE_URL), at temperature 0."""
     from openai import OpenAI
 
+    s = load_settings()
+    client = OpenAI(base_url=s.openai_base_url, api_key=s.api_key, timeout=s.llm_timeout, max_retries=s.llm_retries)
+    try:
+        resp = client.chat.completions.create(model=s.llm_model, temperature=0,
+                                              messages=[{"role": "user", "content": prompt}])
+    except Exception as exc:
+        raise BookragError(f"the LLM call failed ({client.base_url}): {exc}") from exc
+    return (resp.choices[0].message.content or "").strip()
+
+
+def phrasings_prompt(question: str, books: list[dict[str, Any]]) -> str:
+    """loader/prompts/phrasings.md.j2 for a question over these books (rag.list_books rows)."""
+    from loader.summarize import _env
+
+    return _env().get_template("phrasings.md.j2").render(question=question, books=books)
+
+
+def ask_phrasings(question: str, books: list[dict[str, Any]]) -> tuple[tuple[str, ...], str | None]:
+    """The question in the author's own words, from the LLM: (keywords, passage), and None; or ()
+    and one sentence saying why there are none (a reply that is not the JSON asked for, or one
+    whose wordings repeat the question), in which case the question is searched alone."""
+    import json
+    import re
+
+    reply = _chat(phrasings_prompt(question, books))
+    found = re.search(r"\{.*\}", reply, re.S)  # the object, even inside a code fence or a sentence
+    try:
+        data = json.loads(found.group(0)) if found else None
+        wordings = [" ".join(str(data[key]).split()) for key in ("keywords", "passage")] if isinstance(data, dict) else []
+    except (json.JSONDecodeError, KeyError):
+        wordings = []
+    seen = {question.strip().lower()}
+    kept = []
+    for w in wordings:
+        if w and w.lower() not in seen:
+            kept.append(w)
+            seen.add(w.lower())
+    if not kept:
+        return (), "the LLM's reply held no usable keywords or passage; the question is searched alone"
+    return tuple(kept), None
+
+
+def answer_with_llm(question: str, rows: list[dict[str, Any]], cited: Cited | None = None) -> str:
     cited = cited or {}
     sources = "\n\n".join(
         f"[{n}] ({row['heading_path']})\n{row['content']}"
@@ -49,14 +93,7 @@ def answer_with_llm(question: str, rows: list[dict[str, Any]], cited: Cited | No
         "Si les extraits ne suffisent pas, dis-le.\n\n"
         f"Question : {question}\n\nExtraits :\n\n{sources}"
     )
-    s = load_settings()
-    client = OpenAI(base_url=s.openai_base_url, api_key=s.api_key, timeout=s.llm_timeout, max_retries=s.llm_retries)
-    try:
-        resp = client.chat.completions.create(model=s.llm_model, temperature=0,
-                                              messages=[{"role": "user", "content": prompt}])
-    except Exception as exc:
-        raise BookragError(f"the LLM call failed ({client.base_url}): {exc}") from exc
-    return (resp.choices[0].message.content or "").strip()
+    return _chat(prompt)
 
 
 def render_answer(question: str, rows: list[dict[str, Any]], cited: Cited | None = None) -> str:

@@ -204,19 +204,23 @@ def cmd_load(args: argparse.Namespace, s: Settings) -> None:
          "bookrag search \"pétition des fabricants de chandelles\" --k 5\n"
          "  bookrag search \"individualisme\" --book tocqueville-democratie-en-amerique --expand parent --json\n"
          "  bookrag search \"le soleil\" --within corpus/bastiat-sophismes-economiques/premiere-serie/"
-         "chapitre-07-petition-des-fabricants-de-chandelles/summary.md --fusion rrf")
+         "chapitre-07-petition-des-fabricants-de-chandelles/summary.md --fusion rrf\n"
+         "  bookrag search \"la protection crée-t-elle du travail ?\" --also \"régime protecteur travail national "
+         "déplacement\" --also \"La protection ne crée point de travail, elle le déplace.\"")
 def cmd_search(args: argparse.Namespace, s: Settings) -> None:
-    from bookrag.search import SearchRequest, build_context, search
+    from bookrag.search import SearchRequest, build_context, search, search_and_pack
 
     # --budget packs a context as rag.build_context does: with the hits' parents unless --expand none
     parents = args.expand == "parent" or (args.budget is not None and args.expand is None)
     req = SearchRequest(args.query, args.mode, args.k, args.book, args.levels, parents, args.budget,
                         node_path(args.within, s.home), args.fusion, args.normalisation, args.bm25_weight, args.vector_weight,
                         args.chapter_weight, args.cite_weight, args.expand == "cited", args.sentence_after,
-                        args.sentence_every)
+                        args.sentence_every, tuple(args.also))
     conn = _conn(s, migrate=False)
     try:
-        if args.budget is not None:
+        if args.budget is not None and req.phrasings:
+            _print_context(search_and_pack(conn, req, None, None, args.k)[1] or [], args.json)
+        elif args.budget is not None:
             rows = build_context(conn, req)
             _print_context(rows, args.json)
         else:
@@ -239,6 +243,9 @@ def _print_hits(rows: list[dict], as_json: bool) -> None:
             branches.append(f"chapter {r['section_score']:.2f}")
         if r.get("sentence_rank") is not None:
             branches.append(f"summary sentence #{r['sentence_rank']} ({r['sentence_score']:.3f})")
+        if r.get("found_by"):
+            branches.append("found by " + ", ".join(f"{'the question' if i == 0 else f'--also {i}'} #{rank}"
+                                                    for i, rank in zip(r["found_by"], r["phrasing_ranks"])))
         print(f"{r['rank']:>2}. [{r['score']:.4f}] {r['heading_path']}  ({', '.join(branches)})")
         print(f"    {r['source_file']} {locator(r)}  level {r['level']}, {r['content_token_count']} tokens")
         print("    " + _clip(r["content"], 400))
@@ -295,16 +302,15 @@ def cmd_outline(args: argparse.Namespace, s: Settings) -> None:
 @command("ask", "Answer a question from the books with citations (context built in SQL; LLM optional).",
          "bookrag ask \"Quelle est la thèse de la Pétition des fabricants de chandelles ?\"")
 def cmd_ask(args: argparse.Namespace, s: Settings) -> None:
-    from bookrag.ask import render_answer
-    from bookrag.search import SearchRequest, build_context, cited_rows
+    from bookrag.demo import answer
+    from bookrag.search import SearchRequest
 
     conn = _conn(s, migrate=False)
     try:
-        rows = build_context(conn, SearchRequest(args.question, args.mode, args.k, args.book, None, True, args.budget))
-        cited = cited_rows(conn, rows)
+        text = answer(conn, s, SearchRequest(args.question, args.mode, args.k, args.book, None, True, args.budget))
     finally:
         conn.close()
-    print(render_answer(args.question, rows, cited))
+    print(text)
 
 
 @command("embed", "Print a query's embedding (corpus model, query role) as a pgvector literal, for psql.",
@@ -406,6 +412,9 @@ def build_parser() -> argparse.ArgumentParser:
                              help="auto (default): two-stage (paragraphs of the best chapters), or hybrid when a "
                                   "levels filter asks for summaries or two-stage finds no paragraph")
         p[name].add_argument("--book")
+    p["search"].add_argument("--also", action="append", default=[], metavar="PHRASING",
+                             help="another wording of the question, searched with it and fused (up to 4): the "
+                                  "author's own keywords, or a short passage in his style (rag.search_phrasings)")
     p["search"].add_argument("--within", metavar="SOURCE_FILE",
                              help="search only this node's subtree (e.g. a chapter's summary.md from a hit or `bookrag outline`)")
     p["search"].add_argument("--fusion", choices=FUSIONS, help="how hybrid fuses the branches (default: rag._fusion_settings())")

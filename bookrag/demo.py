@@ -5,10 +5,14 @@ from __future__ import annotations
 import time
 
 from bookrag import db
-from bookrag.ask import render_answer
+from dataclasses import replace
+
+import psycopg
+
+from bookrag.ask import ask_phrasings, render_answer
 from bookrag.config import Settings
 from bookrag.migrate import apply_migrations
-from bookrag.search import SearchRequest, build_context, cited_rows
+from bookrag.search import SearchRequest, build_context, cited_rows, search_and_pack
 from loader.check import check_corpus
 from loader.embedding import get_embedder
 from loader.importers import importer_for, prepared_by_default
@@ -20,6 +24,25 @@ QUESTIONS = [
     "Quelle est la thèse de la Pétition des fabricants de chandelles ?",
     "Pourquoi les peuples démocratiques préfèrent-ils l'égalité à la liberté ?",
 ]
+
+
+def answer(conn: psycopg.Connection, settings: Settings, req: SearchRequest) -> str:
+    """`ask`'s whole answer to req.query: with an LLM configured, the question is first rewritten in
+    the author's own words (ask_phrasings; printed), searched with them (rag.search_phrasings) and
+    the context packed from the fused hits; without one, the context of the question alone."""
+    lines = []
+    if settings.llm_model:
+        books = [r for r in conn.execute("SELECT book, title, author, year FROM rag.list_books()").fetchall()]
+        books = [{"title": b[1], "author": b[2], "year": b[3]} for b in books if req.book in (None, b[0])]
+        wordings, why = ask_phrasings(req.query, books)
+        lines += [f"Phrasings : {w}" for w in wordings] + ([f"({why})"] if why else []) + [""]
+        if wordings:
+            req = replace(req, phrasings=wordings)
+    if req.phrasings:
+        _, rows = search_and_pack(conn, req, None, None, req.k)
+    else:
+        rows = build_context(conn, req)
+    return "\n".join([*lines, render_answer(req.query, rows or [], cited_rows(conn, rows or []))])
 
 
 def run_demo(settings: Settings, questions: list[str] | None = None) -> None:
@@ -45,8 +68,7 @@ def run_demo(settings: Settings, questions: list[str] | None = None) -> None:
         print(f"load     {report.line()}")
         print(f"ready in {time.perf_counter() - t0:.1f} s\n")
         for q in questions or QUESTIONS:
-            rows = build_context(conn, SearchRequest(q, k=6, expand_parent=True, budget=2500))
-            print(render_answer(q, rows, cited_rows(conn, rows)))
+            print(answer(conn, settings, SearchRequest(q, k=6, expand_parent=True, budget=2500)))
             print()
     finally:
         conn.close()

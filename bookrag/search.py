@@ -57,6 +57,9 @@ class SearchRequest:
     # The sentence branch's places in a hybrid or two-stage list (rag._fusion_settings); None = the SQL default.
     sentence_after: int | None = field(default=None, metadata=_arg("p_sentence_after", "::int"))
     sentence_every: int | None = field(default=None, metadata=_arg("p_sentence_every", "::int"))
+    # Other wordings of the same question, searched with it and fused (rag.search_phrasings).
+    phrasings: tuple[str, ...] = ()
+    phrasing_fusion: str = "rrf"  # rag.search_phrasings's p_fusion
 
     def expand(self) -> list[str] | None:
         """rag.search's p_expand."""
@@ -108,6 +111,18 @@ def check_query(query: str) -> str:
     return unicodedata.normalize("NFC", query)
 
 
+def check_phrasings(phrasings: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """Each phrasing checked and normalised as a query is (the SQL checks their number, that
+    none is empty and that none repeats another)."""
+    out = []
+    for i, text in enumerate(phrasings, start=1):
+        try:
+            out.append(check_query(text) if text.strip() else text)
+        except BookragError as exc:
+            raise BookragError(f"phrasing {i}: {exc}") from None
+    return tuple(out)
+
+
 def check_int(name: str, value: int | None) -> int | None:
     """Integers the SQL functions take as INT: a larger one is refused here, by name (psycopg would
     send it as a bigint and PostgreSQL would look for another function)."""
@@ -127,6 +142,13 @@ def query_vector(model: str, text: str) -> np.ndarray:
     from loader.embedding import embedder_for_model
 
     return embedder_for_model(model).query(text)
+
+
+def query_vectors(model: str, texts: list[str]) -> np.ndarray:
+    """The query vectors of several texts by `model`, in one batch."""
+    from loader.embedding import embedder_for_model
+
+    return embedder_for_model(model).queries(texts)
 
 
 def embed_query_with_model(conn: psycopg.Connection, text: str) -> tuple[np.ndarray | None, str | None]:
@@ -162,6 +184,32 @@ SEARCH_AND_PACK = (
     "ORDER BY h.rank), %(budget)s, true) c) END AS context")
 
 
+#: rag.search_phrasings over the request (the query, its phrasings and their vectors): each hit
+#: as JSON, the list's row with the fused rank and score and which wordings found it; and, as
+#: SEARCH_AND_PACK, the context packed from its first hits.
+PHRASINGS_AND_PACK = (
+    "WITH s AS MATERIALIZED (SELECT * FROM rag.search_phrasings(%(query)s, %(e)s, %(phrasings)s::text[], "
+    "%(pe)s::vector[], p_k => %(k)s, p_book => %(book)s, p_levels => %(levels)s::int[], p_within => %(within)s, "
+    "p_expand => %(expand)s::text[], p_query_model => %(model)s, p_mode => %(mode)s, p_fusion => %(phrasing_fusion)s)) "
+    "SELECT (SELECT coalesce(json_agg(to_jsonb(s.hit) || jsonb_build_object('rank', s.rank, 'score', s.score, "
+    "'found_by', s.found_by, 'phrasing_ranks', s.phrasing_ranks) ORDER BY s.rank), '[]'::json) FROM s) AS hits, "
+    "CASE WHEN %(budget)s::int IS NOT NULL THEN (SELECT coalesce(json_agg(c ORDER BY c.book, c.node_order, c.source_file, "
+    "c.chunk_index), '[]'::json) FROM rag.pack_context(ARRAY(SELECT (s.hit).id FROM s WHERE s.rank <= %(context_k)s "
+    "ORDER BY s.rank), %(budget)s, true) c) END AS context")
+
+
+def embed_all(conn: psycopg.Connection, req: SearchRequest) -> tuple[np.ndarray | None, list[np.ndarray] | None, str | None]:
+    """The query's vector, its phrasings' vectors and the corpus model (one batch), or Nones
+    when the mode reads no vector or no vector is loaded."""
+    if req.mode == "bm25":
+        return None, None, None
+    model = corpus_model(conn)
+    if model is None:
+        return None, None, None
+    vectors = query_vectors(model[0], [req.query, *req.phrasings])
+    return vectors[0], (list(vectors[1:]) if req.phrasings else None), model[0]
+
+
 def _fetch(conn: psycopg.Connection, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     try:
         with conn.cursor(row_factory=dict_row) as cur:
@@ -179,11 +227,14 @@ def _check_vector(req: SearchRequest, embedding: np.ndarray | None) -> None:
 
 
 def search(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None = None,
-           model: str | None = None) -> list[dict[str, Any]]:
+           model: str | None = None, phrasing_embeddings: list[np.ndarray] | None = None) -> list[dict[str, Any]]:
     """Ranked hits of rag.search (dicts with the rag.search_hit columns: the hit, `cites`, and
-    `parent` / `cited` rows when asked). Modes, fusion names, bounds and the expansions are
+    `parent` / `cited` rows when asked), or of rag.search_phrasings when req.phrasings (then
+    also `found_by` and `phrasing_ranks`). Modes, fusion names, bounds and the expansions are
     checked by the SQL, whose message a BookragError carries. `model` names the model
     `embedding` came from (rag.search refuses another than the corpus's)."""
+    if req.phrasings:
+        return search_and_pack(conn, req, embedding, model, req.k, phrasing_embeddings)[0]
     query = check_query(req.query)
     req.check_ints()
     if embedding is None and req.mode != "bm25":
@@ -193,14 +244,21 @@ def search(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray |
 
 
 def search_and_pack(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None, model: str | None,
-                    context_k: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
-    """rag.search's hits and, when req.budget, the context rag.pack_context builds from the first
-    context_k of them (each with its parent), in one statement: one search, one round trip."""
+                    context_k: int, phrasing_embeddings: list[np.ndarray] | None = None
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """rag.search's hits (rag.search_phrasings's when req.phrasings) and, when req.budget, the
+    context rag.pack_context builds from the first context_k of them (each with its parent), in
+    one statement: one search, one round trip. Phrasings without their vectors are embedded here
+    (with the query, in one batch) when the query has none."""
     query = check_query(req.query)
+    phrasings = check_phrasings(req.phrasings)
     req.check_ints()
+    if phrasings and embedding is None and req.mode != "bm25":
+        embedding, phrasing_embeddings, model = embed_all(conn, req)
     _check_vector(req, embedding)
-    row = _fetch(conn, SEARCH_AND_PACK, {**req.params(), "query": query, "e": embedding, "model": model,
-                                         "budget": req.budget, "context_k": context_k})[0]
+    params = {**req.params(), "query": query, "e": embedding, "model": model, "budget": req.budget,
+              "context_k": context_k, "phrasings": list(phrasings), "pe": phrasing_embeddings}
+    row = _fetch(conn, PHRASINGS_AND_PACK if phrasings else SEARCH_AND_PACK, params)[0]
     return row["hits"], row["context"]
 
 

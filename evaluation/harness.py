@@ -20,7 +20,7 @@ from bookrag import db
 from bookrag.argtypes import level_list, names_from, positive_int, positive_int_list
 from bookrag.config import Settings
 from bookrag.errors import BookragError
-from bookrag.search import MODES, SearchRequest, build_context, embed_query, search
+from bookrag.search import MODES, SearchRequest, build_context, corpus_model, embed_query, query_vectors, search
 from evaluation.evalset import KINDS, EvalItem, load_evalset
 from evaluation.metrics import QuestionResult, aggregate, normalise, score_question
 
@@ -43,6 +43,46 @@ def request_for(strategy: str, question: str, k: int, book: str | None, levels: 
     return replace(req, mode=strategy.removesuffix("+parent"), expand_parent=strategy.endswith("+parent"))
 
 
+#: Which wordings of a question are searched together (`bookrag eval --phrasings`): the first is
+#: sent as the query, the others as its phrasings (rag.search_phrasings). "question" is the
+#: evalset's own question; the others come from its phrasings file (evals/phrasings/, written by
+#: a helper that saw only the questions: evals/phrasings/INSTRUCTIONS.md).
+PHRASING_SETS: dict[str, tuple[str, ...]] = {
+    "question": ("question",),
+    "keywords": ("keywords",),
+    "passage": ("passage",),
+    "rephrase": ("rephrase",),
+    "question+keywords": ("question", "keywords"),
+    "question+passage": ("question", "passage"),
+    "question+keywords+passage": ("question", "keywords", "passage"),
+    "all": ("question", "keywords", "passage", "rephrase"),
+}
+WORDINGS = ("question", "keywords", "passage", "rephrase")
+
+
+def load_phrasings(path: Path, items: list[EvalItem]) -> dict[str, dict[str, str]]:
+    """id -> {wording: text} for every item (its question included), from a phrasings file:
+    one JSON object per line with `id` and any of keywords, passage, rephrase."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise BookragError(f"{path}: phrasings file not found (one JSON line per question: id, keywords, passage, "
+                           "rephrase)") from None
+    found: dict[str, dict[str, str]] = {}
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            found[row["id"]] = {w: row[w] for w in WORDINGS[1:] if row.get(w)}
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise BookragError(f"{path}:{n}: not a phrasings line ({exc})") from None
+    missing = [i.id for i in items if i.id not in found]
+    if missing:
+        raise BookragError(f"{path}: no phrasings for {len(missing)} question(s), e.g. {', '.join(missing[:3])}")
+    return {i.id: {"question": i.question, **found[i.id]} for i in items}
+
+
 def top_chapter(hits: list[dict[str, Any]]) -> str | None:
     """The chapter an agent would open: the node of the best hit at level 1, or the parent of the
     best paragraph, whichever comes first (parts and book summaries are passed over)."""
@@ -56,37 +96,67 @@ def top_chapter(hits: list[dict[str, Any]]) -> str | None:
 
 def run_strategy(conn: psycopg.Connection, item: EvalItem, strategy: str, k: int, book: str | None,
                  embedding: Any, budget: int, levels: list[int] | None = None, base: SearchRequest | None = None,
-                 two_step: bool = True) -> QuestionResult:
+                 two_step: bool = True, wordings: list[tuple[str, Any]] | None = None) -> QuestionResult:
+    """One question by one strategy; with `wordings` ([(text, vector)], the first as the query),
+    the strategy's mode searches them all at once (rag.search_phrasings)."""
     req = request_for(strategy, item.question, k, book, levels, base)
+    phrasing_embeddings = None
+    if wordings:
+        if strategy == "context":
+            raise BookragError("the 'context' mode does not take phrasings")
+        embedding = wordings[0][1]
+        phrasing_embeddings = [v for _, v in wordings[1:]] if embedding is not None else None
+        req = replace(req, query=wordings[0][0], phrasings=tuple(t for t, _ in wordings[1:]))
     if strategy == "context":
         rows = build_context(conn, replace(req, budget=budget), embedding)
         hits = sorted((r for r in rows if r["role"] == "hit"), key=lambda r: r["hit_rank"])
         return score_question(item, strategy, hits, rows)
-    hits = search(conn, req, embedding)
+    hits = search(conn, req, embedding, phrasing_embeddings=phrasing_embeddings)
     context = None
     if req.expand_parent:
         context = list(hits) + [p for h in hits for p in (h.get("parent") or [])]
     result = score_question(item, strategy, hits, context)
     chapter = top_chapter(hits) if two_step and not req.expand_parent else None
     if chapter:
-        inner = search(conn, replace(req, within=chapter), embedding)
+        inner = search(conn, replace(req, within=chapter), embedding, phrasing_embeddings=phrasing_embeddings)
         result.two_step_rank = score_question(item, strategy, inner).answer_rank
     return result
 
 
 def evaluate(conn: psycopg.Connection, items: list[EvalItem], strategies: list[str], k: int = 10,
              book: str | None = None, budget: int = 3000, progress: bool = True, levels: list[int] | None = None,
-             base: SearchRequest | None = None, two_step: bool = True) -> dict[str, list[QuestionResult]]:
+             base: SearchRequest | None = None, two_step: bool = True,
+             phrasings: dict[str, dict[str, str]] | None = None, sets: list[str] | None = None
+             ) -> dict[str, list[QuestionResult]]:
+    """Results by strategy, or with `phrasings` (load_phrasings) by "strategy · set" for each of
+    `sets` (PHRASING_SETS names)."""
     from tqdm import tqdm
 
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
         raise BookragError(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(STRATEGIES)}")
-    results: dict[str, list[QuestionResult]] = {s: [] for s in strategies}
+    sets = sets or []
+    names = [f"{s} · {w}" for s in strategies for w in sets] if phrasings else list(strategies)
+    results: dict[str, list[QuestionResult]] = {n: [] for n in names}
+    vectors = any(s != "bm25" for s in strategies)
+    model = corpus_model(conn) if vectors else None
     for item in tqdm(items, unit="question", disable=not progress):
-        emb = embed_query(conn, item.question) if any(s != "bm25" for s in strategies) else None
+        if not phrasings:
+            emb = embed_query(conn, item.question) if vectors else None
+            for s in strategies:
+                results[s].append(run_strategy(conn, item, s, k, book or item.book, emb, budget, levels, base, two_step))
+            continue
+        texts = phrasings[item.id]
+        needed = [w for w in WORDINGS if any(w in PHRASING_SETS[name] for name in sets)]
+        absent = [w for w in needed if w not in texts]
+        if absent:
+            raise BookragError(f"{item.id}: no {', '.join(absent)} in the phrasings file")
+        embedded = dict(zip(needed, query_vectors(model[0], [texts[w] for w in needed]))) if model else {}
         for s in strategies:
-            results[s].append(run_strategy(conn, item, s, k, book or item.book, emb, budget, levels, base, two_step))
+            for name in sets:
+                wordings = [(texts[w], embedded.get(w)) for w in PHRASING_SETS[name]]
+                results[f"{s} · {name}"].append(run_strategy(conn, item, s, k, book or item.book, None, budget,
+                                                            levels, base, two_step, wordings))
     return results
 
 
@@ -177,6 +247,10 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
                    help="load the evalset's book into a scratch database first (default when it is not loaded)")
     p.add_argument("--out", default=".bookrag/eval", help="folder for the .md/.json/.png outputs")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--phrasings", type=names_from(tuple(PHRASING_SETS)), metavar="SETS",
+                   help="also search each question as these wordings at once (rag.search_phrasings), each set "
+                        f"against the others: comma-separated, from {', '.join(PHRASING_SETS)}")
+    p.add_argument("--phrasings-file", help="the phrasings (default: evals/phrasings/<evalset's file name>)")
 
 
 def run_eval_cli(settings: Settings, args: argparse.Namespace) -> None:
@@ -189,6 +263,10 @@ def run_eval_cli(settings: Settings, args: argparse.Namespace) -> None:
         items = [items[int(i * step)] for i in range(args.limit)]
     levels = args.levels
     ks = sorted(set(args.k))
+    phrasings = None
+    if args.phrasings:
+        path = Path(args.phrasings_file) if args.phrasings_file else Path(args.evalset).parent / "phrasings" / Path(args.evalset).name
+        phrasings = load_phrasings(path, items)
     strategies = args.mode
     books = sorted({i.book for i in items})
     url = db.database_url(settings)
@@ -201,7 +279,7 @@ def run_eval_cli(settings: Settings, args: argparse.Namespace) -> None:
     def measure(conn: psycopg.Connection) -> tuple[list[str], dict[str, list[QuestionResult]]]:
         lost = unreachable(conn, items, args.book) if levels is None or 0 in levels else []
         return lost, evaluate(conn, items, strategies, max(ks + [10]), args.book, args.budget, not args.quiet,
-                              levels, two_step=not args.no_two_step)
+                              levels, two_step=not args.no_two_step, phrasings=phrasings, sets=args.phrasings)
 
     start = time.perf_counter()
     if args.scratch or not set(books) <= loaded:

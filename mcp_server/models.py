@@ -38,6 +38,8 @@ class Hit(Chunk):
     vector_rank: int | None = None
     section_score: float | None = None
     sentence_rank: int | None = Field(None, description="placed by the sentence branch: its rank there (a chapter-summary sentence close to the query cites this paragraph)")
+    found_by: list[int] | None = Field(None, description="with phrasings: the wordings that found this hit (0 = the query, i = phrasings[i-1])")
+    phrasing_ranks: list[int] | None = Field(None, description="with phrasings: its rank in each of those wordings' searches, in found_by's order")
     parent: list[Chunk] | None = Field(None, description="the parent node's rows, when expand_parent")
     cited: list[Chunk] | None = Field(None, description="a summary hit: the rows its anchors cite, when expand_cited")
 
@@ -50,7 +52,7 @@ class ContextChunk(Chunk):
 
 class SearchResult(BaseModel):
     query: str
-    mode: str
+    phrasings: list[str] = Field(default_factory=list, description="the other wordings searched with the query")
     hits: list[Hit]
     context: list[ContextChunk] | None = Field(None, description="when token_budget is set: hits and parents within the budget, in reading order")
     context_tokens: int | None = None

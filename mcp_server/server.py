@@ -40,8 +40,8 @@ from pydantic import Field
 from bookrag import db
 from bookrag.config import Settings
 from bookrag.errors import BookragError, database_reason
-from bookrag.search import (MODEL_REFUSED, MODES, Fusion, Mode, Normalisation, SearchRequest, check_query, corpus_model,
-                            query_vector, search_and_pack)
+from bookrag.search import (MODEL_REFUSED, MODES, SearchRequest, check_phrasings, check_query, corpus_model,
+                            query_vectors, search_and_pack)
 from mcp_server.models import (Book, Books, Children, Chunk, Cites, ContextChunk, Hit, LeftOut, Node, Outline, OutlineEntry,
                                SearchResult, SqlResult)
 from mcp_server import watchdog
@@ -148,52 +148,59 @@ def _no_node(source_file: str) -> ToolError:
 
 # --- tools ---------------------------------------------------------------------------------
 
+PHRASING = Annotated[str, Field(min_length=1, max_length=2000)]
+
+
 def search_tool(
     ctx: Context,
-    query: Annotated[str, Field(min_length=1, max_length=2000, description="the question or keywords, in French for French books")],
-    mode: Annotated[Mode, Field(description="auto (default) = two-stage, or hybrid when levels asks for summaries or two-stage finds no paragraph; two-stage = the best chapters first (found by their summaries or their text), then their paragraphs (the book's own words, to quote; a paragraph's chapter summary is its parent); hybrid = BM25 + vectors fused over every level, summaries included, chapter-aware; bm25, vector = one branch alone")] = MODES[0],
+    query: Annotated[str, Field(min_length=1, max_length=2000, description="the question, in the book's language")],
+    phrasings: Annotated[list[PHRASING], Field(max_length=4, description=(
+        "up to 4 more wordings of the same question, searched with it and fused: (1) 6-12 keywords the author "
+        "himself would use, in his period's vocabulary; (2) a 20-40-word passage written as the author might have "
+        "written the answer, in his style and period. Not a modern paraphrase: it finds less"))] = [],
     k: Annotated[int, Field(ge=1, le=50, description="number of hits")] = 8,
     book: Annotated[str | None, Field(description="restrict to one book (see list_books)")] = None,
-    levels: Annotated[list[Annotated[int, Field(ge=0, le=3)]] | None, Field(min_length=1, description="0 paragraphs, 1 chapter summaries, 2 part summaries, 3 book summary; omitted: paragraphs in mode auto (it runs two-stage; summaries if no paragraph matches), every level in hybrid, bm25 and vector")] = None,
-    expand_parent: Annotated[bool, Field(description="attach each hit's parent node (its chapter or part summary)")] = False,
-    expand_cited: Annotated[bool, Field(description="attach to each summary hit the book's paragraphs its sentences cite (quote those, not the summary); summary hits come with levels 1-3 or mode hybrid")] = False,
-    token_budget: Annotated[int | None, Field(ge=50, le=20000, description="also build a reading-order context (hits + parents) within this many tokens")] = None,
     within: Annotated[str | None, Field(max_length=500, description=(
-        "a source_file: search only inside that node and below it. After a first search has found the right "
-        "chapter (a hit's summary.md, or a paragraph hit's parent summary.md, or one from outline), search again "
-        "with within set to it to pin the passage inside that chapter. If the question is in your own words rather "
-        "than the book's, set sentence_after to 0 in that second search: the paragraph cited by the chapter "
-        "summary's closest sentence then comes first"))] = None,
-    fusion: Annotated[Fusion | None, Field(description="how hybrid fuses BM25 and vectors: convex (normalised score combination) or rrf; default: the server's")] = None,
-    normalisation: Annotated[Normalisation | None, Field(description="score normalisation of convex fusion; default: the server's")] = None,
-    bm25_weight: Annotated[float | None, Field(description="weight of the BM25 branch; default: the server's")] = None,
-    vector_weight: Annotated[float | None, Field(description="weight of the vector branch; default: the server's")] = None,
-    chapter_weight: Annotated[float | None, Field(description="hybrid only: share of a paragraph's score taken from how well its chapter summary matches; default: the server's")] = None,
-    cite_weight: Annotated[float | None, Field(description="hybrid only: share of a paragraph's score taken from the summary sentences whose anchors cite it; default: the server's")] = None,
-    sentence_after: Annotated[int | None, Field(description="hybrid and two-stage: hits listed before the first paragraph found through a chapter-summary sentence that cites it; default: the server's")] = None,
-    sentence_every: Annotated[int | None, Field(description="hybrid and two-stage: then one place in every N goes to such a paragraph (0 = none); default: the server's")] = None,
+        "a source_file: search only inside that node and below it. Once a first search has found the chapter (a "
+        "paragraph hit's parent summary.md, or a summary hit's own), search again within it to pin the passage"))] = None,
+    levels: Annotated[list[Annotated[int, Field(ge=0, le=3)]] | None, Field(min_length=1, description="0 paragraphs (the book's own words, to quote), 1 chapter summaries, 2 part summaries, 3 book summary; omitted: paragraphs first, summaries when no paragraph matches")] = None,
+    expand_parent: Annotated[bool, Field(description="attach each hit's parent node (a paragraph's chapter summary, a chapter summary's part summary)")] = False,
+    expand_cited: Annotated[bool, Field(description="attach to each summary hit the book's paragraphs its sentences cite (quote those, not the summary)")] = False,
+    token_budget: Annotated[int | None, Field(ge=50, le=20000, description="also build a reading-order context (hits + parents) within this many tokens")] = None,
 ) -> SearchResult:
-    """Search the loaded books and return ranked passages, each with its citation and its rank in the BM25 and vector branches. To read around a hit, search again with `within` = its chapter's summary.md. When no hit carries the claim, search again in the book's own plain words (the names and terms the author would use, not periphrases): the lexical branch matches words, and a search costs milliseconds."""
+    """Search the loaded books; returns ranked passages, each with its citation (cite the paragraph: heading_path, §N).
+
+    Send the question with `phrasings` in the author's own language: the search matches words and a small
+    embedding model that pairs modern wordings poorly with 19th-century prose, and the author's words find
+    his paragraph. Example, for Bastiat:
+      query: "Pourquoi Bastiat juge-t-il que la protection ne crée pas de travail ?"
+      phrasings: ["régime protecteur travail national tarif déplacement consommateur spoliation",
+                  "La protection ne crée point de travail ; elle le déplace. Ce que gagne l'industrie
+                   protégée, le consommateur le perd, et la nation avec lui."]
+    Each hit says which wordings found it (found_by: 0 = the query, i = phrasings[i-1]). To read around a hit,
+    search again `within` its chapter's summary.md, or read it with get_parent / get_node."""
     state = _state(ctx)
     try:
         query = check_query(query)
+        wordings = check_phrasings(phrasings)
     except BookragError as exc:
         raise ToolError(str(exc)) from exc
 
-    req = SearchRequest(query, mode, k, book, levels, expand_parent, token_budget, within,
-                        fusion, normalisation, bm25_weight, vector_weight, chapter_weight, cite_weight, expand_cited,
-                        sentence_after, sentence_every)
+    req = SearchRequest(query, MODES[0], k, book, levels, expand_parent, token_budget, within,
+                        expand_cited=expand_cited, phrasings=wordings)
 
     def run() -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
-        # The query is embedded before a connection is taken (embeddings run in parallel, one per
-        # core, while searches hold the pool); then one statement searches (and packs the context).
-        model = state.corpus_model() if mode != "bm25" else None
+        # The query (and its phrasings, in one batch) is embedded before a connection is taken
+        # (embeddings run in parallel, one per core, while searches hold the pool); then one
+        # statement searches (and packs the context).
+        model = state.corpus_model()
         try:
-            emb = query_vector(model, query) if model else None
+            vectors = query_vectors(model, [query, *wordings]) if model else None
         except BookragError as exc:  # e.g. a model this server cannot embed with: read it again next time
             state.model = None
             raise ToolError(str(exc)) from exc
-        return with_connection(state, lambda conn: search_and_pack(conn, req, emb, model, min(k, 20)))
+        emb, more = (vectors[0], list(vectors[1:]) or None) if vectors is not None else (None, None)
+        return with_connection(state, lambda conn: search_and_pack(conn, req, emb, model, min(k, 20), more))
 
     try:
         hits, context = run()
@@ -202,9 +209,10 @@ def search_tool(
             raise
         state.model = None  # the corpus was reloaded with another model: read it again, once
         hits, context = run()
-    out = SearchResult(query=query, mode=mode, hits=[
+    out = SearchResult(query=query, phrasings=list(wordings), hits=[
         Hit(**_chunk(h), rank=h["rank"], score=h["score"], bm25_rank=h["bm25_rank"], vector_rank=h["vector_rank"],
             section_score=h["section_score"], sentence_rank=h["sentence_rank"], cites=h["cites"] or None,
+            found_by=h.get("found_by"), phrasing_ranks=h.get("phrasing_ranks"),
             parent=[Chunk(**_chunk(p)) for p in h["parent"]] if expand_parent else None,
             cited=[Chunk(**_chunk(c)) for c in h["cited"]] if expand_cited else None)
         for h in hits])
@@ -399,8 +407,33 @@ async def read_only_sql(
 
 INSTRUCTIONS = (
     "Search whole books (French economics and social science) and cite them. Start with list_books or "
-    "search; cite every claim with the hit's citation (heading_path, source_file, paragraph §N). Use "
-    "get_parent to read a hit's chapter summary, get_children to read a node's parts within a token budget.")
+    "search, sending the question with phrasings in the author's own words (his keywords, a short passage "
+    "in his style); cite every claim with the hit's citation (heading_path, source_file, paragraph §N). Use "
+    "get_parent to read a hit's chapter summary, get_children to read a node's parts within a token budget. "
+    "The prompt answer_from_the_books walks through it.")
+
+
+def answer_from_the_books(
+    question: Annotated[str, Field(min_length=1, max_length=2000, description="the reader's question")],
+    book: Annotated[str | None, Field(description="a book from list_books, if the question is about one")] = None,
+) -> str:
+    """Walks an agent through answering a question from the books, citing the paragraphs it quotes."""
+    where = f' (book: "{book}")' if book else ""
+    return f"""Answer this question from the books served by this server{where}, citing the book for every claim:
+
+{question}
+
+1. Write the question in the author's own language before you search: 6-12 keywords he would use (his
+   period's vocabulary, his own terms) and a 20-40-word passage as he might have written the answer, in his
+   style. Call `search` with the question as `query` and those two as `phrasings`{f', book "{book}"' if book else ''}.
+   A modern paraphrase is not a phrasing: it finds less.
+2. Read the chapter around the best hits: `get_parent` on a paragraph hit gives its chapter summary, whose
+   sentences cite the paragraphs they condense (`cites`).
+3. Pin the passage: `search` again with `within` set to that chapter's summary.md (and new phrasings if the
+   first ones missed), or read the chapter's paragraphs with `get_children`.
+4. Answer with the author's words: quote the paragraphs (level 0, `node_type` source), each with its citation
+   (heading_path, §N from `paragraph`). Summaries (level 1-3) are the team's reading aids, not the book: quote
+   the paragraphs their anchors cite instead. Say so when the books do not answer the question."""
 
 
 def build_server(settings: Settings, url: str | None = None) -> MCPServer:
@@ -421,6 +454,7 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
     server.tool(name="search", annotations=READ_ONLY)(search_tool)
     for tool in (get_node, get_parent, get_children, outline, list_books, read_only_sql):
         server.tool(annotations=READ_ONLY)(tool)
+    server.prompt(title="Answer from the books, citing them")(answer_from_the_books)
     return server
 
 

@@ -93,17 +93,27 @@ def test_ask_in_mode_hybrid_renders_summary_hits_and_what_they_cite(loaded, caps
     ]) + "\n", "")
 
 
+#: What the LLM is asked first, and answers: the question in the author's own words.
+PHRASINGS_ASKED = "Tu aides un moteur de recherche à trouver"
+NO_PHRASINGS = '{"keywords": "", "passage": ""}'
+
+
 def test_ask_with_an_llm_prints_its_answer_over_the_citations(loaded, llm, capsys):
-    llm.reply("Les marchands reportent le péage sur leurs prix [3], comme chaque ornière [2].")
+    llm.reply(NO_PHRASINGS, match=PHRASINGS_ASKED)
+    llm.reply("Les marchands reportent le péage sur leurs prix [3], comme chaque ornière [2].", match="Réponds à la question")
     assert main(["ask", QUESTION, "--k", "2", "--budget", "400"]) == 0
     assert capsys.readouterr() == ("\n".join([
+        "(the LLM's reply held no usable keywords or passage; the question is searched alone)",
+        "",
         f"Question : {QUESTION}",
         "",
         "Les marchands reportent le péage sur leurs prix [3], comme chaque ornière [2].",
         "",
         *[line for passage in PASSAGES for line in passage if line],
     ]) + "\n", "")
-    [request] = llm.answered
+    [asked, request] = llm.answered
+    assert PHRASINGS_ASKED in asked.prompt and f"Question : {QUESTION}" in asked.prompt
+    assert "Petit traité des échanges" in asked.prompt  # the books searched, from rag.list_books
     assert (request.model, request.body["temperature"], request.headers["authorization"]) == ("fake-chat", 0, "Bearer test")
     assert request.prompt.endswith("\n\n".join([
         f"Question : {QUESTION}",
@@ -120,3 +130,29 @@ def test_a_failing_llm_is_one_sentence(loaded, llm, capsys):
     assert main(["ask", QUESTION, "--k", "2", "--budget", "400"]) == 1
     assert capsys.readouterr() == ("", f"error: the LLM call failed ({llm.base_url}/): Error code: 404 - "
                                        "The model does not exist or you do not have access to it.\n")
+
+
+def test_ask_with_an_llm_searches_with_the_phrasings_it_writes(loaded, llm, capsys):
+    """The LLM first rewrites the question in the author's words; they are printed, searched with
+    the question (rag.search_phrasings) and the answer is written over the fused hits' context."""
+    llm.reply('Voici : {"keywords": "péage pont réverbère marchands prix", '
+              '"passage": "Le péage du pont, les marchands le reportent sur le prix de chaque sac."}', match=PHRASINGS_ASKED)
+    llm.reply("Le péage passe dans les prix [2].", match="Réponds à la question")
+    assert main(["ask", QUESTION, "--k", "2", "--budget", "400"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:4] == ["Phrasings : péage pont réverbère marchands prix",
+                       "Phrasings : Le péage du pont, les marchands le reportent sur le prix de chaque sac.", "",
+                       f"Question : {QUESTION}"]
+    assert "Le péage passe dans les prix [2]." in out
+    assert any(line.startswith("[") and f"{ROUTES}/source.md §2" in line for line in out)  # the péage paragraph
+    [_, request] = llm.answered
+    assert ROUTES_2 in request.prompt
+
+
+def test_a_phrasings_reply_that_is_not_json_falls_back_to_the_question(loaded, llm, capsys):
+    llm.reply("Je ne sais pas.", match=PHRASINGS_ASKED)
+    llm.reply("Réponse [1].", match="Réponds à la question")
+    assert main(["ask", QUESTION, "--k", "2", "--budget", "400"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "(the LLM's reply held no usable keywords or passage; the question is searched alone)"
+    assert [line for line in out if line.startswith("[")] == [c for c, _ in PASSAGES]  # the question's own context

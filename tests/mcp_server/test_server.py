@@ -84,40 +84,52 @@ async def exercise(session: ClientSession) -> None:
     assert not r.is_error
     assert [b["book"] for b in r.structured_content["books"]] == ["traite-des-echanges"]
 
+    prompts = await session.list_prompts()
+    assert [p.name for p in prompts.prompts] == ["answer_from_the_books"]
+    walk = await session.get_prompt("answer_from_the_books", {"question": "Qui paie les routes ?", "book": "traite-des-echanges"})
+    text = walk.messages[0].content.text
+    assert "Qui paie les routes ?" in text and 'book "traite-des-echanges"' in text and "phrasings" in text
+
     # the default (auto) runs two-stage: the book's paragraphs, each with its chapter as parent
     r = await session.call_tool("search", {"query": "péage sur le pont", "k": 3, "expand_parent": True})
-    assert not r.is_error and r.structured_content["mode"] == "auto"
+    assert not r.is_error and r.structured_content["phrasings"] == []
     hits = r.structured_content["hits"]
     assert len(hits) == 3 and {h["level"] for h in hits} == {0}
     assert ROUTES in {h["citation"]["source_file"] for h in hits}
     assert all({p["citation"]["source_file"] for p in h["parent"]}
                == {h["citation"]["source_file"].replace("source.md", "summary.md")} for h in hits)
 
-    r = await session.call_tool("search", {"query": "péage sur le pont", "k": 3, "expand_parent": True, "mode": "hybrid"})
-    assert not r.is_error
+    # phrasings: the question in the author's words, searched with it and fused; each hit says
+    # which wordings found it and at which rank
+    r = await session.call_tool("search", {"query": "Qui paie l'entretien des chemins ?", "k": 3, "expand_parent": True,
+                                           "phrasings": ["péage pont routes entretien voyageurs",
+                                                         "Le péage du pont paie l'entretien de la route."]})
+    assert not r.is_error, r.content
     hits = r.structured_content["hits"]
+    assert r.structured_content["phrasings"] == ["péage pont routes entretien voyageurs",
+                                                 "Le péage du pont paie l'entretien de la route."]
     assert len(hits) == 3 and [h["rank"] for h in hits] == [1, 2, 3]
-    # place 2 is the sentence branch's: a paragraph the routes summary's sentence cites, which the
-    # fused list holds lower down; it moves up and carries both lists' ranks (decision 19)
-    assert hits[1]["sentence_rank"] is not None and hits[1]["level"] == 0
-    assert all(h["sentence_rank"] is None for h in hits if h is not hits[1])
-    top = hits[1]
-    # the citation names the paragraph (§2 of the routes chapter), the number its summary's anchors use
-    assert top["citation"] == {"book": "traite-des-echanges", "source_file": ROUTES, "chunk_index": 1, "paragraph": 2,
-                               "heading_path": "Petit traité des échanges > Première partie > Chapitre II (Les routes)"}
-    assert top["bm25_rank"] is not None and top["vector_rank"] is not None
+    assert all(h["found_by"] and set(h["found_by"]) <= {0, 1, 2} and len(h["phrasing_ranks"]) == len(h["found_by"])
+               for h in hits)
+    top = next(h for h in hits if h["citation"]["source_file"] == ROUTES)
+    assert top["citation"]["heading_path"] == "Petit traité des échanges > Première partie > Chapitre II (Les routes)"
     assert {p["citation"]["source_file"] for p in top["parent"]} == {ROUTES.replace("source.md", "summary.md")}
+    assert search_tool.input_schema["properties"]["phrasings"]["maxItems"] == 4
+    assert "keywords the author" in search_tool.input_schema["properties"]["phrasings"]["description"]
 
     r = await session.call_tool("search", {"query": "péage sur le pont", "k": 3, "token_budget": 200})
     assert not r.is_error and r.structured_content["context_tokens"] <= 200
     assert {c["role"] for c in r.structured_content["context"]} <= {"hit", "parent"}
 
     chapter = ROUTES.replace("source.md", "summary.md")
-    r = await session.call_tool("search", {"query": "le prix du pain", "k": 5, "within": chapter, "fusion": "rrf", "mode": "hybrid"})
+    r = await session.call_tool("search", {"query": "le prix du pain", "k": 5, "within": chapter, "levels": [0, 1]})
     assert not r.is_error
     assert {h["citation"]["source_file"] for h in r.structured_content["hits"]} <= {chapter, ROUTES}
     schema = search_tool.input_schema["properties"]
-    assert "after a first search has found the right chapter" in schema["within"]["description"].lower()
+    assert "once a first search has found the chapter" in schema["within"]["description"].lower()
+    # the tuning knobs are the SQL's and the CLI's, not an agent's
+    assert not {"mode", "fusion", "normalisation", "bm25_weight", "vector_weight", "chapter_weight", "cite_weight",
+                "sentence_after", "sentence_every"} & set(schema)
 
     r = await session.call_tool("get_node", {"source_file": ROUTES})
     assert not r.is_error and r.structured_content["level"] == 0 and len(r.structured_content["chunks"]) == 3
@@ -158,12 +170,11 @@ async def exercise(session: ClientSession) -> None:
     errors = {
         ("search", (("query", "   "),)): "the query is empty",
         ("search", (("query", "pain"), ("book", "nope"))): 'unknown book "nope"; known books: traite-des-echanges',
-        ("search", (("query", "pain"), ("mode", "two-stage"), ("levels", (1,)))): "two-stage search ranks paragraphs",
-        ("search", (("query", "pain"), ("chapter_weight", 2.0))): "chapter_weight must be within 0..1, got 2",
-        ("search", (("query", "pain"), ("bm25_weight", -1.0))): "branch weights must be finite and >= 0, got bm25 -1 and vector 0.5",
+        ("search", (("query", "pain"), ("phrasings", ("pain cher", "Pain cher ")))): 'phrasing 2 repeats phrasing 1: "Pain cher "',
+        ("search", (("query", "pain"), ("phrasings", ("PAIN",)))): 'phrasing 1 repeats the query: "PAIN"',
+        ("search", (("query", "pain"), ("phrasings", ("  ",)))): "phrasing 1 is empty",
+        ("search", (("query", "pain"), ("phrasings", ("a\x00b",)))): "phrasing 1: the query contains a NUL character",
         ("search", (("query", "pain"), ("within", "corpus/x/summary.md"))): 'within "corpus/x/summary.md" names no loaded node',
-        ("search", (("query", "pain"), ("sentence_every", -1))): "sentence_after and sentence_every must be within 0..1000, got 1 and -1",
-        ("search", (("query", "pain"), ("sentence_after", 2**40))): f"sentence_after is out of range: {2**40}",
         ("get_node", (("source_file", "corpus/x/summary.md"),)): "no node 'corpus/x/summary.md'",
         ("get_parent", (("source_file", f"{C}/summary.md"),)): "is the root of its book: it has no parent",
         ("read_only_sql", (("sql", "DELETE FROM rag.books"),)): "rejected: only SELECT is allowed, got DELETE",
@@ -174,8 +185,8 @@ async def exercise(session: ClientSession) -> None:
         r = await session.call_tool(tool, dict(args))
         assert r.is_error, (tool, args)
         assert message in r.content[0].text, r.content[0].text
-    for bad in ({"query": "pain", "k": 0}, {"query": "pain", "token_budget": 10**6}, {"query": "pain", "mode": "magic"},
-                {"query": "pain", "fusion": "borda"}):
+    for bad in ({"query": "pain", "k": 0}, {"query": "pain", "token_budget": 10**6},
+                {"query": "pain", "phrasings": ["a", "b", "c", "d", "e"]}, {"query": "pain", "phrasings": ["x" * 2001]}):
         r = await session.call_tool("search", bad)
         assert r.is_error, bad
     r = await session.call_tool("search", {"query": "\"l'État\" AND (x OR -y) : * & | ! \\", "k": 2})

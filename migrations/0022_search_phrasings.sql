@@ -1,0 +1,123 @@
+-- 0022_search_phrasings: rag.search_phrasings: one question in several phrasings, each searched by rag.search, the lists fused (issue 32)
+-- depends: 0021_reader_wall_every_database
+
+-- function: search_phrasings sha256:0895f26ad5e223f35fc671a5520b01d1dd3d9ce9eda31782f9d489a4e6037f2e
+-- rag.search_phrasings: one question searched in several phrasings at once, their lists fused.
+CREATE OR REPLACE FUNCTION rag.search_phrasings(
+    p_query               TEXT,
+    p_query_embedding     vector,
+    p_phrasings           TEXT[],
+    p_phrasing_embeddings vector[] DEFAULT NULL,
+    p_k                   INT DEFAULT 10,
+    p_book                TEXT DEFAULT NULL,
+    p_levels              INT[] DEFAULT NULL,
+    p_within              TEXT DEFAULT NULL,
+    p_expand              TEXT[] DEFAULT NULL,
+    p_query_model         TEXT DEFAULT NULL,
+    p_mode                TEXT DEFAULT 'auto',
+    p_fusion              TEXT DEFAULT 'rrf'
+) RETURNS TABLE (rank INT, score FLOAT8, found_by INT[], phrasing_ranks INT[], hit rag.search_hit)
+LANGUAGE plpgsql STABLE
+AS $$
+/*
+Returns the p_k best hits of one question searched as p_query and as each of p_phrasings (other
+wordings of the same question: the author's keywords, a passage in his style), best first.
+Each phrasing is one rag.search call with the same filters, expansions and model check; the
+lists are fused:
+  rank, score     the fused rank (1..k) and score;
+  found_by        which searches found the hit: 0 = p_query, i = p_phrasings[i];
+  phrasing_ranks  its rank in each of them, in found_by's order;
+  hit             the hit's row (rag.search_hit, with cites, parent and cited as asked) from
+                  the list that ranked it best, with that list's rank and scores.
+Parameters:
+  p_query, p_query_embedding  the question and its vector, as rag.search takes them.
+  p_phrasings           0 to 4 more wordings: none empty, none longer than 10,000 characters,
+                        none repeating the query or another phrasing (case and outer spaces
+                        aside). NULL or '{}': p_query alone, rag.search's own rows and order.
+  p_phrasing_embeddings their vectors, in the same order (same model as p_query_embedding);
+                        required when p_query_embedding is given and the mode reads vectors.
+  p_mode                rag.search's mode for every search. 'auto' (the default) is
+                        rag.search's default for p_query alone, and 'hybrid' for every search
+                        once there are phrasings (measured: docs/decisions/0031-phrasings.md).
+  p_fusion              'rrf' (default): sum over the lists of 1 / (60 + rank); 'best': the
+                        best rank in any list. Ties: found by more lists, then best list rank.
+  p_k, p_book, p_levels, p_within, p_expand, p_query_model: as rag.search.
+With phrasings, each list reads the top max(p_k, 20) of its search. Raises invalid_parameter_value naming the
+phrasing and the rule it breaks; rag.search raises the rest.
+Cost: one rag.search per wording (1 + cardinality(p_phrasings)), each with its expansions, and
+a sort of at most 5 × max(p_k, 20) rows.
+*/
+DECLARE
+    v_n    INT := coalesce(cardinality(p_phrasings), 0);
+    v_mode TEXT := CASE WHEN p_mode = 'auto' AND v_n > 0 THEN 'hybrid' ELSE p_mode END;
+    v_pool INT := CASE WHEN v_n = 0 THEN p_k ELSE greatest(p_k, 20) END;
+    v_key  TEXT;
+BEGIN
+    IF v_n > 4 THEN
+        RAISE EXCEPTION 'at most 4 phrasings besides the query, got %', v_n USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR i IN 1..v_n LOOP
+        v_key := lower(btrim(p_phrasings[i], E' \t\r\n'));
+        IF v_key IS NULL OR v_key = '' THEN
+            RAISE EXCEPTION 'phrasing % is empty', i USING ERRCODE = 'invalid_parameter_value';
+        ELSIF length(p_phrasings[i]) > 10000 THEN
+            RAISE EXCEPTION 'phrasing % is % characters long; the limit is 10000', i, length(p_phrasings[i])
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF v_key = lower(btrim(p_query, E' \t\r\n')) THEN
+            RAISE EXCEPTION 'phrasing % repeats the query: "%"', i, left(p_phrasings[i], 80)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        FOR j IN 1..i - 1 LOOP
+            IF v_key = lower(btrim(p_phrasings[j], E' \t\r\n')) THEN
+                RAISE EXCEPTION 'phrasing % repeats phrasing %: "%"', i, j, left(p_phrasings[i], 80)
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+        END LOOP;
+    END LOOP;
+    IF p_phrasing_embeddings IS NOT NULL AND coalesce(cardinality(p_phrasing_embeddings), 0) <> v_n THEN
+        RAISE EXCEPTION 'p_phrasing_embeddings has % vectors for % phrasings', coalesce(cardinality(p_phrasing_embeddings), 0), v_n
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_n > 0 AND p_phrasing_embeddings IS NULL AND p_query_embedding IS NOT NULL AND v_mode <> 'bm25' THEN
+        RAISE EXCEPTION 'the phrasings have no vectors (p_phrasing_embeddings) while the query has one: mode % compares vectors',
+            v_mode USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_fusion IS NULL OR p_fusion NOT IN ('rrf', 'best') THEN
+        RAISE EXCEPTION 'fusion of phrasings must be ''rrf'' or ''best'', got "%"', coalesce(p_fusion, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    RETURN QUERY
+    WITH wordings AS (
+        SELECT 0 AS i, p_query AS text, p_query_embedding AS emb
+        UNION ALL
+        SELECT u.o::int, u.t, u.e
+        FROM unnest(p_phrasings, coalesce(p_phrasing_embeddings, array_fill(NULL::vector, ARRAY[v_n])))
+             WITH ORDINALITY AS u(t, e, o)
+    ), lists AS (
+        SELECT w.i, s AS row
+        FROM wordings w
+        CROSS JOIN LATERAL rag.search(w.text, w.emb, v_mode, v_pool, p_book, p_levels,
+                                      p_within => p_within, p_expand => p_expand, p_query_model => p_query_model) s
+    ), fused AS (
+        SELECT (l.row).id AS id,
+               CASE WHEN p_fusion = 'rrf' THEN sum(1.0 / (60 + (l.row).rank)) ELSE max(1.0 / (60 + (l.row).rank)) END AS score,
+               array_agg(l.i ORDER BY l.i) AS found_by,
+               array_agg((l.row).rank ORDER BY l.i) AS ranks,
+               (array_agg(l.row ORDER BY (l.row).rank, l.i))[1] AS best
+        FROM lists l
+        GROUP BY (l.row).id
+    )
+    SELECT (row_number() OVER (ORDER BY f.score DESC, cardinality(f.found_by) DESC, (f.best).rank, f.id))::int,
+           f.score::float8, f.found_by, f.ranks, f.best
+    FROM fused f
+    ORDER BY 1
+    LIMIT p_k;
+END
+$$;
+
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default on new functions
+
+INSERT INTO rag.function_versions (name, sha256, migration) VALUES
+    ('search_phrasings', '0895f26ad5e223f35fc671a5520b01d1dd3d9ce9eda31782f9d489a4e6037f2e', '0022_search_phrasings')
+ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();
