@@ -1,7 +1,7 @@
--- 0022_search_phrasings: rag.search_phrasings: one question in several phrasings, each searched by rag.search, the lists fused (issue 32)
+-- 0022_search_phrasings: rag.search_phrasings: one question in several wordings, each searched by rag.search, the lists fused (issue 32)
 -- depends: 0021_reader_wall_every_database
 
--- function: search_phrasings sha256:0895f26ad5e223f35fc671a5520b01d1dd3d9ce9eda31782f9d489a4e6037f2e
+-- function: search_phrasings sha256:24e2eb92bd45e63785ca424be45fdb19a715239d86082d218d87da14d5b109a9
 -- rag.search_phrasings: one question searched in several phrasings at once, their lists fused.
 CREATE OR REPLACE FUNCTION rag.search_phrasings(
     p_query               TEXT,
@@ -36,9 +36,8 @@ Parameters:
                         aside). NULL or '{}': p_query alone, rag.search's own rows and order.
   p_phrasing_embeddings their vectors, in the same order (same model as p_query_embedding);
                         required when p_query_embedding is given and the mode reads vectors.
-  p_mode                rag.search's mode for every search. 'auto' (the default) is
-                        rag.search's default for p_query alone, and 'hybrid' for every search
-                        once there are phrasings (measured: docs/decisions/0031-phrasings.md).
+  p_mode                rag.search's mode for every search (default 'auto', rag.search's own
+                        default, which also ranks best with phrasings: decision 0031).
   p_fusion              'rrf' (default): sum over the lists of 1 / (60 + rank); 'best': the
                         best rank in any list. Ties: found by more lists, then best list rank.
   p_k, p_book, p_levels, p_within, p_expand, p_query_model: as rag.search.
@@ -49,7 +48,6 @@ a sort of at most 5 × max(p_k, 20) rows.
 */
 DECLARE
     v_n    INT := coalesce(cardinality(p_phrasings), 0);
-    v_mode TEXT := CASE WHEN p_mode = 'auto' AND v_n > 0 THEN 'hybrid' ELSE p_mode END;
     v_pool INT := CASE WHEN v_n = 0 THEN p_k ELSE greatest(p_k, 20) END;
     v_key  TEXT;
 BEGIN
@@ -78,9 +76,9 @@ BEGIN
         RAISE EXCEPTION 'p_phrasing_embeddings has % vectors for % phrasings', coalesce(cardinality(p_phrasing_embeddings), 0), v_n
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF v_n > 0 AND p_phrasing_embeddings IS NULL AND p_query_embedding IS NOT NULL AND v_mode <> 'bm25' THEN
+    IF v_n > 0 AND p_phrasing_embeddings IS NULL AND p_query_embedding IS NOT NULL AND p_mode IS DISTINCT FROM 'bm25' THEN
         RAISE EXCEPTION 'the phrasings have no vectors (p_phrasing_embeddings) while the query has one: mode % compares vectors',
-            v_mode USING ERRCODE = 'invalid_parameter_value';
+            p_mode USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_fusion IS NULL OR p_fusion NOT IN ('rrf', 'best') THEN
         RAISE EXCEPTION 'fusion of phrasings must be ''rrf'' or ''best'', got "%"', coalesce(p_fusion, 'NULL')
@@ -97,7 +95,7 @@ BEGIN
     ), lists AS (
         SELECT w.i, s AS row
         FROM wordings w
-        CROSS JOIN LATERAL rag.search(w.text, w.emb, v_mode, v_pool, p_book, p_levels,
+        CROSS JOIN LATERAL rag.search(w.text, w.emb, p_mode, v_pool, p_book, p_levels,
                                       p_within => p_within, p_expand => p_expand, p_query_model => p_query_model) s
     ), fused AS (
         SELECT (l.row).id AS id,
@@ -119,5 +117,5 @@ $$;
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default on new functions
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
-    ('search_phrasings', '0895f26ad5e223f35fc671a5520b01d1dd3d9ce9eda31782f9d489a4e6037f2e', '0022_search_phrasings')
+    ('search_phrasings', '24e2eb92bd45e63785ca424be45fdb19a715239d86082d218d87da14d5b109a9', '0022_search_phrasings')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();
