@@ -324,9 +324,16 @@ def cmd_embed(args: argparse.Namespace, s: Settings) -> None:
 
 
 @command("mcp", "Serve the MCP tools over stdio (default) or streamable HTTP (--http, /mcp on 127.0.0.1; "
-         "beyond loopback BOOKRAG_MCP_TOKEN is required).",
-         "bookrag mcp\n  bookrag mcp --http --port 8765\n  BOOKRAG_MCP_TOKEN=… bookrag mcp --http --host 0.0.0.0")
+         "beyond loopback BOOKRAG_MCP_TOKEN is required); `mcp config` prints a client's configuration.",
+         "bookrag mcp\n  bookrag mcp --http --port 8765\n  BOOKRAG_MCP_TOKEN=… bookrag mcp --http --host 0.0.0.0\n"
+         "  bookrag mcp config --client claude-desktop")
 def cmd_mcp(args: argparse.Namespace, s: Settings) -> None:
+    if args.action == "config":
+        from bookrag.mcp_config import snippet, where
+
+        print(f"# {where(args.client, s)}", file=sys.stderr)
+        print(json.dumps(snippet(args.client, s), indent=2, ensure_ascii=False))
+        return
     from mcp_server.server import serve
 
     serve(s, http=args.http, host=args.host, port=args.port)
@@ -438,6 +445,11 @@ def build_parser() -> argparse.ArgumentParser:
     p["ask"].add_argument("--k", type=int, default=6)
     p["ask"].add_argument("--budget", type=int, default=2500)
     p["embed"].add_argument("text")
+    from bookrag.mcp_config import CLIENTS
+
+    p["mcp"].add_argument("action", nargs="?", choices=("config",),
+                          help="config: print the JSON a client needs to start this server (default: serve)")
+    p["mcp"].add_argument("--client", choices=CLIENTS, default=CLIENTS[0], help="with config: the client to configure")
     p["mcp"].add_argument("--http", action="store_true")
     p["mcp"].add_argument("--host", default="127.0.0.1")
     p["mcp"].add_argument("--port", type=int, default=8765)
