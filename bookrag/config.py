@@ -50,7 +50,8 @@ class Settings:
         if self.sources is None:
             raise BookragError(
                 "BOOKRAG_SOURCES is not set: point it at the folder holding the raw books "
-                "(e.g. export BOOKRAG_SOURCES=../shared/books), or pass --download to fetch them"
+                "(e.g. export BOOKRAG_SOURCES=../shared/books), or fetch one book from Project Gutenberg with "
+                "`bookrag prepare BOOK --download`"
             )
         if not self.sources.is_dir():
             raise BookragError(f"BOOKRAG_SOURCES={self.sources} is not a folder")

@@ -32,6 +32,10 @@ def test_missing_sources_is_one_sentence_and_exit_1(monkeypatch):
     assert r.returncode == 1
     assert r.stderr.startswith("error: BOOKRAG_SOURCES is not set: point it at the folder holding the raw books")
     assert "Traceback" not in r.stderr
+    r = run("demo", env=env)  # the demo has no --download: the sentence names the command that has one
+    assert (r.returncode, r.stderr) == (1, "error: BOOKRAG_SOURCES is not set: point it at the folder holding the raw "
+                                           "books (e.g. export BOOKRAG_SOURCES=../shared/books), or fetch one book from "
+                                           "Project Gutenberg with `bookrag prepare BOOK --download`\n")
 
 
 def test_unknown_book(monkeypatch, capsys):
