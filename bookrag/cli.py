@@ -19,6 +19,31 @@ from bookrag.errors import BookragError, database_reason
 from bookrag.ask import locator
 
 COMMANDS: dict[str, tuple[str, str, Callable]] = {}
+#: Commands for the people who develop and measure bookrag: listed apart in `bookrag --help`.
+DEVELOPER_COMMANDS = ("eval", "sweep", "new-function-migration")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the examples' line breaks and shows each option's default, unless it has none (None,
+    False) or its help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "default" in text or not action.option_strings:
+            return action.help
+        return f"{text} (default: %(default)s)".lstrip()
+
+
+class DeprecatedAlias(argparse.Action):
+    """An old spelling of an option, hidden from help: it still works, with a warning naming the new one."""
+
+    def __init__(self, option_strings: list[str], dest: str, replacement: str = "", **kwargs) -> None:
+        self.replacement = replacement
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"warning: {option_string} is deprecated; use {self.replacement}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 
 def command(name: str, help_: str, example: str):
@@ -145,7 +170,7 @@ def cmd_check(args: argparse.Namespace, s: Settings) -> None:
 def cmd_summarize(args: argparse.Namespace, s: Settings) -> None:
     from loader.summarize import summarize_book
 
-    levels = set(args.level) if args.level else None
+    levels = set(args.levels) if args.levels else None
     for book in _books(s, [args.book] if args.book else []):
         report = summarize_book(s, book, provider=args.provider, levels=levels, algorithm=args.algorithm,
                                 force=args.force, dry_run=args.dry_run, progress=not args.quiet)
@@ -270,7 +295,7 @@ def _clip(text: str, n: int) -> str:
 
 
 @command("outline", "Print a book's table of contents from the database: every node in order, with its source_file.",
-         "bookrag outline bastiat-sophismes-economiques --level 1,2\n"
+         "bookrag outline bastiat-sophismes-economiques --levels 1,2\n"
          "  bookrag outline tocqueville-democratie-en-amerique --json | head -3")
 def cmd_outline(args: argparse.Namespace, s: Settings) -> None:
     from bookrag.search import outline
@@ -282,7 +307,7 @@ def cmd_outline(args: argparse.Namespace, s: Settings) -> None:
         conn.close()
     top = max((r["level"] for r in rows), default=0)
     for r in rows:
-        if args.level is not None and r["level"] not in args.level:
+        if args.levels is not None and r["level"] not in args.levels:
             continue
         if args.json:
             print(json.dumps(r, ensure_ascii=False))
@@ -374,13 +399,36 @@ def cmd_new_function_migration(args: argparse.Namespace, s: Settings) -> None:
     print(path if path else "no function changed since the last migration")
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bookrag")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+def _levels_option(parser: argparse.ArgumentParser, help_: str) -> None:
+    parser.add_argument("--levels", type=level_list, help=help_)
+    parser.add_argument("--level", type=level_list, dest="levels", action=DeprecatedAlias, replacement="--levels")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bookrag", description="Retrieval-augmented generation over whole books, inside PostgreSQL.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    import textwrap
+
+    developer = "\n".join(textwrap.fill(COMMANDS[name][0], 100, initial_indent=f"  {name:<24}", subsequent_indent=" " * 26)
+                          for name in DEVELOPER_COMMANDS if name in COMMANDS)
+    parser = argparse.ArgumentParser(prog="bookrag", description="Retrieval-augmented generation over whole books, inside PostgreSQL.",
+                                     epilog=f"developer commands:\n{developer}\n\n`bookrag COMMAND --help` shows a command's options "
+                                            "and an example.", formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"bookrag {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     p: dict[str, argparse.ArgumentParser] = {}
     for name, (help_, example, _fn) in COMMANDS.items():
         p[name] = sub.add_parser(name, help=help_, description=help_, epilog=f"example:\n  {example}",
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 formatter_class=HelpFormatter)
+    # the developer commands are listed in the epilog, apart from the user's
+    sub._choices_actions = [a for a in sub._choices_actions if a.dest not in DEVELOPER_COMMANDS]
     p["db"].add_argument("action", choices=("start", "stop", "status", "url"))
     p["prepare"].add_argument("book", nargs="?", help="book folder under corpus/ (all books when omitted), or 'piaf'")
     p["prepare"].add_argument("--download", action="store_true", help="fetch the raw file from the manifest's URL (needs internet)")
@@ -395,9 +443,11 @@ def build_parser() -> argparse.ArgumentParser:
     p["add"].add_argument("--force", action="store_true", help="overwrite an existing corpus/<slug>/book.toml")
     p["check"].add_argument("books", nargs="*")
     p["summarize"].add_argument("book", nargs="?")
-    p["summarize"].add_argument("--level", type=level_list, help="levels to (re)build, e.g. 1 or 2,3 (default: all)")
-    p["summarize"].add_argument("--algorithm", choices=("bottom-up", "direct"), default="bottom-up")
-    p["summarize"].add_argument("--provider", choices=("llm", "extractive"), default="llm")
+    _levels_option(p["summarize"], "levels to (re)build, e.g. 1 or 2,3 (default: all)")
+    p["summarize"].add_argument("--algorithm", choices=("bottom-up", "direct"), default="bottom-up",
+                                help="bottom-up: each level from the one below; direct: a part from its full text")
+    p["summarize"].add_argument("--provider", choices=("llm", "extractive"), default="llm",
+                                help="llm: BOOKRAG_LLM_MODEL through OPENAI_BASE_URL; extractive: offline, central sentences")
     p["summarize"].add_argument("--force", action="store_true", help="regenerate even up-to-date and team-written summaries")
     p["summarize"].add_argument("--dry-run", action="store_true", help="list what would be generated and each prompt's tokens")
     p["summarize"].add_argument("--quiet", action="store_true")
@@ -428,7 +478,7 @@ def build_parser() -> argparse.ArgumentParser:
     p["search"].add_argument("--sentence-every", type=int,
                              help="hybrid, two-stage: then one place in every N goes to the sentence branch (0 = off)")
     p["search"].add_argument("query")
-    p["search"].add_argument("--k", type=int, default=10)
+    p["search"].add_argument("-k", "--k", type=int, default=10, help="number of hits")
     p["search"].add_argument("--levels", type=level_list,
                              help="comma-separated levels, e.g. 0 or 1,2 (default: paragraphs in mode auto, unless "
                                   "no paragraph matches; every level in the others)")
@@ -439,20 +489,20 @@ def build_parser() -> argparse.ArgumentParser:
                              help="build a context within this many tokens (search + parent expansion, as rag.build_context)")
     p["search"].add_argument("--json", action="store_true", help="one JSON object per hit")
     p["outline"].add_argument("book")
-    p["outline"].add_argument("--level", type=level_list, help="only these levels, e.g. 1 for the chapters and front matter")
+    _levels_option(p["outline"], "only these levels, e.g. 1 for the chapters and front matter")
     p["outline"].add_argument("--json", action="store_true", help="one JSON object per node")
     p["ask"].add_argument("question")
-    p["ask"].add_argument("--k", type=int, default=6)
-    p["ask"].add_argument("--budget", type=int, default=2500)
+    p["ask"].add_argument("-k", "--k", type=int, default=6, help="hits the context is built from")
+    p["ask"].add_argument("--budget", type=int, default=2500, help="the context's size in tokens")
     p["embed"].add_argument("text")
     from bookrag.mcp_config import CLIENTS
 
     p["mcp"].add_argument("action", nargs="?", choices=("config",),
                           help="config: print the JSON a client needs to start this server (default: serve)")
     p["mcp"].add_argument("--client", choices=CLIENTS, default=CLIENTS[0], help="with config: the client to configure")
-    p["mcp"].add_argument("--http", action="store_true")
-    p["mcp"].add_argument("--host", default="127.0.0.1")
-    p["mcp"].add_argument("--port", type=int, default=8765)
+    p["mcp"].add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp instead of stdio")
+    p["mcp"].add_argument("--host", default="127.0.0.1", help="with --http: the address to bind")
+    p["mcp"].add_argument("--port", type=int, default=8765, help="with --http: the port")
     from evaluation.harness import add_eval_arguments
     from evaluation.sweep import add_sweep_arguments
 
@@ -465,7 +515,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # a bare `bookrag`: what it can do
+        parser.print_help()
+        return 0
     try:
         COMMANDS[args.command][2](args, load_settings())
         sys.stdout.flush()  # inside the try: a reader gone while the buffer drains is a broken pipe too
