@@ -115,9 +115,30 @@ def with_connection(state: AppState, fn: Callable[[psycopg.Connection], T]) -> T
     except psycopg.errors.InsufficientPrivilege as exc:
         raise ToolError(f"not allowed: {database_reason(exc)}") from exc
     except (PoolTimeout, psycopg.OperationalError) as exc:
+        if _never_loaded(state):
+            raise ToolError(NO_BOOK) from exc
         raise ToolError(f"the database is unavailable ({type(exc).__name__}); try again in a moment") from exc
     except psycopg.Error as exc:
         raise ToolError(f"database error: {database_reason(exc)}") from exc
+
+
+#: What the tools answer when the server runs before any book was built and loaded.
+NO_BOOK = "no book is loaded: run `bookrag demo` (or `bookrag load` after preparing a book) first, then ask again"
+
+
+def _never_loaded(state: AppState) -> bool:
+    """Whether a failed connection means "nothing was ever loaded here" rather than "the database
+    is down": the server is reachable but its role or database does not exist yet (migrations
+    create them, `bookrag demo` and `bookrag load` run the migrations)."""
+    try:
+        psycopg.connect(state.pool.conninfo, connect_timeout=3).close()
+    except psycopg.OperationalError as exc:
+        return "does not exist" in str(exc)
+    return False
+
+
+def _nothing_loaded(conn: psycopg.Connection) -> bool:
+    return conn.execute("SELECT NOT EXISTS (SELECT 1 FROM rag.hierarchical_content_nodes) AS empty").fetchone()["empty"]
 
 
 def _rows(conn: psycopg.Connection, query: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
@@ -201,6 +222,8 @@ def search_tool(
             raise
         state.model = None  # the corpus was reloaded with another model: read it again, once
         hits, context = run()
+    if not hits and with_connection(state, _nothing_loaded):
+        raise ToolError(NO_BOOK)
     out = SearchResult(query=query, mode=mode, hits=[
         Hit(**_chunk(h), rank=h["rank"], score=h["score"], bm25_rank=h["bm25_rank"], vector_rank=h["vector_rank"],
             section_score=h["section_score"], sentence_rank=h["sentence_rank"], cites=h["cites"] or None,
@@ -291,6 +314,8 @@ def outline(
 def list_books(ctx: Context) -> Books:
     """The books loaded, with author, year and size."""
     rows = with_connection(_state(ctx), lambda conn: _rows(conn, "SELECT * FROM rag.list_books()", ()))
+    if not rows:
+        raise ToolError(NO_BOOK)
     return Books(books=[Book(**r) for r in rows])
 
 
