@@ -223,6 +223,67 @@ def cmd_load(args: argparse.Namespace, s: Settings) -> None:
     print(report.line())
 
 
+# --- library -----------------------------------------------------------------------------
+
+@command("books", "List the books in the database: files, rows, tokens, embedding models, summaries, paragraphs cited by anchors.",
+         "bookrag books\n  bookrag books --json")
+def cmd_books(args: argparse.Namespace, s: Settings) -> None:
+    from bookrag.library import loaded_books
+
+    conn = _conn(s)
+    try:
+        rows = loaded_books(conn)
+    finally:
+        conn.close()
+    for r in rows:
+        if args.json:
+            print(json.dumps(r, ensure_ascii=False))
+            continue
+        cited = f"{r['cited_paragraphs']}/{r['paragraphs']}" if r["paragraphs"] else "0/0"
+        print(f"{r['book']}  {r['author'] or '?'}, {r['title']} ({r['year'] or 'n.d.'})")
+        print(f"  {r['nodes']} files, {r['chunks']} rows, {r['tokens']} tokens; levels {','.join(map(str, r['levels'])) or '-'}; "
+              f"{r['summaries']} summaries; {cited} paragraphs cited by an anchor; "
+              f"models: {', '.join(r['models']) or 'none (BM25 only)'}")
+    if not rows and not args.json:
+        print("no book is loaded: run `bookrag demo`, or `bookrag build BOOK`")
+
+
+@command("remove", "Remove a book from the database: its rows, their citations and sentences, its registry entry (one transaction).",
+         "bookrag remove bastiat-harmonies-economiques\n  bookrag remove bastiat-harmonies-economiques --yes")
+def cmd_remove(args: argparse.Namespace, s: Settings) -> None:
+    from bookrag.library import remove_book, removal_plan
+
+    conn = _conn(s)
+    try:
+        plan = removal_plan(conn, args.book)
+        what = f"{plan.book}: {plan.rows} rows, {plan.citations} citations, {plan.sentences} summary sentences"
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise BookragError(f"remove {what}? nothing removed: confirm with --yes (stdin is not a terminal)")
+            answer = input(f"remove {what} from the database? [y/N] ").strip().lower()
+            if answer not in ("y", "yes"):
+                print("nothing removed")
+                return
+        remove_book(conn, args.book)
+    finally:
+        conn.close()
+    print(f"removed {what} (the corpus folder is kept: `bookrag load corpus/{plan.book}` loads it again)")
+
+
+@command("build", "Build one book end to end: prepare, summarize, sidecars, load; prints an estimate of the time first.",
+         "BOOKRAG_SOURCES=../shared/books bookrag build bastiat-sophismes-economiques\n"
+         "  bookrag build bastiat-harmonies-economiques --provider extractive")
+def cmd_build(args: argparse.Namespace, s: Settings) -> None:
+    from bookrag.library import build_book
+
+    start = time.perf_counter()
+    report = build_book(s, args.book, args.provider)
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"load      {report.line()}")
+    print(f"built in {time.perf_counter() - start:.1f} s")
+
+
 # --- retrieval ---------------------------------------------------------------------------
 
 @command("search", "Search the loaded books (auto: two-stage or hybrid; hybrid, two-stage, bm25, vector) and print cited hits.",
@@ -456,6 +517,12 @@ def build_parser() -> argparse.ArgumentParser:
     p["sidecars"].add_argument("--max-tokens", type=int, help="chunk threshold in tiktoken tokens (default 400)")
     p["sidecars"].add_argument("--quiet", action="store_true")
     p["load"].add_argument("paths", nargs="*", help="sidecars, .md files or folders (default: the whole corpus)")
+    p["books"].add_argument("--json", action="store_true", help="one JSON object per book")
+    p["remove"].add_argument("book", help="a book from `bookrag books`")
+    p["remove"].add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p["build"].add_argument("book", help="book folder under corpus/ (a manifest: corpus/BOOK/book.toml)")
+    p["build"].add_argument("--provider", choices=("llm", "extractive"), default="llm",
+                            help="how missing summaries are written (llm needs BOOKRAG_LLM_MODEL)")
     from bookrag.search import FUSIONS, MODES, NORMALISATIONS
 
     for name in ("search", "ask"):

@@ -123,7 +123,7 @@ def with_connection(state: AppState, fn: Callable[[psycopg.Connection], T]) -> T
 
 
 #: What the tools answer when the server runs before any book was built and loaded.
-NO_BOOK = "no book is loaded: run `bookrag demo` (or `bookrag load` after preparing a book) first, then ask again"
+NO_BOOK = "no book is loaded: run `bookrag demo` (or `bookrag build BOOK`) first, then ask again"
 
 
 def _never_loaded(state: AppState) -> bool:

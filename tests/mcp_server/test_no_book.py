@@ -11,7 +11,7 @@ from bookrag import db
 from mcp_server.server import CONNECTION_OPTIONS, NO_BOOK, build_server
 from tests.conftest import settings_for
 
-EXPECTED = "no book is loaded: run `bookrag demo` (or `bookrag load` after preparing a book) first, then ask again"
+EXPECTED = "no book is loaded: run `bookrag demo` (or `bookrag build BOOK`) first, then ask again"
 
 
 def answers(server, calls: list[tuple[str, dict]]) -> list[tuple[bool, str]]:
