@@ -292,6 +292,7 @@ def cmd_build(args: argparse.Namespace, s: Settings) -> None:
          "  bookrag search \"le soleil\" --within corpus/bastiat-sophismes-economiques/premiere-serie/"
          "chapitre-07-petition-des-fabricants-de-chandelles/summary.md --fusion rrf")
 def cmd_search(args: argparse.Namespace, s: Settings) -> None:
+    from bookrag.cite import add_citations
     from bookrag.search import SearchRequest, build_context, search
 
     # --budget packs a context as rag.build_context does: with the hits' parents unless --expand none
@@ -303,10 +304,9 @@ def cmd_search(args: argparse.Namespace, s: Settings) -> None:
     conn = _conn(s, migrate=False)
     try:
         if args.budget is not None:
-            rows = build_context(conn, req)
-            _print_context(rows, args.json)
+            _print_context(add_citations(conn, build_context(conn, req)), args.json)
         else:
-            _print_hits(search(conn, req), args.json)
+            _print_hits(add_citations(conn, search(conn, req)), args.json)
     finally:
         conn.close()
 
@@ -326,6 +326,7 @@ def _print_hits(rows: list[dict], as_json: bool) -> None:
         if r.get("sentence_rank") is not None:
             branches.append(f"summary sentence #{r['sentence_rank']} ({r['sentence_score']:.3f})")
         print(f"{r['rank']:>2}. [{r['score']:.4f}] {r['heading_path']}  ({', '.join(branches)})")
+        print(f"    cite: {r['citation']}")
         print(f"    {r['source_file']} {locator(r)}  level {r['level']}, {r['content_token_count']} tokens")
         print("    " + _clip(r["content"], 400))
         for c in r.get("cites") or []:
@@ -347,6 +348,7 @@ def _print_context(rows: list[dict], as_json: bool) -> None:
             role = "hit" if r["role"] == "hit" else f"{r['role']} of hit"
             print(f"[{role} {r['hit_rank']}] {r['heading_path']} — {r['source_file']} {locator(r)} "
                   f"({r['content_token_count']} tokens, total {r['used_tokens']})")
+            print(f"    cite: {r['citation']}")
             print("    " + _clip(r["content"], 600))
 
 
@@ -382,11 +384,13 @@ def cmd_outline(args: argparse.Namespace, s: Settings) -> None:
          "bookrag ask \"Quelle est la thèse de la Pétition des fabricants de chandelles ?\"")
 def cmd_ask(args: argparse.Namespace, s: Settings) -> None:
     from bookrag.ask import render_answer
+    from bookrag.cite import add_citations
     from bookrag.search import SearchRequest, build_context, cited_rows
 
     conn = _conn(s, migrate=False)
     try:
-        rows = build_context(conn, SearchRequest(args.question, args.mode, args.k, args.book, None, True, args.budget))
+        rows = add_citations(conn, build_context(conn, SearchRequest(args.question, args.mode, args.k, args.book, None, True,
+                                                                     args.budget)))
         cited = cited_rows(conn, rows)
     finally:
         conn.close()

@@ -6,6 +6,7 @@ import time
 
 from bookrag import db
 from bookrag.ask import render_answer
+from bookrag.cite import add_citations
 from bookrag.config import Settings
 from bookrag.migrate import apply_migrations
 from bookrag.search import SearchRequest, build_context, cited_rows
@@ -45,7 +46,7 @@ def run_demo(settings: Settings, questions: list[str] | None = None) -> None:
         print(f"load     {report.line()}")
         print(f"ready in {time.perf_counter() - t0:.1f} s\n")
         for q in questions or QUESTIONS:
-            rows = build_context(conn, SearchRequest(q, k=6, expand_parent=True, budget=2500))
+            rows = add_citations(conn, build_context(conn, SearchRequest(q, k=6, expand_parent=True, budget=2500)))
             print(render_answer(q, rows, cited_rows(conn, rows)))
             print()
     finally:

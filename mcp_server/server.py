@@ -38,6 +38,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from pydantic import Field
 
 from bookrag import db
+from bookrag.cite import BookMeta, book_meta, scholarly
 from bookrag.config import Settings
 from bookrag.errors import BookragError, database_reason
 from bookrag.search import (MODEL_REFUSED, MODES, Fusion, Mode, Normalisation, SearchRequest, check_query, corpus_model,
@@ -68,6 +69,9 @@ class AppState:
     #: the query and refuses another (a reload with a new model), and then it is read again.
     #: None until read, or while no vectors are loaded (read again on the next call).
     model: str | None = None
+    #: Each book's author, title and year for scholarly citations (bookrag.cite), read once and
+    #: again when a hit comes from a book not read yet.
+    books: dict[str, BookMeta] | None = None
 
     def corpus_model(self) -> str | None:
         if self.model is None:
@@ -141,6 +145,14 @@ def _nothing_loaded(conn: psycopg.Connection) -> bool:
     return conn.execute("SELECT NOT EXISTS (SELECT 1 FROM rag.hierarchical_content_nodes) AS empty").fetchone()["empty"]
 
 
+def _add_scholarly(state: AppState, rows: list[dict[str, Any]]) -> None:
+    """Each row gains its scholarly citation (bookrag.cite, the one rule)."""
+    if state.books is None or any(r["book"] not in state.books for r in rows):
+        state.books = with_connection(state, book_meta)
+    for r in rows:
+        r["scholarly"] = scholarly(state.books.get(r["book"]), r["heading_path"], r.get("paragraph"), r["node_type"])
+
+
 def _rows(conn: psycopg.Connection, query: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
     return conn.execute(query, params).fetchall()
 
@@ -149,7 +161,7 @@ def _chunk(r: dict[str, Any]) -> dict[str, Any]:
     content = r["content"] or ""
     return {
         "citation": {"book": r["book"], "heading_path": r["heading_path"], "source_file": r["source_file"],
-                     "chunk_index": r["chunk_index"], "paragraph": r.get("paragraph")},
+                     "chunk_index": r["chunk_index"], "paragraph": r.get("paragraph"), "scholarly": r.get("scholarly")},
         "level": r["level"], "node_type": r["node_type"], "tokens": r["content_token_count"] or 0,
         "content": content if len(content) <= MAX_CONTENT_CHARS else content[:MAX_CONTENT_CHARS] + "…",
     }
@@ -224,6 +236,7 @@ def search_tool(
         hits, context = run()
     if not hits and with_connection(state, _nothing_loaded):
         raise ToolError(NO_BOOK)
+    _add_scholarly(state, [*hits, *(context or []), *(r for h in hits for r in (h["parent"] or []) + (h["cited"] or []))])
     out = SearchResult(query=query, mode=mode, hits=[
         Hit(**_chunk(h), rank=h["rank"], score=h["score"], bm25_rank=h["bm25_rank"], vector_rank=h["vector_rank"],
             section_score=h["section_score"], sentence_rank=h["sentence_rank"], cites=h["cites"] or None,
@@ -395,7 +408,8 @@ async def read_only_sql(
 
 INSTRUCTIONS = (
     "Search whole books (French economics and social science) and cite them. Start with list_books or "
-    "search; cite every claim with the hit's citation (heading_path, source_file, paragraph §N). Use "
+    "search; cite every claim with the hit's citation: its scholarly form (author, title, part, chapter, § N), "
+    "with source_file and paragraph for the reader who checks. Use "
     "get_parent to read a hit's chapter summary, get_children to read a node's parts within a token budget.")
 
 

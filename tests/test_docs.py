@@ -135,3 +135,23 @@ def test_readme_sql_examples_run_as_printed(real_corpus, e5):
         rows = real_corpus.execute(stmt, params).fetchall()
         real_corpus.rollback()
         assert rows, stmt
+
+
+def test_readme_citations_are_what_the_rule_gives_on_the_real_book(real_corpus):
+    """The quick start's scholarly citations (bookrag.cite) are those of the real Pétition hits."""
+    from psycopg.rows import dict_row
+
+    from bookrag.cite import add_citations
+
+    with real_corpus.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute("SELECT * FROM rag.search('fabricants de chandelles soleil', NULL, 'bm25', 10, "
+                           "'bastiat-sophismes-economiques')").fetchall()
+    real_corpus.rollback()
+    hits = [r for r in add_citations(real_corpus, rows) if r["source_file"].endswith("chapitre-07-petition-des-fabricants-de-chandelles/source.md")]
+    real_corpus.rollback()
+    assert hits
+    for h in hits:
+        assert h["citation"] == ("Bastiat, *Sophismes économiques* (1848), 1re série, ch. VII, "
+                                 f"« Pétition des fabricants de chandelles », § {h['paragraph']}")
+    quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert "    cite: Bastiat, *Sophismes économiques* (1848), 1re série, ch. VII, « Pétition des fabricants de chandelles », § 4" in quick
