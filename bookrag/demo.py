@@ -25,7 +25,8 @@ QUESTIONS = [
 
 def run_demo(settings: Settings, questions: list[str] | None = None) -> None:
     t0 = time.perf_counter()
-    settings.require_sources()
+    if settings.sources is not None:  # a wrong folder is named before any work; unset, the books are downloaded
+        settings.require_sources()
     books = [b for b in all_books(settings.corpus) if prepared_by_default(b)]
     for book in books:
         n = len(importer_for(book).prepare(settings, book).files)

@@ -24,20 +24,6 @@ def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "bookrag.cli", *args], capture_output=True, text=True, env=env, timeout=120)
 
 
-def test_missing_sources_is_one_sentence_and_exit_1(monkeypatch):
-    import os
-
-    env = {k: v for k, v in os.environ.items() if k != "BOOKRAG_SOURCES"}
-    r = run("prepare", "bastiat-sophismes-economiques", env=env)
-    assert r.returncode == 1
-    assert r.stderr.startswith("error: BOOKRAG_SOURCES is not set: point it at the folder holding the raw books")
-    assert "Traceback" not in r.stderr
-    r = run("demo", env=env)  # the demo has no --download: the sentence names the command that has one
-    assert (r.returncode, r.stderr) == (1, "error: BOOKRAG_SOURCES is not set: point it at the folder holding the raw "
-                                           "books (e.g. export BOOKRAG_SOURCES=../shared/books), or fetch one book from "
-                                           "Project Gutenberg with `bookrag prepare BOOK --download`\n")
-
-
 def test_unknown_book(monkeypatch, capsys):
     assert main(["check", "nope"]) == 1
     err = capsys.readouterr().err
