@@ -39,7 +39,7 @@ def answer_with_llm(question: str, rows: list[dict[str, Any]], cited: Cited | No
 
     cited = cited or {}
     sources = "\n\n".join(
-        f"[{n}] ({row['heading_path']})\n{row['content']}"
+        f"[{n}] ({row.get('citation') or row['heading_path']})\n{row['content']}"
         + (f"\n(passages du livre résumés ici : {book_paragraphs(cited[(row['source_file'], row['chunk_index'])])})"
            if cited.get((row["source_file"], row["chunk_index"])) else "")
         for n, row in numbered_sources(rows))

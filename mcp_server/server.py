@@ -262,6 +262,7 @@ def get_node(
     rows = with_connection(_state(ctx), go)
     if not rows:
         raise _no_node(source_file)
+    _add_scholarly(_state(ctx), rows)
     node = _node(rows)
     for chunk, row in zip(node.chunks, rows):
         chunk.cites = [Cites(**c) for c in row["cites"]] or None
@@ -283,6 +284,7 @@ def get_parent(
         raise _no_node(source_file)
     if not rows:
         raise ToolError(f"{source_file} is the root of its book: it has no parent")
+    _add_scholarly(_state(ctx), rows)
     return _node(rows)
 
 
@@ -300,6 +302,7 @@ def get_children(
     exists, rows = with_connection(_state(ctx), go)
     if not exists:
         raise _no_node(source_file)
+    _add_scholarly(_state(ctx), [r for r in rows if r["role"] == "child"])
     included: dict[str, list[dict[str, Any]]] = {}
     left: list[LeftOut] = []
     for r in rows:

@@ -115,10 +115,10 @@ def test_ask_with_an_llm_prints_its_answer_over_the_citations(loaded, llm, capsy
     assert request.prompt.endswith("\n\n".join([
         f"Question : {QUESTION}",
         "Extraits :",
-        f"[1] ({HEADING} > Chapitre II (Les routes) (résumé))\n{ROUTES_SUMMARY}\n"
+        f"[1] ({CITE[10:]}, ch. II, « Les routes », résumé, § 1)\n{ROUTES_SUMMARY}\n"
         f"(passages du livre résumés ici : {ROUTES}/source.md §1, §2)",
-        f"[2] ({HEADING} > Chapitre II (Les routes))\n{ROUTES_1}",
-        f"[3] ({HEADING} > Chapitre II (Les routes))\n{ROUTES_2}",
+        f"[2] ({CITE[10:]}, ch. II, « Les routes », § 1)\n{ROUTES_1}",
+        f"[3] ({CITE[10:]}, ch. II, « Les routes », § 2)\n{ROUTES_2}",
     ]))
 
 

@@ -69,7 +69,14 @@ def test_mcp_search_hits_carry_a_scholarly_citation(corpus_url, corpus_home):
         async with Client(server) as client:
             r = await client.call_tool("search", {"query": "ornière", "k": 2, "expand_parent": True, "token_budget": 300})
             assert not r.is_error, r.content
-            return r.structured_content
+            out = r.structured_content
+            source_file = out["hits"][0]["citation"]["source_file"]
+            for tool, args in (("get_node", {"source_file": source_file}), ("get_parent", {"source_file": source_file}),
+                               ("get_children", {"source_file": source_file.replace("source.md", "summary.md")})):
+                r = await client.call_tool(tool, args)
+                assert not r.is_error, r.content
+                out[tool] = r.structured_content
+            return out
 
     out = anyio.run(main_)
     first = out["hits"][0]["citation"]
@@ -77,3 +84,8 @@ def test_mcp_search_hits_carry_a_scholarly_citation(corpus_url, corpus_home):
     assert all(p["citation"]["scholarly"].startswith("bookrag, *Petit traité des échanges* (2026)")
                for h in out["hits"] for p in h["parent"])
     assert all(c["citation"]["scholarly"] for c in out["context"])
+    node = out["get_node"]["chunks"]
+    assert [c["citation"]["scholarly"] for c in node] == [f"{ROUTES}{c['citation']['paragraph']}" for c in node]
+    assert all(c["citation"]["scholarly"].endswith(f"résumé, § {c['citation']['paragraph']}") for c in out["get_parent"]["chunks"])
+    assert all(c["citation"]["scholarly"] == f"{ROUTES}{c['citation']['paragraph']}"
+               for n in out["get_children"]["included"] for c in n["chunks"])

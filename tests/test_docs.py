@@ -155,3 +155,23 @@ def test_readme_citations_are_what_the_rule_gives_on_the_real_book(real_corpus):
                                  f"« Pétition des fabricants de chandelles », § {h['paragraph']}")
     quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     assert "    cite: Bastiat, *Sophismes économiques* (1848), 1re série, ch. VII, « Pétition des fabricants de chandelles », § 4" in quick
+
+
+def test_every_readme_command_parses():
+    """Each `./run COMMAND …` of README's shell blocks names a real command with options it takes
+    (the quick start's are run by .ci/run and the demo; `mcp config` by tests/test_mcp_config.py)."""
+    import shlex
+
+    from bookrag.cli import build_parser
+
+    parser = build_parser()
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", README, re.S):
+        for line in block.splitlines():
+            for part in line.split("#")[0].split("&&"):
+                words = [w for w in shlex.split(part) if not re.fullmatch(r"[A-Z_]+=.*", w)]
+                if words[:1] == ["./run"] and words[1:2] != ["test"]:
+                    commands.append(words[1:])
+    assert len(commands) >= 5 and ['demo'] in commands
+    for argv in commands:
+        parser.parse_args(argv)  # exits (status 2) on an unknown command or option
