@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from bookrag.argtypes import level_list
+from bookrag.argtypes import DeprecatedAlias, level_list
 from bookrag.config import Settings, load_settings
 from bookrag.errors import BookragError, database_reason
 from bookrag.ask import locator
@@ -32,18 +32,6 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         if action.default in (None, False, argparse.SUPPRESS) or "default" in text or not action.option_strings:
             return action.help
         return f"{text} (default: %(default)s)".lstrip()
-
-
-class DeprecatedAlias(argparse.Action):
-    """An old spelling of an option, hidden from help: it still works, with a warning naming the new one."""
-
-    def __init__(self, option_strings: list[str], dest: str, replacement: str = "", **kwargs) -> None:
-        self.replacement = replacement
-        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        print(f"warning: {option_string} is deprecated; use {self.replacement}", file=sys.stderr)
-        setattr(namespace, self.dest, values)
 
 
 def command(name: str, help_: str, example: str):

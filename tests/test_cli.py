@@ -100,7 +100,7 @@ def test_bad_levels_are_refused_by_the_parser(capsys):
     (["eval", "--evalset", "e.jsonl", "--k", "abc"], "expected comma-separated whole numbers >= 1, got 'abc'"),
     (["eval", "--evalset", "e.jsonl", "--limit", "-1"], "expected a whole number >= 1, got '-1'"),
     (["eval", "--evalset", "e.jsonl", "--limit", "0"], "expected a whole number >= 1, got '0'"),
-    (["eval", "--evalset", "e.jsonl", "--mode", "hybrid,fuzzy"], "got fuzzy"),
+    (["eval", "--evalset", "e.jsonl", "--modes", "hybrid,fuzzy"], "got fuzzy"),
     (["eval", "--evalset", "e.jsonl", "--levels", "0,7"], "levels are comma-separated numbers 0..3, got '0,7'"),
     (["sweep", "--book", "b", "--evalset", "e.jsonl", "--thresholds", "128,abc"],
      "thresholds are token counts >= 1 or 'paragraph', got 'abc'"),
@@ -335,3 +335,12 @@ def test_level_is_a_deprecated_spelling_of_levels(capsys):
     with pytest.raises(SystemExit):
         parser.parse_args(["outline", "--help"])
     assert "--level " not in capsys.readouterr().out
+
+
+def test_eval_takes_modes_and_its_old_spelling_with_a_warning(capsys):
+    parser = build_parser()
+    assert parser.parse_args(["eval", "--evalset", "e.jsonl", "--modes", "bm25,auto"]).mode == ["bm25", "auto"]
+    assert parser.parse_args(["eval", "--evalset", "e.jsonl", "--mode", "hybrid"]).mode == ["hybrid"]
+    assert capsys.readouterr().err == "warning: --mode is deprecated; use --modes\n"
+    assert parser.parse_args(["eval", "--evalset", "e.jsonl"]).mode == ["bm25", "vector", "auto", "hybrid", "hybrid-rrf",
+                                                                       "hybrid+parent"]
