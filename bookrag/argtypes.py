@@ -5,6 +5,7 @@ malformed option is argparse's usage error (exit 2), never a traceback."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 
 
@@ -47,3 +48,15 @@ def names_from(choices: tuple[str, ...]) -> Callable[[str], list[str]]:
                                              f"got {', '.join(unknown) if unknown else repr(text)}")
         return names
     return parse
+
+
+class DeprecatedAlias(argparse.Action):
+    """An old spelling of an option, hidden from help: it still works, with a warning naming the new one."""
+
+    def __init__(self, option_strings: list[str], dest: str, replacement: str = "", **kwargs) -> None:
+        self.replacement = replacement
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"warning: {option_string} is deprecated; use {self.replacement}", file=sys.stderr)
+        setattr(namespace, self.dest, values)

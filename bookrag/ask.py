@@ -83,7 +83,7 @@ def ask_phrasings(question: str, books: list[dict[str, Any]]) -> tuple[tuple[str
 def answer_with_llm(question: str, rows: list[dict[str, Any]], cited: Cited | None = None) -> str:
     cited = cited or {}
     sources = "\n\n".join(
-        f"[{n}] ({row['heading_path']})\n{row['content']}"
+        f"[{n}] ({row.get('citation') or row['heading_path']})\n{row['content']}"
         + (f"\n(passages du livre résumés ici : {book_paragraphs(cited[(row['source_file'], row['chunk_index'])])})"
            if cited.get((row["source_file"], row["chunk_index"])) else "")
         for n, row in numbered_sources(rows))
@@ -98,7 +98,8 @@ def answer_with_llm(question: str, rows: list[dict[str, Any]], cited: Cited | No
 
 def render_answer(question: str, rows: list[dict[str, Any]], cited: Cited | None = None) -> str:
     """The answer text: the LLM's when configured, else the passages themselves, numbered,
-    in reading order, each under its citation; a summary passage also names the book's
+    in reading order, each under its citation (and its scholarly form, bookrag.cite, when the
+    rows carry it); a summary passage also names the book's
     paragraphs its anchors cite, and quotes the first of them."""
     cited = cited or {}
     if not rows:
@@ -113,6 +114,8 @@ def render_answer(question: str, rows: list[dict[str, Any]], cited: Cited | None
     for n, row in numbered_sources(rows):
         role = "hit" if row["role"] == "hit" else "context"
         lines.append(f"[{n}] {cite(row)}  ({role}, level {row['level']})")
+        if row.get("citation"):
+            lines.append(f"    cite: {row['citation']}")
         if not llm:
             lines.append("    " + row["content"])
         behind = cited.get((row["source_file"], row["chunk_index"]))

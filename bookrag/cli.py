@@ -13,12 +13,25 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from bookrag.argtypes import level_list
+from bookrag.argtypes import DeprecatedAlias, level_list
 from bookrag.config import Settings, load_settings
 from bookrag.errors import BookragError, database_reason
 from bookrag.ask import locator
 
 COMMANDS: dict[str, tuple[str, str, Callable]] = {}
+#: Commands for the people who develop and measure bookrag: listed apart in `bookrag --help`.
+DEVELOPER_COMMANDS = ("eval", "sweep", "new-function-migration")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the examples' line breaks and shows each option's default, unless it has none (None,
+    False) or its help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "default" in text or not action.option_strings:
+            return action.help
+        return f"{text} (default: %(default)s)".lstrip()
 
 
 def command(name: str, help_: str, example: str):
@@ -145,7 +158,7 @@ def cmd_check(args: argparse.Namespace, s: Settings) -> None:
 def cmd_summarize(args: argparse.Namespace, s: Settings) -> None:
     from loader.summarize import summarize_book
 
-    levels = set(args.level) if args.level else None
+    levels = set(args.levels) if args.levels else None
     for book in _books(s, [args.book] if args.book else []):
         report = summarize_book(s, book, provider=args.provider, levels=levels, algorithm=args.algorithm,
                                 force=args.force, dry_run=args.dry_run, progress=not args.quiet)
@@ -198,6 +211,67 @@ def cmd_load(args: argparse.Namespace, s: Settings) -> None:
     print(report.line())
 
 
+# --- library -----------------------------------------------------------------------------
+
+@command("books", "List the books in the database: files, rows, tokens, embedding models, summaries, paragraphs cited by anchors.",
+         "bookrag books\n  bookrag books --json")
+def cmd_books(args: argparse.Namespace, s: Settings) -> None:
+    from bookrag.library import loaded_books
+
+    conn = _conn(s)
+    try:
+        rows = loaded_books(conn)
+    finally:
+        conn.close()
+    for r in rows:
+        if args.json:
+            print(json.dumps(r, ensure_ascii=False))
+            continue
+        cited = f"{r['cited_paragraphs']}/{r['paragraphs']}" if r["paragraphs"] else "0/0"
+        print(f"{r['book']}  {r['author'] or '?'}, {r['title']} ({r['year'] or 'n.d.'})")
+        print(f"  {r['nodes']} files, {r['chunks']} rows, {r['tokens']} tokens; levels {','.join(map(str, r['levels'])) or '-'}; "
+              f"{r['summaries']} summaries; {cited} paragraphs cited by an anchor; "
+              f"models: {', '.join(r['models']) or 'none (BM25 only)'}")
+    if not rows and not args.json:
+        print("no book is loaded: run `bookrag demo`, or `bookrag build BOOK`")
+
+
+@command("remove", "Remove a book from the database: its rows, their citations and sentences, its registry entry (one transaction).",
+         "bookrag remove bastiat-harmonies-economiques\n  bookrag remove bastiat-harmonies-economiques --yes")
+def cmd_remove(args: argparse.Namespace, s: Settings) -> None:
+    from bookrag.library import remove_book, removal_plan
+
+    conn = _conn(s)
+    try:
+        plan = removal_plan(conn, args.book)
+        what = f"{plan.book}: {plan.rows} rows, {plan.citations} citations, {plan.sentences} summary sentences"
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise BookragError(f"remove {what}? nothing removed: confirm with --yes (stdin is not a terminal)")
+            answer = input(f"remove {what} from the database? [y/N] ").strip().lower()
+            if answer not in ("y", "yes"):
+                print("nothing removed")
+                return
+        remove_book(conn, args.book)
+    finally:
+        conn.close()
+    print(f"removed {what} (the corpus folder is kept: `bookrag load corpus/{plan.book}` loads it again)")
+
+
+@command("build", "Build one book end to end: prepare, summarize, sidecars, load; prints an estimate of the time first.",
+         "BOOKRAG_SOURCES=../shared/books bookrag build bastiat-sophismes-economiques\n"
+         "  bookrag build bastiat-harmonies-economiques --provider extractive")
+def cmd_build(args: argparse.Namespace, s: Settings) -> None:
+    from bookrag.library import build_book
+
+    start = time.perf_counter()
+    report = build_book(s, args.book, args.provider)
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"load      {report.line()}")
+    print(f"built in {time.perf_counter() - start:.1f} s")
+
+
 # --- retrieval ---------------------------------------------------------------------------
 
 @command("search", "Search the loaded books (auto: two-stage or hybrid; hybrid, two-stage, bm25, vector) and print cited hits.",
@@ -208,6 +282,7 @@ def cmd_load(args: argparse.Namespace, s: Settings) -> None:
          "  bookrag search \"la protection crée-t-elle du travail ?\" --also \"régime protecteur travail national "
          "déplacement\" --also \"La protection ne crée point de travail, elle le déplace.\"")
 def cmd_search(args: argparse.Namespace, s: Settings) -> None:
+    from bookrag.cite import add_citations
     from bookrag.search import SearchRequest, build_context, search, search_and_pack
 
     # --budget packs a context as rag.build_context does: with the hits' parents unless --expand none
@@ -219,12 +294,11 @@ def cmd_search(args: argparse.Namespace, s: Settings) -> None:
     conn = _conn(s, migrate=False)
     try:
         if args.budget is not None and req.phrasings:
-            _print_context(search_and_pack(conn, req, None, None, args.k)[1] or [], args.json)
+            _print_context(add_citations(conn, search_and_pack(conn, req, None, None, args.k)[1] or []), args.json)
         elif args.budget is not None:
-            rows = build_context(conn, req)
-            _print_context(rows, args.json)
+            _print_context(add_citations(conn, build_context(conn, req)), args.json)
         else:
-            _print_hits(search(conn, req), args.json)
+            _print_hits(add_citations(conn, search(conn, req)), args.json)
     finally:
         conn.close()
 
@@ -247,6 +321,7 @@ def _print_hits(rows: list[dict], as_json: bool) -> None:
             branches.append("found by " + ", ".join(f"{'the question' if i == 0 else f'--also {i}'} #{rank}"
                                                     for i, rank in zip(r["found_by"], r["phrasing_ranks"])))
         print(f"{r['rank']:>2}. [{r['score']:.4f}] {r['heading_path']}  ({', '.join(branches)})")
+        print(f"    cite: {r['citation']}")
         print(f"    {r['source_file']} {locator(r)}  level {r['level']}, {r['content_token_count']} tokens")
         print("    " + _clip(r["content"], 400))
         for c in r.get("cites") or []:
@@ -268,6 +343,7 @@ def _print_context(rows: list[dict], as_json: bool) -> None:
             role = "hit" if r["role"] == "hit" else f"{r['role']} of hit"
             print(f"[{role} {r['hit_rank']}] {r['heading_path']} — {r['source_file']} {locator(r)} "
                   f"({r['content_token_count']} tokens, total {r['used_tokens']})")
+            print(f"    cite: {r['citation']}")
             print("    " + _clip(r["content"], 600))
 
 
@@ -277,7 +353,7 @@ def _clip(text: str, n: int) -> str:
 
 
 @command("outline", "Print a book's table of contents from the database: every node in order, with its source_file.",
-         "bookrag outline bastiat-sophismes-economiques --level 1,2\n"
+         "bookrag outline bastiat-sophismes-economiques --levels 1,2\n"
          "  bookrag outline tocqueville-democratie-en-amerique --json | head -3")
 def cmd_outline(args: argparse.Namespace, s: Settings) -> None:
     from bookrag.search import outline
@@ -289,7 +365,7 @@ def cmd_outline(args: argparse.Namespace, s: Settings) -> None:
         conn.close()
     top = max((r["level"] for r in rows), default=0)
     for r in rows:
-        if args.level is not None and r["level"] not in args.level:
+        if args.levels is not None and r["level"] not in args.levels:
             continue
         if args.json:
             print(json.dumps(r, ensure_ascii=False))
@@ -330,9 +406,17 @@ def cmd_embed(args: argparse.Namespace, s: Settings) -> None:
 
 
 @command("mcp", "Serve the MCP tools over stdio (default) or streamable HTTP (--http, /mcp on 127.0.0.1; "
-         "beyond loopback BOOKRAG_MCP_TOKEN is required).",
-         "bookrag mcp\n  bookrag mcp --http --port 8765\n  BOOKRAG_MCP_TOKEN=… BOOKRAG_MCP_ALLOWED_HOSTS=books.example.org bookrag mcp --http --host 0.0.0.0")
+         "beyond loopback BOOKRAG_MCP_TOKEN is required); `mcp config` prints a client's configuration.",
+         "bookrag mcp\n  bookrag mcp --http --port 8765\n"
+         "  BOOKRAG_MCP_TOKEN=… BOOKRAG_MCP_ALLOWED_HOSTS=books.example.org bookrag mcp --http --host 0.0.0.0\n"
+         "  bookrag mcp config --client claude-desktop")
 def cmd_mcp(args: argparse.Namespace, s: Settings) -> None:
+    if args.action == "config":
+        from bookrag.mcp_config import snippet, where
+
+        print(f"# {where(args.client, s)}", file=sys.stderr)
+        print(json.dumps(snippet(args.client, s), indent=2, ensure_ascii=False))
+        return
     from mcp_server.server import serve
 
     serve(s, http=args.http, host=args.host, port=args.port)
@@ -373,13 +457,36 @@ def cmd_new_function_migration(args: argparse.Namespace, s: Settings) -> None:
     print(path if path else "no function changed since the last migration")
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bookrag")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+def _levels_option(parser: argparse.ArgumentParser, help_: str) -> None:
+    parser.add_argument("--levels", type=level_list, help=help_)
+    parser.add_argument("--level", type=level_list, dest="levels", action=DeprecatedAlias, replacement="--levels")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bookrag", description="Retrieval-augmented generation over whole books, inside PostgreSQL.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    import textwrap
+
+    developer = "\n".join(textwrap.fill(COMMANDS[name][0], 100, initial_indent=f"  {name:<24}", subsequent_indent=" " * 26)
+                          for name in DEVELOPER_COMMANDS if name in COMMANDS)
+    parser = argparse.ArgumentParser(prog="bookrag", description="Retrieval-augmented generation over whole books, inside PostgreSQL.",
+                                     epilog=f"developer commands:\n{developer}\n\n`bookrag COMMAND --help` shows a command's options "
+                                            "and an example.", formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"bookrag {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     p: dict[str, argparse.ArgumentParser] = {}
     for name, (help_, example, _fn) in COMMANDS.items():
         p[name] = sub.add_parser(name, help=help_, description=help_, epilog=f"example:\n  {example}",
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 formatter_class=HelpFormatter)
+    # the developer commands are listed in the epilog, apart from the user's
+    sub._choices_actions = [a for a in sub._choices_actions if a.dest not in DEVELOPER_COMMANDS]
     p["db"].add_argument("action", choices=("start", "stop", "status", "url"))
     p["prepare"].add_argument("book", nargs="?", help="book folder under corpus/ (all books when omitted), or 'piaf'")
     p["prepare"].add_argument("--download", action="store_true", help="fetch the raw file from the manifest's URL (needs internet)")
@@ -394,9 +501,11 @@ def build_parser() -> argparse.ArgumentParser:
     p["add"].add_argument("--force", action="store_true", help="overwrite an existing corpus/<slug>/book.toml")
     p["check"].add_argument("books", nargs="*")
     p["summarize"].add_argument("book", nargs="?")
-    p["summarize"].add_argument("--level", type=level_list, help="levels to (re)build, e.g. 1 or 2,3 (default: all)")
-    p["summarize"].add_argument("--algorithm", choices=("bottom-up", "direct"), default="bottom-up")
-    p["summarize"].add_argument("--provider", choices=("llm", "extractive"), default="llm")
+    _levels_option(p["summarize"], "levels to (re)build, e.g. 1 or 2,3 (default: all)")
+    p["summarize"].add_argument("--algorithm", choices=("bottom-up", "direct"), default="bottom-up",
+                                help="bottom-up: each level from the one below; direct: a part from its full text")
+    p["summarize"].add_argument("--provider", choices=("llm", "extractive"), default="llm",
+                                help="llm: BOOKRAG_LLM_MODEL through OPENAI_BASE_URL; extractive: offline, central sentences")
     p["summarize"].add_argument("--force", action="store_true", help="regenerate even up-to-date and team-written summaries")
     p["summarize"].add_argument("--dry-run", action="store_true", help="list what would be generated and each prompt's tokens")
     p["summarize"].add_argument("--quiet", action="store_true")
@@ -405,6 +514,12 @@ def build_parser() -> argparse.ArgumentParser:
     p["sidecars"].add_argument("--max-tokens", type=int, help="chunk threshold in tiktoken tokens (default 400)")
     p["sidecars"].add_argument("--quiet", action="store_true")
     p["load"].add_argument("paths", nargs="*", help="sidecars, .md files or folders (default: the whole corpus)")
+    p["books"].add_argument("--json", action="store_true", help="one JSON object per book")
+    p["remove"].add_argument("book", help="a book from `bookrag books`")
+    p["remove"].add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p["build"].add_argument("book", help="book folder under corpus/ (a manifest: corpus/BOOK/book.toml)")
+    p["build"].add_argument("--provider", choices=("llm", "extractive"), default="llm",
+                            help="how missing summaries are written (llm needs BOOKRAG_LLM_MODEL)")
     from bookrag.search import FUSIONS, MODES, NORMALISATIONS
 
     for name in ("search", "ask"):
@@ -430,7 +545,7 @@ def build_parser() -> argparse.ArgumentParser:
     p["search"].add_argument("--sentence-every", type=int,
                              help="hybrid, two-stage: then one place in every N goes to the sentence branch (0 = off)")
     p["search"].add_argument("query")
-    p["search"].add_argument("--k", type=int, default=10)
+    p["search"].add_argument("-k", "--k", type=int, default=10, help="number of hits")
     p["search"].add_argument("--levels", type=level_list,
                              help="comma-separated levels, e.g. 0 or 1,2 (default: paragraphs in mode auto, unless "
                                   "no paragraph matches; every level in the others)")
@@ -441,15 +556,20 @@ def build_parser() -> argparse.ArgumentParser:
                              help="build a context within this many tokens (search + parent expansion, as rag.build_context)")
     p["search"].add_argument("--json", action="store_true", help="one JSON object per hit")
     p["outline"].add_argument("book")
-    p["outline"].add_argument("--level", type=level_list, help="only these levels, e.g. 1 for the chapters and front matter")
+    _levels_option(p["outline"], "only these levels, e.g. 1 for the chapters and front matter")
     p["outline"].add_argument("--json", action="store_true", help="one JSON object per node")
     p["ask"].add_argument("question")
-    p["ask"].add_argument("--k", type=int, default=6)
-    p["ask"].add_argument("--budget", type=int, default=2500)
+    p["ask"].add_argument("-k", "--k", type=int, default=6, help="hits the context is built from")
+    p["ask"].add_argument("--budget", type=int, default=2500, help="the context's size in tokens")
     p["embed"].add_argument("text")
-    p["mcp"].add_argument("--http", action="store_true")
-    p["mcp"].add_argument("--host", default="127.0.0.1")
-    p["mcp"].add_argument("--port", type=int, default=8765)
+    from bookrag.mcp_config import CLIENTS
+
+    p["mcp"].add_argument("action", nargs="?", choices=("config",),
+                          help="config: print the JSON a client needs to start this server (default: serve)")
+    p["mcp"].add_argument("--client", choices=CLIENTS, default=CLIENTS[0], help="with config: the client to configure")
+    p["mcp"].add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp instead of stdio")
+    p["mcp"].add_argument("--host", default="127.0.0.1", help="with --http: the address to bind")
+    p["mcp"].add_argument("--port", type=int, default=8765, help="with --http: the port")
     from evaluation.harness import add_eval_arguments
     from evaluation.sweep import add_sweep_arguments
 
@@ -462,7 +582,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # a bare `bookrag`: what it can do
+        parser.print_help()
+        return 0
     try:
         COMMANDS[args.command][2](args, load_settings())
         sys.stdout.flush()  # inside the try: a reader gone while the buffer drains is a broken pipe too

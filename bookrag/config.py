@@ -53,7 +53,7 @@ class Settings:
         if self.sources is None:
             raise BookragError(
                 "BOOKRAG_SOURCES is not set: point it at the folder holding the raw books "
-                "(e.g. export BOOKRAG_SOURCES=../shared/books), or pass --download to fetch them"
+                "(e.g. export BOOKRAG_SOURCES=../shared/books)"
             )
         if not self.sources.is_dir():
             raise BookragError(f"BOOKRAG_SOURCES={self.sources} is not a folder")

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-
-from bookrag import db
 from dataclasses import replace
 
 import psycopg
 
+from bookrag import db
 from bookrag.ask import ask_phrasings, render_answer
+from bookrag.cite import add_citations
 from bookrag.config import Settings
 from bookrag.migrate import apply_migrations
 from bookrag.search import SearchRequest, build_context, cited_rows, search_and_pack
@@ -39,15 +39,17 @@ def answer(conn: psycopg.Connection, settings: Settings, req: SearchRequest) -> 
         if wordings:
             req = replace(req, phrasings=wordings)
     if req.phrasings:
-        _, rows = search_and_pack(conn, req, None, None, req.k)
+        rows = search_and_pack(conn, req, None, None, req.k)[1] or []
     else:
         rows = build_context(conn, req)
-    return "\n".join([*lines, render_answer(req.query, rows or [], cited_rows(conn, rows or []))])
+    rows = add_citations(conn, rows)
+    return "\n".join([*lines, render_answer(req.query, rows, cited_rows(conn, rows))])
 
 
 def run_demo(settings: Settings, questions: list[str] | None = None) -> None:
     t0 = time.perf_counter()
-    settings.require_sources()
+    if settings.sources is not None:  # a wrong folder is named before any work; unset, the books are downloaded
+        settings.require_sources()
     books = [b for b in all_books(settings.corpus) if prepared_by_default(b)]
     for book in books:
         n = len(importer_for(book).prepare(settings, book).files)

@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 
 from bookrag import db
-from bookrag.argtypes import level_list, names_from, positive_int, positive_int_list
+from bookrag.argtypes import DeprecatedAlias, level_list, names_from, positive_int, positive_int_list
 from bookrag.config import Settings
 from bookrag.errors import BookragError
 from bookrag.search import MODES, SearchRequest, build_context, corpus_model, embed_query, query_vectors, search
@@ -234,8 +234,11 @@ def write_outputs(name: str, out: Path, md: str, data: dict[str, Any], ks: list[
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--evalset", required=True, help="JSONL evalset (docs/evalsets.md)")
-    p.add_argument("--mode", type=names_from(STRATEGIES), default="bm25,vector,auto,hybrid,hybrid-rrf,hybrid+parent",
+    # --modes, plural: a list of what to measure (search's --mode is the one mode to search with)
+    p.add_argument("--modes", dest="mode", type=names_from(STRATEGIES),
+                   default="bm25,vector,auto,hybrid,hybrid-rrf,hybrid+parent",
                    help=f"comma-separated, from {', '.join(STRATEGIES)}")
+    p.add_argument("--mode", dest="mode", type=names_from(STRATEGIES), action=DeprecatedAlias, replacement="--modes")
     p.add_argument("--levels", type=level_list,
                    help="search only these levels, e.g. 0 for paragraphs only (PIAF beside its peers)")
     p.add_argument("--limit", type=positive_int, help="evaluate only the first N questions of a deterministic spread")

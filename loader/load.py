@@ -230,6 +230,7 @@ def _load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport
         if model is not None:
             dim = next(sc.manifest["dimension"] for sc in sidecars if sc.embedded)
             conn.execute("SELECT rag._ensure_vector_index(%s, %s)", (model, dim))
+        report.warnings += _orphans(conn, home)
     if report.rows_written or report.removed:
         merge_bm25_segments(conn, report)
         analyze(conn)
@@ -242,6 +243,15 @@ def analyze(conn: psycopg.Connection) -> None:
     them are guesses from the table's size on disk."""
     conn.execute("ANALYZE rag.hierarchical_content_nodes, rag.sentences, rag.citations")
     conn.commit()
+
+
+def _orphans(conn: psycopg.Connection, home: Path) -> list[str]:
+    """Books in the database whose corpus folder is gone: a load only looks at the books it loads,
+    so their rows stay until `bookrag remove`."""
+    books = [r[0] for r in conn.execute("SELECT book FROM rag.books UNION SELECT DISTINCT book "
+                                        "FROM rag.hierarchical_content_nodes ORDER BY 1").fetchall()]
+    return [f"{b} is in the database but corpus/{b}/ is gone: `bookrag remove {b}` deletes its rows"
+            for b in books if not (home / "corpus" / b).is_dir()]
 
 
 def merge_bm25_segments(conn: psycopg.Connection, report: LoadReport) -> None:

@@ -224,14 +224,7 @@ def write_sidecars(mds: Iterable[Path], home: Path, max_tokens: int, embedder: E
     """Write the sidecar of every .md that changed (hash, model, chunking or recipe);
     skip the others without embedding anything. Each write is atomic."""
     stats = SidecarStats()
-    todo: list[tuple[Path, _Plan]] = []
-    for md in mds:
-        plan = _plan(md, home, max_tokens, embedder, recipe)
-        if plan is None:
-            stats.unchanged += 1
-        else:
-            todo.append((md, plan))
-    reuse = {md: _previous_vectors(md, p.manifest) if p.embed else ({}, {}) for md, p in todo}
+    todo, reuse = _todo(mds, home, max_tokens, embedder, recipe, stats)
     total = sum(sum(c.text not in reuse[md][0] for c in p.chunks)
                 + sum(s["text"] not in reuse[md][1] for ss in p.sentences for s in ss) for md, p in todo if p.embed)
     with tqdm(total=total, unit="chunk", desc="embedding", disable=not progress or total == 0) as bar:
@@ -259,6 +252,33 @@ def write_sidecars(mds: Iterable[Path], home: Path, max_tokens: int, embedder: E
             stats.written += 1
             stats.files.append(md)
     return stats
+
+
+def _todo(mds: Iterable[Path], home: Path, max_tokens: int, embedder: Embedder | None, recipe: str,
+          stats: SidecarStats) -> tuple[list[tuple[Path, _Plan]], dict[Path, tuple[dict[str, list[float]], dict[str, list[float]]]]]:
+    """The sidecars to write (counting the up-to-date ones in stats) and the vectors each can reuse."""
+    todo: list[tuple[Path, _Plan]] = []
+    for md in mds:
+        plan = _plan(md, home, max_tokens, embedder, recipe)
+        if plan is None:
+            stats.unchanged += 1
+        else:
+            todo.append((md, plan))
+    return todo, {md: _previous_vectors(md, p.manifest) if p.embed else ({}, {}) for md, p in todo}
+
+
+def texts_to_embed(mds: Iterable[Path], home: Path, max_tokens: int, embedder: Embedder,
+                   recipe: str = RECIPE) -> list[str]:
+    """The inputs `write_sidecars` would embed now (chunks and summary sentences, without the
+    vectors it can reuse), for an estimate before the work starts; nothing is written."""
+    todo, reuse = _todo(mds, home, max_tokens, embedder, recipe, SidecarStats())
+    out: list[str] = []
+    for md, p in todo:
+        if p.embed:
+            out += [embedding_input(p.manifest["heading_path"], c.text, recipe) for c in p.chunks if c.text not in reuse[md][0]]
+            out += sorted({embedding_input(None, s["text"], SENTENCE_RECIPE) for ss in p.sentences for s in ss
+                           if s["text"] not in reuse[md][1]})
+    return out
 
 
 def _previous_vectors(md: Path, manifest: dict[str, Any]) -> tuple[dict[str, list[float]], dict[str, list[float]]]:

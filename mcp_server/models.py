@@ -15,6 +15,7 @@ class Citation(BaseModel):
     source_file: str
     chunk_index: int
     paragraph: int | None = Field(None, description="the paragraph of source_file this chunk is from (§N, 1-based); for a source.md row, the number chapter summaries' anchors cite: cite it as §N")
+    scholarly: str | None = Field(None, description="the passage cited as a scholar writes it (author, *title* (year), part, chapter, « title », § N; a summary says résumé): quote this in answers")
 
 
 class Cites(BaseModel):

@@ -38,6 +38,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from pydantic import Field
 
 from bookrag import db
+from bookrag.cite import BookMeta, book_meta, scholarly
 from bookrag.config import Settings
 from bookrag.errors import BookragError, database_reason
 from bookrag.search import (MODEL_REFUSED, MODES, SearchRequest, check_phrasings, check_query, corpus_model,
@@ -69,6 +70,9 @@ class AppState:
     #: the query and refuses another (a reload with a new model), and then it is read again.
     #: None until read, or while no vectors are loaded (read again on the next call).
     model: str | None = None
+    #: Each book's author, title and year for scholarly citations (bookrag.cite), read once and
+    #: again when a hit comes from a book not read yet.
+    books: dict[str, BookMeta] | None = None
 
     def corpus_model(self) -> str | None:
         if self.model is None:
@@ -116,9 +120,38 @@ def with_connection(state: AppState, fn: Callable[[psycopg.Connection], T]) -> T
     except psycopg.errors.InsufficientPrivilege as exc:
         raise ToolError(f"not allowed: {database_reason(exc)}") from exc
     except (PoolTimeout, psycopg.OperationalError) as exc:
+        if _never_loaded(state):
+            raise ToolError(NO_BOOK) from exc
         raise ToolError(f"the database is unavailable ({type(exc).__name__}); try again in a moment") from exc
     except psycopg.Error as exc:
         raise ToolError(f"database error: {database_reason(exc)}") from exc
+
+
+#: What the tools answer when the server runs before any book was built and loaded.
+NO_BOOK = "no book is loaded: run `bookrag demo` (or `bookrag build BOOK`) first, then ask again"
+
+
+def _never_loaded(state: AppState) -> bool:
+    """Whether a failed connection means "nothing was ever loaded here" rather than "the database
+    is down": the server is reachable but its role or database does not exist yet (migrations
+    create them, `bookrag demo` and `bookrag load` run the migrations)."""
+    try:
+        psycopg.connect(state.pool.conninfo, connect_timeout=3).close()
+    except psycopg.OperationalError as exc:
+        return "does not exist" in str(exc)
+    return False
+
+
+def _nothing_loaded(conn: psycopg.Connection) -> bool:
+    return conn.execute("SELECT NOT EXISTS (SELECT 1 FROM rag.hierarchical_content_nodes) AS empty").fetchone()["empty"]
+
+
+def _add_scholarly(state: AppState, rows: list[dict[str, Any]]) -> None:
+    """Each row gains its scholarly citation (bookrag.cite, the one rule)."""
+    if state.books is None or any(r["book"] not in state.books for r in rows):
+        state.books = with_connection(state, book_meta)
+    for r in rows:
+        r["scholarly"] = scholarly(state.books.get(r["book"]), r["heading_path"], r.get("paragraph"), r["node_type"])
 
 
 def _rows(conn: psycopg.Connection, query: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
@@ -129,7 +162,7 @@ def _chunk(r: dict[str, Any]) -> dict[str, Any]:
     content = r["content"] or ""
     return {
         "citation": {"book": r["book"], "heading_path": r["heading_path"], "source_file": r["source_file"],
-                     "chunk_index": r["chunk_index"], "paragraph": r.get("paragraph")},
+                     "chunk_index": r["chunk_index"], "paragraph": r.get("paragraph"), "scholarly": r.get("scholarly")},
         "level": r["level"], "node_type": r["node_type"], "tokens": r["content_token_count"] or 0,
         "content": content if len(content) <= MAX_CONTENT_CHARS else content[:MAX_CONTENT_CHARS] + "…",
     }
@@ -209,6 +242,9 @@ def search_tool(
             raise
         state.model = None  # the corpus was reloaded with another model: read it again, once
         hits, context = run()
+    if not hits and with_connection(state, _nothing_loaded):
+        raise ToolError(NO_BOOK)
+    _add_scholarly(state, [*hits, *(context or []), *(r for h in hits for r in (h["parent"] or []) + (h["cited"] or []))])
     out = SearchResult(query=query, phrasings=list(wordings), hits=[
         Hit(**_chunk(h), rank=h["rank"], score=h["score"], bm25_rank=h["bm25_rank"], vector_rank=h["vector_rank"],
             section_score=h["section_score"], sentence_rank=h["sentence_rank"], cites=h["cites"] or None,
@@ -235,6 +271,7 @@ def get_node(
     rows = with_connection(_state(ctx), go)
     if not rows:
         raise _no_node(source_file)
+    _add_scholarly(_state(ctx), rows)
     node = _node(rows)
     for chunk, row in zip(node.chunks, rows):
         chunk.cites = [Cites(**c) for c in row["cites"]] or None
@@ -256,6 +293,7 @@ def get_parent(
         raise _no_node(source_file)
     if not rows:
         raise ToolError(f"{source_file} is the root of its book: it has no parent")
+    _add_scholarly(_state(ctx), rows)
     return _node(rows)
 
 
@@ -273,6 +311,7 @@ def get_children(
     exists, rows = with_connection(_state(ctx), go)
     if not exists:
         raise _no_node(source_file)
+    _add_scholarly(_state(ctx), [r for r in rows if r["role"] == "child"])
     included: dict[str, list[dict[str, Any]]] = {}
     left: list[LeftOut] = []
     for r in rows:
@@ -300,6 +339,8 @@ def outline(
 def list_books(ctx: Context) -> Books:
     """The books loaded, with author, year and size."""
     rows = with_connection(_state(ctx), lambda conn: _rows(conn, "SELECT * FROM rag.list_books()", ()))
+    if not rows:
+        raise ToolError(NO_BOOK)
     return Books(books=[Book(**r) for r in rows])
 
 
@@ -408,7 +449,8 @@ async def read_only_sql(
 INSTRUCTIONS = (
     "Search whole books (French economics and social science) and cite them. Start with list_books or "
     "search, sending the question with phrasings in the author's own words (his keywords, a short passage "
-    "in his style); cite every claim with the hit's citation (heading_path, source_file, paragraph §N). Use "
+    "in his style); cite every claim with the hit's citation: its scholarly form (author, title, part, "
+    "chapter, § N), with source_file and paragraph for the reader who checks. Use "
     "get_parent to read a hit's chapter summary, get_children to read a node's parts within a token budget. "
     "The prompt answer_from_the_books walks through it.")
 

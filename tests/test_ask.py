@@ -14,26 +14,33 @@ QUESTION = "Qui paie l'entretien des routes ?"
 HEADING = "Petit traité des échanges > Première partie"
 PART = "corpus/traite-des-echanges/premiere-partie"
 ROUTES = f"{PART}/chapitre-02-les-routes"
+#: Each passage's scholarly citation (bookrag.cite), printed under its line.
+CITE = "    cite: bookrag, *Petit traité des échanges* (2026), 1re partie"
 #: The three passages of the context, in reading order: (citation line, what a summary cites). The
 #: default search (auto: two-stage) ranks the routes chapter's two paragraphs; their chapter
 #: summary comes in as their parent.
 PASSAGES = [
-    (f"[1] {HEADING} > Chapitre II (Les routes) (résumé) — {ROUTES}/summary.md §1, chunk 0  (context, level 1)",
+    (f"[1] {HEADING} > Chapitre II (Les routes) (résumé) — {ROUTES}/summary.md §1, chunk 0  (context, level 1)\n"
+     f"{CITE}, ch. II, « Les routes », résumé, § 1",
      f"    cites the book: {ROUTES}/source.md §1, §2"),
-    (f"[2] {HEADING} > Chapitre II (Les routes) — {ROUTES}/source.md §1, chunk 0  (hit, level 0)", None),
-    (f"[3] {HEADING} > Chapitre II (Les routes) — {ROUTES}/source.md §2, chunk 1  (hit, level 0)", None),
+    (f"[2] {HEADING} > Chapitre II (Les routes) — {ROUTES}/source.md §1, chunk 0  (hit, level 0)\n"
+     f"{CITE}, ch. II, « Les routes », § 1", None),
+    (f"[3] {HEADING} > Chapitre II (Les routes) — {ROUTES}/source.md §2, chunk 1  (hit, level 0)\n"
+     f"{CITE}, ch. II, « Les routes », § 2", None),
 ]
 BAKER = f"{PART}/chapitre-01-le-boulanger"
 #: The same question in mode hybrid (summaries among the hits): the part summary comes in as the
 #: parent of the routes summary, whose hit is rendered with what its anchors cite.
 HYBRID_PASSAGES = [
-    (f"[1] {HEADING} (résumé) — {PART}/summary.md §1, chunk 0  (context, level 2)",
+    (f"[1] {HEADING} (résumé) — {PART}/summary.md §1, chunk 0  (context, level 2)\n{CITE}, résumé, § 1",
      f"    cites the book: {BAKER}/summary.md §1; {ROUTES}/summary.md §1"),
-    (f"[2] {HEADING} (résumé) — {PART}/summary.md §2, chunk 1  (context, level 2)",
+    (f"[2] {HEADING} (résumé) — {PART}/summary.md §2, chunk 1  (context, level 2)\n{CITE}, résumé, § 2",
      f"    cites the book: {ROUTES}/summary.md §1"),
-    (f"[3] {HEADING} > Chapitre II (Les routes) (résumé) — {ROUTES}/summary.md §1, chunk 0  (hit, level 1)",
+    (f"[3] {HEADING} > Chapitre II (Les routes) (résumé) — {ROUTES}/summary.md §1, chunk 0  (hit, level 1)\n"
+     f"{CITE}, ch. II, « Les routes », résumé, § 1",
      f"    cites the book: {ROUTES}/source.md §1, §2"),
-    (f"[4] {HEADING} > Chapitre II (Les routes) — {ROUTES}/source.md §2, chunk 1  (hit, level 0)", None),
+    (f"[4] {HEADING} > Chapitre II (Les routes) — {ROUTES}/source.md §2, chunk 1  (hit, level 0)\n"
+     f"{CITE}, ch. II, « Les routes », § 2", None),
 ]
 PART_1 = ("La première partie montre que la production et le transport forment une seule chaîne : le boulanger "
           "ne nourrit le village que si les routes laissent passer la farine.")
@@ -118,10 +125,10 @@ def test_ask_with_an_llm_prints_its_answer_over_the_citations(loaded, llm, capsy
     assert request.prompt.endswith("\n\n".join([
         f"Question : {QUESTION}",
         "Extraits :",
-        f"[1] ({HEADING} > Chapitre II (Les routes) (résumé))\n{ROUTES_SUMMARY}\n"
+        f"[1] ({CITE[10:]}, ch. II, « Les routes », résumé, § 1)\n{ROUTES_SUMMARY}\n"
         f"(passages du livre résumés ici : {ROUTES}/source.md §1, §2)",
-        f"[2] ({HEADING} > Chapitre II (Les routes))\n{ROUTES_1}",
-        f"[3] ({HEADING} > Chapitre II (Les routes))\n{ROUTES_2}",
+        f"[2] ({CITE[10:]}, ch. II, « Les routes », § 1)\n{ROUTES_1}",
+        f"[3] ({CITE[10:]}, ch. II, « Les routes », § 2)\n{ROUTES_2}",
     ]))
 
 

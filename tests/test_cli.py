@@ -24,16 +24,6 @@ def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "bookrag.cli", *args], capture_output=True, text=True, env=env, timeout=120)
 
 
-def test_missing_sources_is_one_sentence_and_exit_1(monkeypatch):
-    import os
-
-    env = {k: v for k, v in os.environ.items() if k != "BOOKRAG_SOURCES"}
-    r = run("prepare", "bastiat-sophismes-economiques", env=env)
-    assert r.returncode == 1
-    assert r.stderr.startswith("error: BOOKRAG_SOURCES is not set: point it at the folder holding the raw books")
-    assert "Traceback" not in r.stderr
-
-
 def test_unknown_book(monkeypatch, capsys):
     assert main(["check", "nope"]) == 1
     err = capsys.readouterr().err
@@ -110,7 +100,7 @@ def test_bad_levels_are_refused_by_the_parser(capsys):
     (["eval", "--evalset", "e.jsonl", "--k", "abc"], "expected comma-separated whole numbers >= 1, got 'abc'"),
     (["eval", "--evalset", "e.jsonl", "--limit", "-1"], "expected a whole number >= 1, got '-1'"),
     (["eval", "--evalset", "e.jsonl", "--limit", "0"], "expected a whole number >= 1, got '0'"),
-    (["eval", "--evalset", "e.jsonl", "--mode", "hybrid,fuzzy"], "got fuzzy"),
+    (["eval", "--evalset", "e.jsonl", "--modes", "hybrid,fuzzy"], "got fuzzy"),
     (["eval", "--evalset", "e.jsonl", "--levels", "0,7"], "levels are comma-separated numbers 0..3, got '0,7'"),
     (["sweep", "--book", "b", "--evalset", "e.jsonl", "--thresholds", "128,abc"],
      "thresholds are token counts >= 1 or 'paragraph', got 'abc'"),
@@ -183,7 +173,7 @@ def test_outline_lists_the_nodes_a_search_can_be_kept_within(loaded_cli, capsys)
     chapter = "corpus/traite-des-echanges/premiere-partie/chapitre-02-les-routes/summary.md"
     assert chapter in [r["source_file"] for r in rows] and len(rows) == len({r["source_file"] for r in rows})
     # the human form, one level: each node's title line, then its source_file
-    assert main(["outline", "traite-des-echanges", "--level", "1"]) == 0
+    assert main(["outline", "traite-des-echanges", "--levels", "1"]) == 0
     printed = {line.strip() for line in capsys.readouterr().out.splitlines() if line.strip().startswith("corpus/")}
     assert printed == {r["source_file"] for r in rows if r["level"] == 1} and chapter in printed
     assert main(["outline", "nope"]) == 1
@@ -304,3 +294,53 @@ def test_embed_before_any_load(pg_url, fixture_home, monkeypatch, capsys):
     assert main(["embed", "le pain"]) == 1
     assert capsys.readouterr() == ("", "error: no vectors are loaded, so there is no corpus model to embed with; "
                                        "run `bookrag load` first\n")
+
+
+def test_bare_bookrag_prints_help_with_the_developer_commands_apart(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: bookrag")
+    commands, developer = out.split("developer commands:")
+    assert "    search " in commands and "    mcp " in commands
+    for name in ("eval", "sweep", "new-function-migration"):
+        assert f"\n    {name} " not in commands and f"\n  {name} " in developer
+
+
+def test_version(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out == f"bookrag {version('bookrag')}\n"
+
+
+def test_short_k_and_defaults_in_help(capsys):
+    parser = build_parser()
+    assert parser.parse_args(["search", "pain", "-k", "3"]).k == parser.parse_args(["search", "pain", "--k", "3"]).k == 3
+    assert parser.parse_args(["ask", "pain", "-k", "2"]).k == 2
+    with pytest.raises(SystemExit):
+        parser.parse_args(["search", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "-k K, --k K number of hits (default: 10)" in out and "auto (default)" in out
+    with pytest.raises(SystemExit):
+        parser.parse_args(["mcp", "--help"])
+    assert "(default: 8765)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_level_is_a_deprecated_spelling_of_levels(capsys):
+    parser = build_parser()
+    assert parser.parse_args(["outline", "b", "--levels", "1,2"]).levels == [1, 2]
+    assert parser.parse_args(["summarize", "--level", "2"]).levels == [2]
+    assert capsys.readouterr().err == "warning: --level is deprecated; use --levels\n"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["outline", "--help"])
+    assert "--level " not in capsys.readouterr().out
+
+
+def test_eval_takes_modes_and_its_old_spelling_with_a_warning(capsys):
+    parser = build_parser()
+    assert parser.parse_args(["eval", "--evalset", "e.jsonl", "--modes", "bm25,auto"]).mode == ["bm25", "auto"]
+    assert parser.parse_args(["eval", "--evalset", "e.jsonl", "--mode", "hybrid"]).mode == ["hybrid"]
+    assert capsys.readouterr().err == "warning: --mode is deprecated; use --modes\n"
+    assert parser.parse_args(["eval", "--evalset", "e.jsonl"]).mode == ["bm25", "vector", "auto", "hybrid", "hybrid-rrf",
+                                                                       "hybrid+parent"]

@@ -1,7 +1,7 @@
 """Prepare a Gutenberg plain-text book into the corpus tree (source.md files).
 
-Steps: find the raw file (BOOKRAG_SOURCES/<folder>/<name>, or download it from the manifest's
-URL), refuse it if its sha256 differs, decode (ISO-8859-1 here) and normalise CRLF, keep only
+Steps: find the raw file (BOOKRAG_SOURCES/<folder>/<name>; without that folder, the copy
+downloaded from the manifest's URL into .bookrag/downloads/), refuse it if its sha256 differs, decode (ISO-8859-1 here) and normalise CRLF, keep only
 the text between Gutenberg's START and END lines, cut it into the manifest's parts and
 sections by their exact start lines, and turn each section's body into paragraphs.
 
@@ -16,7 +16,9 @@ the body: the title lives in the frontmatter and the heading path.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import re
+import sys
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,16 +44,17 @@ class PreparedSection:
 
 
 def raw_path(settings: Settings, book: Book, raw: RawFile, download: bool = False) -> Path:
-    """The raw file on disk, checked against the manifest's sha256."""
+    """The raw file on disk, checked against the manifest's sha256: BOOKRAG_SOURCES/<folder>/<name>
+    when that folder is set, else the copy fetched from the manifest's URL into the state
+    directory (.bookrag/downloads/<book>/), downloaded the first time it is needed."""
     if settings.sources is not None:
         path = settings.require_sources() / (book.source_folder or book.slug) / raw.name
-    elif download:
-        path = settings.state_dir / "downloads" / book.slug / raw.name
-        if not path.exists():
-            _download(raw, path)
+        if download and not path.exists():
+            path = download_path(settings, book, raw)
     else:
-        settings.require_sources()
-        raise AssertionError("unreachable")
+        path = download_path(settings, book, raw)
+    if not path.exists() and (download or settings.sources is None):
+        _download(raw, path, book)
     if not path.exists():
         hint = f" (or run with --download to fetch {raw.url})" if raw.url else ""
         raise BookragError(f"raw book file missing: {path}{hint}")
@@ -64,17 +67,47 @@ def raw_path(settings: Settings, book: Book, raw: RawFile, download: bool = Fals
     return path
 
 
-def _download(raw: RawFile, path: Path) -> None:
+def download_path(settings: Settings, book: Book, raw: RawFile) -> Path:
+    return settings.state_dir / "downloads" / book.slug / raw.name
+
+
+def _download(raw: RawFile, path: Path, book: Book) -> None:
+    """Fetch raw.url into path: streamed into path.part, its sha256 checked, then renamed. A
+    refused connection, a dropped one (fewer bytes than announced) or a wrong checksum leaves
+    nothing behind, and says in one sentence what to fetch by hand and where to put it."""
+    by_hand = (f"download {raw.url or raw.name} and put it at {path}, or set BOOKRAG_SOURCES to a folder holding "
+               f"{book.source_folder or book.slug}/{raw.name}")
     if not raw.url:
-        raise BookragError(f"no download URL for {raw.name} in the manifest")
+        raise BookragError(f"{book.slug}: the manifest gives no URL for {raw.name}; put the file at {path}, or set "
+                           f"BOOKRAG_SOURCES to a folder holding {book.source_folder or book.slug}/{raw.name}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".part")
+    part = path.with_name(path.name + ".part")
+    digest = hashlib.sha256()
+    print(f"downloading {raw.url} into {path.parent}/", file=sys.stderr)
     try:
-        with urllib.request.urlopen(raw.url, timeout=60) as resp, tmp.open("wb") as out:
-            out.write(resp.read())
-    except OSError as exc:
-        raise BookragError(f"cannot download {raw.url}: {exc}") from exc
-    tmp.replace(path)
+        try:
+            with urllib.request.urlopen(raw.url, timeout=60) as resp, part.open("wb") as out:
+                announced = resp.headers.get("Content-Length")
+                size = 0
+                while chunk := resp.read(1 << 16):
+                    out.write(chunk)
+                    digest.update(chunk)
+                    size += len(chunk)
+                if announced is not None and size != int(announced):
+                    raise http.client.IncompleteRead(b"", int(announced) - size)
+        except http.client.IncompleteRead as exc:
+            raise BookragError(f"cannot download {raw.url} (the connection dropped before the end of the file): "
+                               f"{by_hand}") from exc
+        except (OSError, http.client.HTTPException) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            raise BookragError(f"cannot download {raw.url} ({reason}): {by_hand}") from exc
+        if raw.sha256 and digest.hexdigest() != raw.sha256:
+            raise BookragError(f"{raw.url} sent a file whose sha256 is {digest.hexdigest()}, not the manifest's "
+                               f"{raw.sha256}, so it was not kept: {by_hand}")
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    part.replace(path)
 
 
 def read_text(path: Path, encoding: str, markers: bool = True) -> list[str]:

@@ -64,7 +64,7 @@ def test_eval_cli_uses_a_scratch_database_and_writes_outputs(pg_url, corpus_home
     monkeypatch.setenv("DATABASE_URL", pg_url)
     monkeypatch.setenv("BOOKRAG_HOME", str(corpus_home))
     out = tmp_path / "out"
-    assert main(["eval", "--evalset", str(EVALSET), "--mode", "bm25,hybrid", "--k", "1,5", "--out", str(out), "--quiet"]) == 0
+    assert main(["eval", "--evalset", str(EVALSET), "--modes", "bm25,hybrid", "--k", "1,5", "--out", str(out), "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert "scratch database: 13 inserted" in printed and "| bm25 | all | 3 |" in printed
     assert "warning:" not in printed

@@ -142,9 +142,3 @@ def test_missing_raw_file(tmp_path):
         prepare_sections(settings(DEFAULT_HOME, tmp_path), book)
     assert str(info.value) == (f"raw book file missing: {tmp_path}/tocqueville-democratie-1840/pg30515-8.txt "
                                "(or run with --download to fetch https://www.gutenberg.org/files/30515/30515-8.txt)")
-
-
-def test_sources_not_configured():
-    book = find_book(CORPUS, "bastiat-sophismes-economiques")
-    with pytest.raises(BookragError, match="^BOOKRAG_SOURCES is not set: point it at the folder holding the raw books"):
-        prepare_sections(settings(DEFAULT_HOME, None), book)

@@ -113,6 +113,8 @@ async def exercise(session: ClientSession) -> None:
                for h in hits)
     top = next(h for h in hits if h["citation"]["source_file"] == ROUTES)
     assert top["citation"]["heading_path"] == "Petit traité des échanges > Première partie > Chapitre II (Les routes)"
+    assert top["citation"]["scholarly"] == ("bookrag, *Petit traité des échanges* (2026), 1re partie, ch. II, "
+                                            f"« Les routes », § {top['citation']['paragraph']}")
     assert {p["citation"]["source_file"] for p in top["parent"]} == {ROUTES.replace("source.md", "summary.md")}
     assert search_tool.input_schema["properties"]["phrasings"]["maxItems"] == 4
     assert "keywords the author" in search_tool.input_schema["properties"]["phrasings"]["description"]

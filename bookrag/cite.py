@@ -1,0 +1,106 @@
+"""How a passage is cited the way a scholar writes it, e.g.
+
+    Bastiat, *Sophismes économiques* (1848), 1re série, ch. VII, « Pétition des fabricants de chandelles », § 4
+
+The one place this rule lives: built from the book's registry entry (`rag.books`: author, title,
+year, from its manifest) and the row's heading path (part, chapter number and title, front
+matter) and paragraph. The CLI (`search`, `ask`, the demo) and the MCP tools all call it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+SUMMARY_SUFFIX = " (résumé)"
+#: French ordinals as they open or close a part's heading ("Première série", "Livre deuxième").
+ORDINALS = {"premier": 1, "première": 1, "premiere": 1, "deuxième": 2, "deuxieme": 2, "second": 2, "seconde": 2,
+            "troisième": 3, "troisieme": 3, "quatrième": 4, "quatrieme": 4, "cinquième": 5, "cinquieme": 5,
+            "sixième": 6, "septième": 7, "huitième": 8, "neuvième": 9, "dixième": 10}
+ROMAN = ["", "I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X"]
+CHAPTER = re.compile(r"^Chapitre\s+([IVXLCDM]+|\d+)\.?(?:\s+\((.*)\))?$")
+PARTICLES = {"de", "d'", "du", "von", "van", "der"}
+
+
+@dataclass(frozen=True)
+class BookMeta:
+    author: str | None
+    title: str | None
+    year: int | None
+
+
+def book_meta(conn: psycopg.Connection) -> dict[str, BookMeta]:
+    """Every registered book's author, title and year (one small query)."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute("SELECT book, author, title, year FROM rag.books").fetchall()
+    return {r["book"]: BookMeta(r["author"], r["title"], r["year"]) for r in rows}
+
+
+def surname(author: str) -> str:
+    """'Frédéric Bastiat' → 'Bastiat', 'Alexis de Tocqueville' → 'Tocqueville'."""
+    words = [w for w in author.split() if w.lower() not in PARTICLES]
+    return words[-1] if words else author
+
+
+def _part(segment: str) -> str | None:
+    """'Première série' → '1re série', 'Deuxième partie' → '2e partie', 'Livre deuxième' → 'livre II'."""
+    words = segment.split()
+    if len(words) != 2:
+        return None
+    first, second = words[0].lower(), words[1].lower()
+    if first in ORDINALS:
+        n = ORDINALS[first]
+        suffix = ("re" if first.endswith(("ère", "ere")) else "er") if n == 1 else "e"
+        return f"{n}{suffix} {second}"
+    if second in ORDINALS and ORDINALS[second] < len(ROMAN):
+        return f"{first} {ROMAN[ORDINALS[second]]}"
+    return None
+
+
+def _segment(segment: str) -> str:
+    chapter = CHAPTER.match(segment)
+    if chapter:
+        number, title = chapter.groups()
+        return f"ch. {number}, « {title} »" if title else f"ch. {number}"
+    return _part(segment) or f"« {segment} »"
+
+
+def scholarly(meta: BookMeta | None, heading_path: str | None, paragraph: int | None, node_type: str = "source") -> str:
+    """The citation of one row. A summary (written by the project, not the author) says so:
+    its § is the summary's own paragraph, not the book's."""
+    path = heading_path or ""
+    is_summary = node_type == "summary" or path.endswith(SUMMARY_SUFFIX)
+    if path.endswith(SUMMARY_SUFFIX):
+        path = path[: -len(SUMMARY_SUFFIX)]
+    segments = path.split(" > ") if path else []
+    title = (meta.title if meta and meta.title else None) or (segments[0] if segments else "?")
+    head = f"*{title}*"
+    if meta and meta.author:
+        head = f"{surname(meta.author)}, {head}"
+    if meta and meta.year:
+        head += f" ({meta.year})"
+    parts = [head, *(_segment(s) for s in segments[1:])]
+    if is_summary:
+        parts.append("résumé")
+    if paragraph:
+        parts.append(f"§ {paragraph}")
+    return ", ".join(parts)
+
+
+def add_citations(conn: psycopg.Connection, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each row (and each row it carries under parent / cited) gains `citation`; rows are
+    search hits or context rows (they have book, heading_path, paragraph, node_type)."""
+    meta = book_meta(conn)
+
+    def cite(r: dict[str, Any]) -> None:
+        book = r.get("book") or (r["source_file"].split("/")[1] if r.get("source_file") else None)
+        r["citation"] = scholarly(meta.get(book or ""), r.get("heading_path"), r.get("paragraph"), r.get("node_type", "source"))
+
+    for r in rows:
+        cite(r)
+        for nested in (r.get("parent") or []) + (r.get("cited") or []):
+            cite(nested)
+    return rows

@@ -1,0 +1,156 @@
+"""The library of loaded books: what is loaded (`bookrag books`), taking one out (`bookrag
+remove`), and building one from its raw text to the database (`bookrag build`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from bookrag.config import Settings
+from bookrag.errors import BookragError
+from loader.load import LOCK_KEY, LoadReport, load
+from loader.manifest import Book
+
+#: rag.list_books() (metadata, files, rows, tokens) and, per book, what else a reader asks about:
+#: the embedding models of its rows, its summaries, and how many of its paragraphs an anchor cites.
+BOOKS_SQL = """
+SELECT b.book, b.title, b.author, b.year, b.nodes, b.chunks, b.tokens, b.embedded_chunks, b.levels,
+       coalesce((SELECT array_agg(DISTINCT n.embedding_model ORDER BY n.embedding_model)
+                 FROM rag.hierarchical_content_nodes n
+                 WHERE n.book = b.book AND n.embedding_model IS NOT NULL), '{}') AS models,
+       (SELECT count(DISTINCT n.source_file) FROM rag.hierarchical_content_nodes n
+        WHERE n.book = b.book AND n.node_type = 'summary')::int AS summaries,
+       (SELECT count(*) FROM (SELECT DISTINCT n.source_file, n.paragraph FROM rag.hierarchical_content_nodes n
+                              WHERE n.book = b.book AND n.level = 0 AND n.paragraph IS NOT NULL) p)::int AS paragraphs,
+       (SELECT count(*) FROM (SELECT DISTINCT c.cited_source_file, c.cited_paragraph FROM rag.citations c
+                              WHERE c.cited_source_file LIKE 'corpus/' || b.book || '/%'
+                                AND c.cited_paragraph IS NOT NULL) p)::int AS cited_paragraphs
+FROM rag.list_books() b
+ORDER BY b.book
+"""
+
+
+def loaded_books(conn: psycopg.Connection) -> list[dict[str, Any]]:
+    with conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(BOOKS_SQL).fetchall()
+
+
+@dataclass
+class Removal:
+    book: str
+    rows: int
+    citations: int
+    sentences: int
+
+
+def removal_plan(conn: psycopg.Connection, book: str) -> Removal:
+    """What `remove` would delete; an unknown book is one sentence naming the loaded ones."""
+    known = [r[0] for r in conn.execute("SELECT book FROM rag.books UNION SELECT DISTINCT book "
+                                        "FROM rag.hierarchical_content_nodes ORDER BY 1").fetchall()]
+    conn.rollback()
+    if book not in known:
+        loaded = ", ".join(known) if known else "none"
+        raise BookragError(f"unknown book {book!r}: it is not in the database (loaded: {loaded})")
+    rows, citations, sentences = conn.execute(
+        "SELECT (SELECT count(*) FROM rag.hierarchical_content_nodes WHERE book = %(b)s)::int, "
+        "(SELECT count(*) FROM rag.citations c JOIN rag.hierarchical_content_nodes n "
+        " ON (n.source_file, n.chunk_index) = (c.source_file, c.chunk_index) WHERE n.book = %(b)s)::int, "
+        "(SELECT count(*) FROM rag.sentences WHERE book = %(b)s)::int", {"b": book}).fetchone()
+    conn.rollback()
+    return Removal(book, rows, citations, sentences)
+
+
+def remove_book(conn: psycopg.Connection, book: str) -> Removal:
+    """Delete a book's rows (their citations and sentences go with them: ON DELETE CASCADE) and its
+    registry entry, in one transaction under the loader's lock; on any error nothing changes."""
+    plan = removal_plan(conn, book)
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+            conn.execute("DELETE FROM rag.hierarchical_content_nodes WHERE book = %s", (book,))
+            conn.execute("DELETE FROM rag.books WHERE book = %s", (book,))
+    except psycopg.Error as exc:
+        from bookrag.errors import database_reason
+
+        raise BookragError(f"the database refused to remove {book!r} ({database_reason(exc)}); nothing was removed") from exc
+    return plan
+
+
+def embedding_rate(embed: Callable[[list[str]], Any], sample: list[str]) -> float:
+    """Inputs per second on this machine now: one timed batch of the real inputs (after a warm-up
+    call, so the model's loading is not counted)."""
+    embed(sample[:1])
+    start = time.perf_counter()
+    embed(sample)
+    return len(sample) / max(time.perf_counter() - start, 1e-6)
+
+
+def estimate_line(to_embed: int, rate: float | None) -> str:
+    if to_embed == 0 or rate is None:
+        return "estimate: nothing to embed (the sidecars are up to date); the load takes seconds"
+    seconds = to_embed / rate
+    took = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+    return (f"estimate: about {took} to embed {to_embed} texts (chunks and summary sentences) at {rate:.1f}/s "
+            "(measured now), then the load")
+
+
+def markdown_of(settings: Settings, book: Book) -> list[Path]:
+    folder = settings.corpus / book.slug
+    return sorted(p for p in folder.rglob("*.md") if p.name in ("source.md", "summary.md"))
+
+
+def missing_summaries(settings: Settings, book: Book) -> list[str]:
+    from loader.summarize import book_tree, summary_nodes
+
+    return [n.source_file for n in summary_nodes(book_tree(book), None) if not (settings.home / n.source_file).exists()]
+
+
+def build_book(settings: Settings, slug: str, provider: str, say: Callable[[str], None] = print,
+               sample_size: int = 16) -> LoadReport:
+    """prepare → (estimate) → summarize → sidecars → load, for one book. The estimate is printed
+    before the long steps: the inputs to embed, at a rate measured on a sample of them."""
+    from bookrag import db
+    from bookrag.migrate import apply_migrations
+    from loader.embedding import get_embedder
+    from loader.importers import IMPORTERS, importer_for
+    from loader.manifest import find_book
+    from loader.sidecars import texts_to_embed, write_sidecars
+    from loader.summarize import summarize_book
+
+    book = find_book(settings.corpus, slug)
+    if book.source_kind in IMPORTERS:
+        say(f"prepare   {importer_for(book).prepare(settings, book).line()}")
+    else:
+        say(f"prepare   {slug}: nothing to prepare (its source.md files are written by hand)")
+    missing = missing_summaries(settings, book)
+    without_llm = provider == "llm" and not settings.llm_model
+    if without_llm and missing:
+        raise BookragError(f"{slug}: {len(missing)} summaries are missing (e.g. {missing[0]}) and no LLM is configured: "
+                           "set BOOKRAG_LLM_MODEL, or pass --provider extractive")
+    embedder = get_embedder(settings.embedder, settings.embedding_model)
+    pending = texts_to_embed(markdown_of(settings, book), settings.home, settings.max_chunk_tokens, embedder)
+    rate = embedding_rate(embedder.passages, pending[:sample_size]) if pending else None
+    say(estimate_line(len(pending), rate))
+    if without_llm:
+        say(f"summarize {slug}: every summary is written; none regenerated (no LLM configured)")
+    else:
+        report = summarize_book(settings, book, provider=provider)
+        say(f"summarize {slug}: {report.line()}")
+        if report.failed:
+            raise BookragError(f"{len(report.failed)} summaries failed: {', '.join(report.failed[:5])}")
+    stats = write_sidecars(markdown_of(settings, book), settings.home, settings.max_chunk_tokens, embedder)
+    say(f"sidecars  {stats.written} written, {stats.unchanged} unchanged, {stats.embedded()}")
+    url = db.database_url(settings)
+    apply_migrations(url)
+    conn = db.connect(url)
+    try:
+        report = load(conn, settings.home, [settings.corpus / slug])
+    finally:
+        conn.close()
+    return report
