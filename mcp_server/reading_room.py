@@ -105,7 +105,7 @@ async def library(request: Request) -> Response:
 
 
 async def node(request: Request) -> Response:
-    book, folder = request.path_params["book"], request.path_params.get("folder", "").strip("/")
+    book, folder = request.path_params["book"], request.path_params.get("folder", "").rstrip("/")
     room_pages.check_folder(book, folder)
     highlight = room_pages.parse_highlight(request.query_params.get("hl"))
     page = await _read(request, lambda conn: room_pages.node_page(conn, book, folder, highlight))

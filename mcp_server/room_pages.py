@@ -109,8 +109,9 @@ def check_folder(book: str, folder: str) -> None:
     absolute path, nothing but letters, digits, `.`, `_` and `-`."""
     for segment in [book, *(folder.split("/") if folder else [])]:
         if segment in (".", "..") or not SEGMENT.fullmatch(segment):
-            raise PageError(404, f"no such page: {('/books/' + book + '/' + folder).rstrip('/')!r} is not a path of the "
-                                 "reading room (book and folder names only, no '..')")
+            path = f"/books/{book}/{folder}".rstrip("/")
+            raise PageError(404, f"{path[:200]!r} is not a page of the reading room: its pages are "
+                                 "/books/<book>/<part>/<chapter>, without '..', '.' or empty parts")
 
 
 def parse_highlight(raw: str | None) -> list[int]:
