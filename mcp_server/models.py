@@ -15,6 +15,7 @@ class Citation(BaseModel):
     source_file: str
     chunk_index: int
     paragraph: int | None = Field(None, description="the paragraph of source_file this chunk is from (§N, 1-based); for a source.md row, the number chapter summaries' anchors cite: cite it as §N")
+    url: str | None = Field(None, description="search hits: the paragraph in its chapter in the reading room (served by `bookrag mcp --http`), for a reader to check the citation")
 
 
 class Cites(BaseModel):

@@ -104,7 +104,9 @@ async def exercise(session: ClientSession) -> None:
     top = hits[1]
     # the citation names the paragraph (§2 of the routes chapter), the number its summary's anchors use
     assert top["citation"] == {"book": "traite-des-echanges", "source_file": ROUTES, "chunk_index": 1, "paragraph": 2,
-                               "heading_path": "Petit traité des échanges > Première partie > Chapitre II (Les routes)"}
+                               "heading_path": "Petit traité des échanges > Première partie > Chapitre II (Les routes)",
+                               # the paragraph in the reading room (BOOKRAG_READING_ROOM_URL's default)
+                               "url": "http://127.0.0.1:8765/books/traite-des-echanges/premiere-partie/chapitre-02-les-routes?hl=2#p2"}
     assert top["bm25_rank"] is not None and top["vector_rank"] is not None
     assert {p["citation"]["source_file"] for p in top["parent"]} == {ROUTES.replace("source.md", "summary.md")}
 
