@@ -57,6 +57,6 @@ def render(text: str, notes: Notes | None = None, seen: set[str] | None = None) 
     if label:
         back = (f'<a class="note-label" id="fn-{label}" href="#fnref-{label}" aria-label="back to the call of note {label}">'
                 f"[{label}]</a>" if notes is not None and label in notes.called
-                else f'<span class="note-label" id="fn-{label}">[{label}]</span>')
+                else f'<span class="note-label"{f" id=\"fn-{label}\"" if notes is not None else ""}>[{label}]</span>')
         html = f"{back} {html}"
     return Markup(html)
