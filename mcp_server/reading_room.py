@@ -101,14 +101,16 @@ async def _read(request: Request, fn: Callable[[psycopg.Connection], T]) -> T:
 # --- pages -------------------------------------------------------------------------------
 
 async def library(request: Request) -> Response:
-    return _page("library.html.j2", books=await _read(request, room_pages.list_books))
+    catalogue: room_pages.Catalogue = request.app.state.catalogue
+    return _page("library.html.j2", books=await _read(request, catalogue.books))
 
 
 async def node(request: Request) -> Response:
     book, folder = request.path_params["book"], request.path_params.get("folder", "").rstrip("/")
     room_pages.check_folder(book, folder)
     highlight = room_pages.parse_highlight(request.query_params.get("hl"))
-    page = await _read(request, lambda conn: room_pages.node_page(conn, book, folder, highlight))
+    catalogue: room_pages.Catalogue = request.app.state.catalogue
+    page = await _read(request, lambda conn: room_pages.node_page(conn, catalogue, book, folder, highlight))
     if isinstance(page, room_pages.ChapterPage):
         return _page("chapter.html.j2", page=page)
     return _page("tree.html.j2", page=page)
@@ -136,23 +138,27 @@ def _search(state: AppState, query: str, book: str | None) -> list[dict[str, Any
 
 async def search_page(request: Request) -> Response:
     raw, book = request.query_params.get("q"), request.query_params.get("book") or None
-    books = await _read(request, room_pages.list_books)
-    context: dict[str, Any] = {"query": raw or "", "book": book, "books": books, "hits": None, "elapsed_ms": None}
-    if raw is None:
-        return _page("search.html.j2", **context)
-    if len(raw) > MAX_QUERY_CHARS:
-        raise PageError(400, f"the query is {len(raw)} characters long; the limit is {MAX_QUERY_CHARS}")
-    if book is not None and book not in {b["book"] for b in books}:
-        raise PageError(404, f"no book {book[:200]!r} in the library; choose one from the list or search them all")
-    try:
-        query = check_query(raw)
-    except BookragError as exc:
-        raise PageError(400, str(exc)) from exc
-    state = _state(request)
-    started = time.perf_counter()
-    rows = await anyio.to_thread.run_sync(lambda: _search(state, query, book))
-    context.update(hits=room_pages.search_hits(rows), elapsed_ms=(time.perf_counter() - started) * 1000)
-    return _page("search.html.j2", **context)
+    query = None
+    if raw is not None:
+        if len(raw) > MAX_QUERY_CHARS:
+            raise PageError(400, f"the query is {len(raw)} characters long; the limit is {MAX_QUERY_CHARS}")
+        try:
+            query = check_query(raw)
+        except BookragError as exc:
+            raise PageError(400, str(exc)) from exc
+    state, catalogue = _state(request), request.app.state.catalogue
+
+    def work() -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None, float]:
+        books = _in_thread(state, catalogue.books)
+        if book is not None and book not in {b["book"] for b in books}:
+            raise PageError(404, f"no book {book[:200]!r} in the library; choose one from the list or search them all")
+        started = time.perf_counter()
+        rows = _search(state, query, book) if query is not None else None
+        return books, rows, (time.perf_counter() - started) * 1000
+
+    books, rows, elapsed_ms = await anyio.to_thread.run_sync(work)
+    return _page("search.html.j2", query=raw or "", book=book, books=books, elapsed_ms=elapsed_ms,
+                 hits=None if rows is None else room_pages.search_hits(rows))
 
 
 async def stylesheet(_request: Request) -> Response:
@@ -201,4 +207,5 @@ def reading_room_app(reader: StateGetter, security: TransportSecuritySettings) -
         Route("/books/{book}/{folder:path}", node),
     ], exception_handlers={PageError: _page_error, HTTPException: _http_error, Exception: _server_error})
     app.state.reader = reader
+    app.state.catalogue = room_pages.Catalogue()
     return CheckHost(app, security)

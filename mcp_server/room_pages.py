@@ -212,18 +212,39 @@ def _summary(chunks: list[dict[str, Any]], sentences: dict[tuple[str, int], list
     return list(paragraphs.values())
 
 
-def _outline(conn: psycopg.Connection, book: str) -> list[dict[str, Any]]:
-    """rag.outline's rows; an unknown book is a 404 naming the books there are."""
-    try:
-        return _rows(conn, "SELECT * FROM rag.outline(%s)", (book,))
-    except psycopg.errors.InvalidParameterValue as exc:
-        conn.rollback()
-        raise PageError(404, f"no book {book!r} in the library; see the list of books at /") from exc
+class Catalogue:
+    """rag.list_books and each book's rag.outline, kept between requests and read again when a
+    load has changed the book: every load stamps rag.books.loaded_at in its own transaction, and
+    that primary-key lookup costs a fraction of rag.outline's pass over the book's rows."""
+
+    def __init__(self) -> None:
+        self._stamps: dict[str, Any] | None = None
+        self._books: list[dict[str, Any]] = []
+        self._outlines: dict[str, tuple[Any, list[dict[str, Any]]]] = {}
+
+    def books(self, conn: psycopg.Connection) -> list[dict[str, Any]]:
+        stamps = {r["book"]: r["loaded_at"] for r in _rows(conn, "SELECT book, loaded_at FROM rag.books", ())}
+        if stamps != self._stamps:
+            self._books, self._stamps = list_books(conn), stamps
+        return self._books
+
+    def outline(self, conn: psycopg.Connection, book: str) -> list[dict[str, Any]]:
+        """rag.outline's rows; an unknown book is a 404."""
+        stamp = _rows(conn, "SELECT loaded_at FROM rag.books WHERE book = %s", (book,))
+        if not stamp:
+            raise PageError(404, f"no book {book!r} in the library; see the list of books at /")
+        cached = self._outlines.get(book)
+        if cached is not None and cached[0] == stamp[0]["loaded_at"]:
+            return cached[1]
+        rows = _rows(conn, "SELECT * FROM rag.outline(%s)", (book,))
+        self._outlines[book] = (stamp[0]["loaded_at"], rows)
+        return rows
 
 
-def node_page(conn: psycopg.Connection, book: str, folder: str, highlight: list[int]) -> ChapterPage | TreePage:
+def node_page(conn: psycopg.Connection, catalogue: Catalogue, book: str, folder: str,
+              highlight: list[int]) -> ChapterPage | TreePage:
     """The page of a folder: a section's (chapter or front matter) or a book's or part's tree."""
-    rows = _outline(conn, book)
+    rows = catalogue.outline(conn, book)
     page = chapter_page(conn, rows, book, folder, highlight) if folder else None
     page = page or tree_page(conn, rows, book, folder)
     if page is None:
