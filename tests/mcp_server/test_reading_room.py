@@ -174,3 +174,22 @@ def test_the_stylesheet_has_a_print_part(room):
     r = room.get("/static/room.css")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/css")
     assert "@media print" in r.text
+
+
+def test_the_catalogue_reads_a_book_again_after_a_load(corpus):
+    """Outlines are kept between requests and read again once rag.books.loaded_at changes (every
+    load stamps it); here a load is played by hand inside the test's transaction."""
+    from psycopg.rows import dict_row
+
+    from mcp_server.room_pages import Catalogue
+
+    corpus.row_factory = dict_row  # as the MCP server's pool gives rows
+    catalogue = Catalogue()
+    first = catalogue.outline(corpus, BOOK)
+    assert catalogue.outline(corpus, BOOK) is first  # kept
+    gone = f"corpus/{BOOK}/deuxieme-partie/chapitre-02-l-impot/source.md"
+    corpus.execute("DELETE FROM rag.hierarchical_content_nodes WHERE source_file = %s", (gone,))
+    assert catalogue.outline(corpus, BOOK) is first  # not stamped: not read again
+    corpus.execute("UPDATE rag.books SET loaded_at = loaded_at + interval '1 second' WHERE book = %s", (BOOK,))
+    again = catalogue.outline(corpus, BOOK)
+    assert {r["source_file"] for r in first} - {r["source_file"] for r in again} == {gone}
