@@ -45,13 +45,28 @@ def _missing_browser() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def require_browser() -> None:
+    """Fail in CI, skip elsewhere, when Chromium, its driver or Selenium is missing."""
     reason = _missing_browser()
     if reason:
         if os.environ.get("CI") == "true":
             pytest.fail(f"the browser tests must run in CI: {reason}")
         pytest.skip(reason)
+
+
+def test_a_missing_browser_fails_in_ci_and_skips_elsewhere(monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "CHROMIUM", "/nonexistent/chromium")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="the browser tests must run in CI: /nonexistent/chromium missing"):
+        require_browser()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="/nonexistent/chromium missing: apt-get install chromium chromium-driver"):
+        require_browser()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    require_browser()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
