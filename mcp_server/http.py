@@ -93,6 +93,10 @@ def http_app(server: MCPServer, settings: Settings, host: str) -> ASGIApp:
 
 
 def serve_http(server: MCPServer, settings: Settings, host: str, port: int) -> None:
+    import sys
+
     import uvicorn
 
+    address = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    print(f"bookrag: MCP at {address}/mcp, reading room at {address}/", file=sys.stderr, flush=True)
     uvicorn.run(http_app(server, settings, host), host=host, port=port, log_level="warning")
