@@ -180,13 +180,16 @@ def _sentences(conn: psycopg.Connection, files: list[str]) -> dict[tuple[str, in
 
 
 def _anchors(cites: list[dict[str, Any]], titles: dict[str, str]) -> list[Anchor]:
-    """Links for what a chunk's anchors cite: paragraphs of a source.md, or child summaries."""
+    """Links for what a chunk's anchors cite: paragraphs of a source.md, or child summaries, named
+    by their label ('Chapitre VII', not its title too) in the book's order (`titles` is in it)."""
+    position = {f: i for i, f in enumerate(titles)}
     out = []
-    for c in cites:
+    for c in sorted(cites, key=lambda c: position.get(c["source_file"], len(position))):
         url = citation_url("", c["source_file"], c["paragraphs"])
         if url is None:
             continue
-        label = section_label(c["paragraphs"]) if c["paragraphs"] else titles.get(c["source_file"], c["source_file"])
+        label = (section_label(c["paragraphs"]) if c["paragraphs"]
+                 else titles.get(c["source_file"], c["source_file"]).split(" (", 1)[0])
         out.append(Anchor(label, url))
     return out
 

@@ -68,7 +68,8 @@ def test_the_book_page_is_its_tree_with_summaries_folded(room):
     assert html.count("<details") == 8  # the book, two parts, five sections
     # a chapter summary's sentences link to the paragraphs they cite; a part's to its chapters
     assert f'<a class="anchor" href="{BAKER}?hl=2-3#p2">[§2–3]</a>' in html
-    assert f'<a class="anchor" href="{BAKER}">[Chapitre I (Le boulanger)]</a>' in html
+    assert (f'<a class="anchor" href="{BAKER}">[Chapitre I]</a> '
+            f'<a class="anchor" href="/books/{BOOK}/{NOTED}">[Chapitre II]</a>') in html  # in the book's order
 
 
 def test_a_part_page_is_its_subtree(room):
@@ -193,3 +194,13 @@ def test_the_catalogue_reads_a_book_again_after_a_load(corpus):
     corpus.execute("UPDATE rag.books SET loaded_at = loaded_at + interval '1 second' WHERE book = %s", (BOOK,))
     again = catalogue.outline(corpus, BOOK)
     assert {r["source_file"] for r in first} - {r["source_file"] for r in again} == {gone}
+
+
+def test_a_part_summarys_anchors_follow_the_book():
+    """rag.cites lists cited files by path; the page lists them in the book's order, by label."""
+    from mcp_server.room_pages import _anchors
+
+    titles = {"corpus/b/p/introduction/summary.md": "Introduction", "corpus/b/p/chapitre-01/summary.md": "Chapitre I (Un)"}
+    cites = [{"source_file": f, "paragraphs": None} for f in sorted(titles)]
+    assert [(a.label, a.url) for a in _anchors(cites, titles)] == [("Introduction", "/books/b/p/introduction"),
+                                                                  ("Chapitre I", "/books/b/p/chapitre-01")]
