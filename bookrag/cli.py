@@ -298,13 +298,17 @@ def cmd_search(args: argparse.Namespace, s: Settings) -> None:
         elif args.budget is not None:
             _print_context(add_citations(conn, build_context(conn, req)), args.json)
         else:
-            _print_hits(add_citations(conn, search(conn, req)), args.json)
+            _print_hits(add_citations(conn, search(conn, req)), args.json, s.reading_room_url)
     finally:
         conn.close()
 
 
-def _print_hits(rows: list[dict], as_json: bool) -> None:
+def _print_hits(rows: list[dict], as_json: bool, room: str | None = None) -> None:
+    from bookrag.links import citation_url
+
     for r in rows:
+        if room:  # the hit's paragraph in the reading room (bookrag mcp --http)
+            r["url"] = citation_url(room, r["source_file"], r["paragraph"])
         if as_json:
             print(json.dumps({k: v for k, v in r.items() if k not in ("id", "node_order")}, ensure_ascii=False, default=str))
             continue
@@ -323,6 +327,8 @@ def _print_hits(rows: list[dict], as_json: bool) -> None:
         print(f"{r['rank']:>2}. [{r['score']:.4f}] {r['heading_path']}  ({', '.join(branches)})")
         print(f"    cite: {r['citation']}")
         print(f"    {r['source_file']} {locator(r)}  level {r['level']}, {r['content_token_count']} tokens")
+        if r.get("url"):
+            print(f"    {r['url']}")
         print("    " + _clip(r["content"], 400))
         for c in r.get("cites") or []:
             marks = ", ".join(f"§{p}" for p in c["paragraphs"] or [])

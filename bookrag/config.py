@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bookrag.errors import BookragError
+from bookrag.links import DEFAULT_BASE
 
 #: The checkout (the folder holding corpus/, migrations/, sql/); BOOKRAG_HOME overrides it.
 DEFAULT_HOME = Path(__file__).resolve().parent.parent
@@ -35,6 +36,8 @@ class Settings:
     llm_max_output: int = 1500  # BOOKRAG_LLM_MAX_OUTPUT
     llm_timeout: float = 300.0  # BOOKRAG_LLM_TIMEOUT, seconds per request
     llm_retries: int = 5  # BOOKRAG_LLM_RETRIES
+    #: BOOKRAG_READING_ROOM_URL: where citations link to (the reading room of `bookrag mcp --http`)
+    reading_room_url: str = DEFAULT_BASE
 
     @property
     def api_key(self) -> str:
@@ -80,6 +83,13 @@ def _host_list(raw: str) -> tuple[str, ...]:
     return hosts
 
 
+def _base_url(name: str, raw: str) -> str:
+    if not raw.startswith(("http://", "https://")) or any(c.isspace() for c in raw) or "?" in raw or "#" in raw:
+        raise BookragError(f"{name} must be an http:// or https:// address without query or fragment "
+                           f"(e.g. http://127.0.0.1:8765), got {raw!r}")
+    return raw.rstrip("/")
+
+
 def load_settings() -> Settings:
     home = Path(os.environ.get("BOOKRAG_HOME") or DEFAULT_HOME).resolve()
     sources = os.environ.get("BOOKRAG_SOURCES")
@@ -107,4 +117,5 @@ def load_settings() -> Settings:
         llm_max_output=int(_number("BOOKRAG_LLM_MAX_OUTPUT", "1500", int, 1)),
         llm_timeout=float(_number("BOOKRAG_LLM_TIMEOUT", "300", float, 0.001)),
         llm_retries=int(_number("BOOKRAG_LLM_RETRIES", "5", int, 0)),
+        reading_room_url=_base_url("BOOKRAG_READING_ROOM_URL", os.environ.get("BOOKRAG_READING_ROOM_URL") or DEFAULT_BASE),
     )

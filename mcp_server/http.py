@@ -5,6 +5,8 @@
 - Beyond loopback a bearer token (BOOKRAG_MCP_TOKEN) is required; on loopback it is optional.
 - Request bodies are capped (MAX_BODY_BYTES): a search call is a few hundred bytes.
 - Answers are plain JSON bodies, not SSE streams (json_response).
+- Every other path is the reading room (reading_room.py): the books as web pages, through the
+  same pool, behind the same Host/Origin checks and token.
 The token check is a few lines of ASGI written here because the SDK's own auth is OAuth
 (issuer, resource server, token introspection), far more than a shared secret needs.
 """
@@ -17,9 +19,11 @@ from typing import Any, Awaitable, Callable
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.routing import Mount
 
 from bookrag.config import Settings
 from bookrag.errors import BookragError
+from mcp_server.reading_room import reading_room_app, running_state
 
 MAX_BODY_BYTES = 64 * 1024
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
@@ -79,12 +83,20 @@ def http_app(server: MCPServer, settings: Settings, host: str) -> ASGIApp:
                            "(e.g. books.example.org,192.0.2.2)")
     # json_response: each call is answered with one JSON body rather than an SSE stream (the tools
     # send no progress notifications, and a stream costs a task and an event per call).
-    app: ASGIApp = server.streamable_http_app(streamable_http_path="/mcp", host=host, json_response=True,
-                                              max_request_body_size=MAX_BODY_BYTES, transport_security=security_for(host, settings.mcp_allowed_hosts))
+    security = security_for(host, settings.mcp_allowed_hosts)
+    starlette = server.streamable_http_app(streamable_http_path="/mcp", host=host, json_response=True,
+                                           max_request_body_size=MAX_BODY_BYTES, transport_security=security)
+    # the reading room answers every other path, through the same pool, Host checks and token
+    starlette.router.routes.append(Mount("", app=reading_room_app(running_state(server), security)))
+    app: ASGIApp = starlette
     return BearerToken(app, settings.mcp_token) if settings.mcp_token else app
 
 
 def serve_http(server: MCPServer, settings: Settings, host: str, port: int) -> None:
+    import sys
+
     import uvicorn
 
+    address = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    print(f"bookrag: MCP at {address}/mcp, reading room at {address}/", file=sys.stderr, flush=True)
     uvicorn.run(http_app(server, settings, host), host=host, port=port, log_level="warning")

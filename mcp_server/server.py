@@ -41,6 +41,7 @@ from bookrag import db
 from bookrag.cite import BookMeta, book_meta, scholarly
 from bookrag.config import Settings
 from bookrag.errors import BookragError, database_reason
+from bookrag.links import DEFAULT_BASE, citation_url
 from bookrag.search import (MODEL_REFUSED, MODES, SearchRequest, check_phrasings, check_query, corpus_model,
                             query_vectors, search_and_pack)
 from mcp_server.models import (Book, Books, Children, Chunk, Cites, ContextChunk, Hit, LeftOut, Node, Outline, OutlineEntry,
@@ -73,6 +74,7 @@ class AppState:
     #: Each book's author, title and year for scholarly citations (bookrag.cite), read once and
     #: again when a hit comes from a book not read yet.
     books: dict[str, BookMeta] | None = None
+    reading_room_url: str = DEFAULT_BASE  # where the hits' citations link to (BOOKRAG_READING_ROOM_URL)
 
     def corpus_model(self) -> str | None:
         if self.model is None:
@@ -252,6 +254,9 @@ def search_tool(
             parent=[Chunk(**_chunk(p)) for p in h["parent"]] if expand_parent else None,
             cited=[Chunk(**_chunk(c)) for c in h["cited"]] if expand_cited else None)
         for h in hits])
+    for hit in out.hits:  # each citation links to its paragraph in the reading room
+        for chunk in (hit, *(hit.parent or ()), *(hit.cited or ())):
+            chunk.citation.url = citation_url(state.reading_room_url, chunk.citation.source_file, chunk.citation.paragraph)
     if context is not None:
         out.context = [ContextChunk(**_chunk(r), role=r["role"], hit_rank=r["hit_rank"], used_tokens=r["used_tokens"])
                        for r in context]
@@ -488,7 +493,7 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
                               kwargs={"row_factory": dict_row})
         pool.open(wait=False)
         try:
-            yield AppState(pool, threading.BoundedSemaphore(SQL_SLOTS))
+            yield AppState(pool, threading.BoundedSemaphore(SQL_SLOTS), reading_room_url=settings.reading_room_url)
         finally:
             pool.close()
 

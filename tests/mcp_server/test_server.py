@@ -115,6 +115,9 @@ async def exercise(session: ClientSession) -> None:
     assert top["citation"]["heading_path"] == "Petit traité des échanges > Première partie > Chapitre II (Les routes)"
     assert top["citation"]["scholarly"] == ("bookrag, *Petit traité des échanges* (2026), 1re partie, ch. II, "
                                             f"« Les routes », § {top['citation']['paragraph']}")
+    # the paragraph in the reading room (BOOKRAG_READING_ROOM_URL's default)
+    assert top["citation"]["url"] == ("http://127.0.0.1:8765/books/traite-des-echanges/premiere-partie/chapitre-02-les-routes"
+                                      f"?hl={top['citation']['paragraph']}#p{top['citation']['paragraph']}")
     assert {p["citation"]["source_file"] for p in top["parent"]} == {ROUTES.replace("source.md", "summary.md")}
     assert search_tool.input_schema["properties"]["phrasings"]["maxItems"] == 4
     assert "keywords the author" in search_tool.input_schema["properties"]["phrasings"]["description"]

@@ -1,0 +1,178 @@
+"""The reading room in a real headless browser (Debian's Chromium driven by Selenium, never a
+downloaded browser), against `bookrag mcp --http` serving the fixture corpus: a citation URL
+highlights its paragraph, a summary sentence's anchor lands on the paragraphs it cites, a search
+leads to a hit in its chapter, a note call and its note link both ways, a bad path is a 404 page.
+
+Outside CI a machine without chromium and chromium-driver skips these tests; in CI (CI=true),
+which installs them (.ci/run), their absence is a failure. SAVE_FIGURES=docs/figures also writes
+the screenshots of README's reading-room section there."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from bookrag.links import citation_url
+from tests.mcp_server.conftest import NOTED
+from tests.mcp_server.test_server import free_port, server_env
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+         "--window-size=1000,900")
+MARK = "rgb(255, 240, 168)"  # room.css's --mark: a highlighted paragraph's background
+BOOK = "traite-des-echanges"
+BAKER = f"corpus/{BOOK}/premiere-partie/chapitre-01-le-boulanger/source.md"
+
+
+def _missing_browser() -> str | None:
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.access(p, os.X_OK)]
+    if missing:
+        return f"{' and '.join(missing)} missing: apt-get install chromium chromium-driver"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is in the test extra: pip install -e '.[test]'"
+    return None
+
+
+def require_browser() -> None:
+    """Fail in CI, skip elsewhere, when Chromium, its driver or Selenium is missing."""
+    reason = _missing_browser()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the browser tests must run in CI: {reason}")
+        pytest.skip(reason)
+
+
+def test_a_missing_browser_fails_in_ci_and_skips_elsewhere(monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "CHROMIUM", "/nonexistent/chromium")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="the browser tests must run in CI: /nonexistent/chromium missing"):
+        require_browser()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="/nonexistent/chromium missing: apt-get install chromium chromium-driver"):
+        require_browser()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    require_browser()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS:
+        options.add_argument(flag)
+    profile = tempfile.mkdtemp(prefix="bookrag-chromium-")
+    options.add_argument(f"--user-data-dir={profile}")
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def base(room_url: str, room_home: Path) -> Iterator[str]:
+    """`bookrag mcp --http` on a free port, serving the reading room of the fixture corpus."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "bookrag.cli", "mcp", "--http", "--port", str(port)],
+                            env=server_env(room_url, room_home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail("the HTTP server did not start")
+            time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(10)
+
+
+def background(driver: Any, element_id: str) -> str:
+    return driver.execute_script("return getComputedStyle(document.getElementById(arguments[0])).backgroundColor", element_id)
+
+
+def target(driver: Any) -> str | None:
+    return driver.execute_script("const t = document.querySelector(':target'); return t && t.id")
+
+
+def highlighted(driver: Any) -> list[str]:
+    return [p.get_attribute("id") for p in driver.find_elements("css selector", ".para")
+            if background(driver, p.get_attribute("id")) == MARK]
+
+
+def test_a_citation_url_highlights_its_paragraph(browser, base):
+    browser.get(citation_url(base, BAKER, 2))
+    assert target(browser) == "p2"
+    assert highlighted(browser) == ["p2"]
+    assert browser.find_element("id", "p2").text.startswith("§2 Autrefois chaque famille cuisait")
+
+
+def test_a_summary_sentence_leads_to_the_paragraphs_it_cites(browser, base):
+    browser.get(citation_url(base, BAKER))
+    assert highlighted(browser) == []
+    anchor = browser.find_element("css selector", "#s-0-0 a.anchor")
+    assert anchor.text == "[§2–3]"
+    anchor.click()
+    assert browser.current_url == citation_url(base, BAKER, [2, 3])
+    assert target(browser) == "p2" and highlighted(browser) == ["p2", "p3"]
+    # and back: each cited paragraph links to the sentence citing it
+    browser.find_element("css selector", "#p3 a.cited-by").click()
+    assert target(browser) == "s-0-0" and background(browser, "s-0-0") == MARK
+
+
+def test_a_search_leads_to_its_hit_in_context(browser, base):
+    browser.get(f"{base}/search")
+    box = browser.find_element("css selector", "form.search input[name=q]")
+    box.send_keys("le meunier vend la farine")
+    box.submit()
+    first = browser.find_element("css selector", ".hit a.open")
+    assert first.text == f"{BAKER} §3"
+    first.click()
+    assert browser.current_url == citation_url(base, BAKER, 3)
+    assert target(browser) == "p3" and highlighted(browser) == ["p3"]
+
+
+def test_a_note_call_and_its_note_link_both_ways(browser, base):
+    browser.get(f"{base}/books/{BOOK}/{NOTED}")
+    browser.find_element("css selector", "#p2 .note-call a").click()
+    assert target(browser) == "fn-1" and highlighted(browser) == ["p4"]  # the note's paragraph
+    browser.find_element("id", "fn-1").click()
+    assert target(browser) == "fnref-1" and highlighted(browser) == []
+    assert background(browser, "fnref-1") == MARK
+
+
+def test_a_bad_path_is_a_404_page(browser, base):
+    browser.get(f"{base}/books/{BOOK}/premiere-partie/chapitre-09")
+    assert browser.title == "Not found · bookrag reading room"
+    assert browser.find_element("css selector", "p.error").text == (
+        "no chapter or part 'premiere-partie/chapitre-09' in Petit traité des échanges; its table of contents is at "
+        f"/books/{BOOK}")
+
+
+def test_screenshots(browser, base, tmp_path):
+    """The library, a chapter with a highlighted citation, a search: README's figures."""
+    out = Path(os.environ.get("SAVE_FIGURES") or tmp_path)
+    pages = {"reading-room-library.png": f"{base}/",
+             "reading-room-chapter.png": citation_url(base, BAKER, [2, 3]),
+             "reading-room-search.png": f"{base}/search?q=le+prix+du+pain"}
+    for name, url in pages.items():
+        browser.get(url)
+        assert browser.save_screenshot(str(out / name))
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
