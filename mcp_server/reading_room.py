@@ -37,7 +37,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bookrag.errors import BookragError
-from bookrag.search import MODEL_REFUSED, SearchRequest, check_query, query_vector, search
+from bookrag.search import MODEL_REFUSED, SearchRequest, check_phrasings, check_query, query_vectors, search
 from mcp_server import room_pages
 from mcp_server.room_pages import PageError
 from mcp_server.server import AppState, with_connection
@@ -116,19 +116,21 @@ async def node(request: Request) -> Response:
     return _page("tree.html.j2", page=page)
 
 
-def _search(state: AppState, query: str, book: str | None) -> list[dict[str, Any]]:
-    """The default search (rag.search through bookrag.search), embedding the query before taking a
-    connection, as the MCP search tool does; the corpus model is read again once if it changed."""
-    req = SearchRequest(query, k=SEARCH_K, book=book)
+def _search(state: AppState, query: str, book: str | None, also: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The default search (rag.search through bookrag.search; with other wordings of the question,
+    rag.search_phrasings), embedding them before taking a connection, as the MCP search tool does;
+    the corpus model is read again once if it changed."""
+    req = SearchRequest(query, k=SEARCH_K, book=book, phrasings=also)
     for attempt in (1, 2):
         model = state.corpus_model()
         try:
-            embedding = query_vector(model, query) if model else None
+            vectors = query_vectors(model, [query, *also]) if model else None
         except BookragError as exc:
             state.model = None
             raise PageError(503, str(exc)) from exc
+        embedding, more = (vectors[0], list(vectors[1:]) or None) if vectors is not None else (None, None)
         try:
-            return _in_thread(state, lambda conn: search(conn, req, embedding, model))
+            return _in_thread(state, lambda conn: search(conn, req, embedding, model, more))
         except PageError as exc:
             if attempt == 2 or not str(exc).startswith(MODEL_REFUSED):
                 raise
@@ -138,12 +140,14 @@ def _search(state: AppState, query: str, book: str | None) -> list[dict[str, Any
 
 async def search_page(request: Request) -> Response:
     raw, book = request.query_params.get("q"), request.query_params.get("book") or None
-    query = None
+    raw_also = [a for a in request.query_params.getlist("also") if a.strip()]
+    query, also = None, ()
     if raw is not None:
-        if len(raw) > MAX_QUERY_CHARS:
-            raise PageError(400, f"the query is {len(raw)} characters long; the limit is {MAX_QUERY_CHARS}")
+        for text, what in ((raw, "the query"), *((a, f"phrasing {i}") for i, a in enumerate(raw_also, start=1))):
+            if len(text) > MAX_QUERY_CHARS:
+                raise PageError(400, f"{what} is {len(text)} characters long; the limit is {MAX_QUERY_CHARS}")
         try:
-            query = check_query(raw)
+            query, also = check_query(raw), check_phrasings(raw_also)
         except BookragError as exc:
             raise PageError(400, str(exc)) from exc
     state, catalogue = _state(request), request.app.state.catalogue
@@ -153,11 +157,11 @@ async def search_page(request: Request) -> Response:
         if book is not None and book not in {b["book"] for b in books}:
             raise PageError(404, f"no book {book[:200]!r} in the library; choose one from the list or search them all")
         started = time.perf_counter()
-        rows = _search(state, query, book) if query is not None else None
+        rows = _search(state, query, book, also) if query is not None else None
         return books, rows, (time.perf_counter() - started) * 1000
 
     books, rows, elapsed_ms = await anyio.to_thread.run_sync(work)
-    return _page("search.html.j2", query=raw or "", book=book, books=books, elapsed_ms=elapsed_ms,
+    return _page("search.html.j2", query=raw or "", also=raw_also, book=book, books=books, elapsed_ms=elapsed_ms,
                  hits=None if rows is None else room_pages.search_hits(rows))
 
 

@@ -362,6 +362,9 @@ def search_hits(rows: list[dict[str, Any]]) -> list[SearchHit]:
             branches.append(f"summary sentence #{r['sentence_rank']}")
         if r.get("section_score") is not None:
             branches.append(f"chapter {r['section_score']:.2f}")
+        if r.get("found_by"):
+            branches.append("found by " + ", ".join(f"{'the question' if i == 0 else f'wording {i}'} #{rank}"
+                                                    for i, rank in zip(r["found_by"], r["phrasing_ranks"])))
         found = split_source_file(r["source_file"])
         chapter = None
         if found and found[1]:

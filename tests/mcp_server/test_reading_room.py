@@ -122,6 +122,18 @@ def test_the_search_page_links_each_hit_to_its_paragraph(room):
     assert '<option value="traite-des-echanges" selected>' in in_book
 
 
+def test_the_search_page_takes_the_authors_wordings(room):
+    """Two optional wordings beside the question (rag.search_phrasings): each hit says which found it;
+    a wording that repeats the question is one sentence, status 400."""
+    r = room.get("/search", params=[("q", "Qui paie l'entretien des chemins ?"), ("also", "péage pont routes"),
+                                    ("also", "Le péage du pont paie la route.")])
+    assert r.status_code == 200
+    assert re.search(r"found by (the question|wording [12]) #\d+", r.text)
+    assert 'value="péage pont routes"' in r.text  # the form keeps what was sent
+    bad = room.get("/search", params=[("q", "pain"), ("also", "PAIN")])
+    assert bad.status_code == 400 and 'phrasing 1 repeats the query: &#34;PAIN&#34;' in bad.text
+
+
 @pytest.mark.parametrize("path, status, sentence", [
     ("/books/nope", 404, "no book 'nope' in the library; see the list of books at /"),
     (f"/books/{BOOK}/premiere-partie/chapitre-09", 404,
