@@ -162,4 +162,4 @@ def test_a_phrasings_reply_that_is_not_json_falls_back_to_the_question(loaded, l
     assert main(["ask", QUESTION, "--k", "2", "--budget", "400"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "(the LLM's reply held no usable keywords or passage; the question is searched alone)"
-    assert [line for line in out if line.startswith("[")] == [c for c, _ in PASSAGES]  # the question's own context
+    assert [line for line in out if line.startswith("[")] == [c.split("\n")[0] for c, _ in PASSAGES]  # the question's own context

@@ -47,9 +47,10 @@ def test_the_cli_prints_each_hits_url(corpus_url, corpus_home, monkeypatch, caps
     monkeypatch.setenv("BOOKRAG_READING_ROOM_URL", "http://127.0.0.1:9000")
     assert main(["search", "ornière", "--k", "1", "--mode", "bm25"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1] == ("    corpus/traite-des-echanges/premiere-partie/chapitre-02-les-routes/source.md §1, chunk 0  level 0, "
-                        f"{lines[1].split('level 0, ')[1]}")
-    assert lines[2] == "    http://127.0.0.1:9000/books/traite-des-echanges/premiere-partie/chapitre-02-les-routes?hl=1#p1"
+    assert lines[1].startswith("    cite: ")  # the scholarly citation, then the file, then the URL
+    assert lines[2] == ("    corpus/traite-des-echanges/premiere-partie/chapitre-02-les-routes/source.md §1, chunk 0  level 0, "
+                        f"{lines[2].split('level 0, ')[1]}")
+    assert lines[3] == "    http://127.0.0.1:9000/books/traite-des-echanges/premiere-partie/chapitre-02-les-routes?hl=1#p1"
     assert main(["search", "ornière", "--k", "1", "--mode", "bm25", "--json"]) == 0
     [hit] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert hit["url"] == "http://127.0.0.1:9000/books/traite-des-echanges/premiere-partie/chapitre-02-les-routes?hl=1#p1"
