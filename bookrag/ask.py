@@ -55,6 +55,13 @@ def phrasings_prompt(question: str, books: list[dict[str, Any]]) -> str:
     return _env().get_template("phrasings.md.j2").render(question=question, books=books)
 
 
+def _text(value: Any) -> str:
+    """A wording from the LLM's JSON: a string, or a list of strings joined by spaces; else none."""
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        value = " ".join(value)
+    return " ".join(value.split()) if isinstance(value, str) else ""
+
+
 def ask_phrasings(question: str, books: list[dict[str, Any]]) -> tuple[tuple[str, ...], str | None]:
     """The question in the author's own words, from the LLM: (keywords, passage), and None; or ()
     and one sentence saying why there are none (a reply that is not the JSON asked for, or one
@@ -66,7 +73,7 @@ def ask_phrasings(question: str, books: list[dict[str, Any]]) -> tuple[tuple[str
     found = re.search(r"\{.*\}", reply, re.S)  # the object, even inside a code fence or a sentence
     try:
         data = json.loads(found.group(0)) if found else None
-        wordings = [" ".join(str(data[key]).split()) for key in ("keywords", "passage")] if isinstance(data, dict) else []
+        wordings = [_text(data.get(key)) for key in ("keywords", "passage")] if isinstance(data, dict) else []
     except (json.JSONDecodeError, KeyError):
         wordings = []
     seen = {question.strip().lower()}
@@ -116,6 +123,8 @@ def render_answer(question: str, rows: list[dict[str, Any]], cited: Cited | None
         lines.append(f"[{n}] {cite(row)}  ({role}, level {row['level']})")
         if row.get("citation"):
             lines.append(f"    cite: {row['citation']}")
+        if row.get("url"):
+            lines.append(f"    {row['url']}")
         if not llm:
             lines.append("    " + row["content"])
         behind = cited.get((row["source_file"], row["chunk_index"]))

@@ -75,7 +75,7 @@ def _number(name: str, default: str, kind: type, minimum: float) -> int | float:
 
 
 def _host_list(raw: str) -> tuple[str, ...]:
-    hosts = tuple(h.strip() for h in raw.split(",") if h.strip())
+    hosts = tuple(h.strip().removeprefix("[").removesuffix("]") for h in raw.split(",") if h.strip())
     for h in hosts:
         if any(c in h for c in "/ @*") or h.count(":") == 1:
             raise BookragError(f"BOOKRAG_MCP_ALLOWED_HOSTS: {h!r} is not a host name or address "

@@ -11,6 +11,7 @@ from bookrag import db
 from bookrag.ask import ask_phrasings, render_answer
 from bookrag.cite import add_citations
 from bookrag.config import Settings
+from bookrag.links import citation_url
 from bookrag.migrate import apply_migrations
 from bookrag.search import SearchRequest, build_context, cited_rows, search_and_pack
 from loader.check import check_corpus
@@ -43,6 +44,8 @@ def answer(conn: psycopg.Connection, settings: Settings, req: SearchRequest) -> 
     else:
         rows = build_context(conn, req)
     rows = add_citations(conn, rows)
+    for r in rows:  # each passage's paragraph in the reading room (bookrag mcp --http)
+        r["url"] = citation_url(settings.reading_room_url, r["source_file"], r.get("paragraph"))
     return "\n".join([*lines, render_answer(req.query, rows, cited_rows(conn, rows))])
 
 

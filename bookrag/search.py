@@ -116,11 +116,19 @@ def check_phrasings(phrasings: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     none is empty and that none repeats another)."""
     out = []
     for i, text in enumerate(phrasings, start=1):
+        if not text.strip():
+            raise BookragError(f"phrasing {i} is empty")
         try:
-            out.append(check_query(text) if text.strip() else text)
+            out.append(check_query(text))
         except BookragError as exc:
             raise BookragError(f"phrasing {i}: {exc}") from None
     return tuple(out)
+
+
+#: The SearchRequest fields that tune one search's ranking: rag.search_phrasings runs each wording
+#: with the defaults, so a request with phrasings refuses them rather than ignore them.
+TUNING = ("fusion", "normalisation", "bm25_weight", "vector_weight", "chapter_weight", "cite_weight",
+          "sentence_after", "sentence_every")
 
 
 def check_int(name: str, value: int | None) -> int | None:
@@ -252,6 +260,10 @@ def search_and_pack(conn: psycopg.Connection, req: SearchRequest, embedding: np.
     (with the query, in one batch) when the query has none."""
     query = check_query(req.query)
     phrasings = check_phrasings(req.phrasings)
+    tuned = [name for name in TUNING if getattr(req, name) is not None]
+    if phrasings and tuned:
+        raise BookragError(f"{', '.join(tuned)} tune one wording's ranking; with phrasings every wording is "
+                           "searched with the defaults: drop them or the phrasings")
     req.check_ints()
     if phrasings and embedding is None and req.mode != "bm25":
         embedding, phrasing_embeddings, model = embed_all(conn, req)

@@ -16,7 +16,7 @@ class Citation(BaseModel):
     chunk_index: int
     paragraph: int | None = Field(None, description="the paragraph of source_file this chunk is from (§N, 1-based); for a source.md row, the number chapter summaries' anchors cite: cite it as §N")
     scholarly: str | None = Field(None, description="the passage cited as a scholar writes it (author, *title* (year), part, chapter, « title », § N; a summary says résumé): quote this in answers")
-    url: str | None = Field(None, description="search hits: the paragraph in its chapter in the reading room (served by `bookrag mcp --http`), for a reader to check the citation")
+    url: str | None = Field(None, description="the paragraph in its chapter in the reading room (served by `bookrag mcp --http`), for a reader to check the citation")
 
 
 class Cites(BaseModel):

@@ -148,12 +148,14 @@ def _nothing_loaded(conn: psycopg.Connection) -> bool:
     return conn.execute("SELECT NOT EXISTS (SELECT 1 FROM rag.hierarchical_content_nodes) AS empty").fetchone()["empty"]
 
 
-def _add_scholarly(state: AppState, rows: list[dict[str, Any]]) -> None:
-    """Each row gains its scholarly citation (bookrag.cite, the one rule)."""
+def _add_citations(state: AppState, rows: list[dict[str, Any]]) -> None:
+    """Each row gains its scholarly citation (bookrag.cite, the one rule) and its URL in the
+    reading room (bookrag.links)."""
     if state.books is None or any(r["book"] not in state.books for r in rows):
         state.books = with_connection(state, book_meta)
     for r in rows:
         r["scholarly"] = scholarly(state.books.get(r["book"]), r["heading_path"], r.get("paragraph"), r["node_type"])
+        r["url"] = citation_url(state.reading_room_url, r["source_file"], r.get("paragraph"))
 
 
 def _rows(conn: psycopg.Connection, query: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
@@ -164,7 +166,8 @@ def _chunk(r: dict[str, Any]) -> dict[str, Any]:
     content = r["content"] or ""
     return {
         "citation": {"book": r["book"], "heading_path": r["heading_path"], "source_file": r["source_file"],
-                     "chunk_index": r["chunk_index"], "paragraph": r.get("paragraph"), "scholarly": r.get("scholarly")},
+                     "chunk_index": r["chunk_index"], "paragraph": r.get("paragraph"), "scholarly": r.get("scholarly"),
+                     "url": r.get("url")},
         "level": r["level"], "node_type": r["node_type"], "tokens": r["content_token_count"] or 0,
         "content": content if len(content) <= MAX_CONTENT_CHARS else content[:MAX_CONTENT_CHARS] + "…",
     }
@@ -246,7 +249,7 @@ def search_tool(
         hits, context = run()
     if not hits and with_connection(state, _nothing_loaded):
         raise ToolError(NO_BOOK)
-    _add_scholarly(state, [*hits, *(context or []), *(r for h in hits for r in (h["parent"] or []) + (h["cited"] or []))])
+    _add_citations(state, [*hits, *(context or []), *(r for h in hits for r in (h["parent"] or []) + (h["cited"] or []))])
     out = SearchResult(query=query, phrasings=list(wordings), hits=[
         Hit(**_chunk(h), rank=h["rank"], score=h["score"], bm25_rank=h["bm25_rank"], vector_rank=h["vector_rank"],
             section_score=h["section_score"], sentence_rank=h["sentence_rank"], cites=h["cites"] or None,
@@ -254,9 +257,6 @@ def search_tool(
             parent=[Chunk(**_chunk(p)) for p in h["parent"]] if expand_parent else None,
             cited=[Chunk(**_chunk(c)) for c in h["cited"]] if expand_cited else None)
         for h in hits])
-    for hit in out.hits:  # each citation links to its paragraph in the reading room
-        for chunk in (hit, *(hit.parent or ()), *(hit.cited or ())):
-            chunk.citation.url = citation_url(state.reading_room_url, chunk.citation.source_file, chunk.citation.paragraph)
     if context is not None:
         out.context = [ContextChunk(**_chunk(r), role=r["role"], hit_rank=r["hit_rank"], used_tokens=r["used_tokens"])
                        for r in context]
@@ -276,7 +276,7 @@ def get_node(
     rows = with_connection(_state(ctx), go)
     if not rows:
         raise _no_node(source_file)
-    _add_scholarly(_state(ctx), rows)
+    _add_citations(_state(ctx), rows)
     node = _node(rows)
     for chunk, row in zip(node.chunks, rows):
         chunk.cites = [Cites(**c) for c in row["cites"]] or None
@@ -298,7 +298,7 @@ def get_parent(
         raise _no_node(source_file)
     if not rows:
         raise ToolError(f"{source_file} is the root of its book: it has no parent")
-    _add_scholarly(_state(ctx), rows)
+    _add_citations(_state(ctx), rows)
     return _node(rows)
 
 
@@ -316,7 +316,7 @@ def get_children(
     exists, rows = with_connection(_state(ctx), go)
     if not exists:
         raise _no_node(source_file)
-    _add_scholarly(_state(ctx), [r for r in rows if r["role"] == "child"])
+    _add_citations(_state(ctx), [r for r in rows if r["role"] == "child"])
     included: dict[str, list[dict[str, Any]]] = {}
     left: list[LeftOut] = []
     for r in rows:
@@ -365,17 +365,19 @@ class MemoryCapExceeded(Exception):
 def _select(conn: psycopg.Connection, statement: str, max_rows: int, value_building: bool) -> SqlResult:
     timer = threading.Timer(SQL_DEADLINE_S, conn.cancel_safe)  # the backend stops even if the caller gave up
     timer.start()
-    watch = None
+    # watched from the plan on: planning folds constant expressions, which can build large values
+    watch = watchdog.watch(conn)
     try:
         with conn.transaction():
             conn.execute("SET TRANSACTION READ ONLY")
             conn.execute(pgsql.SQL("SET LOCAL statement_timeout = {}").format(pgsql.Literal(f"{SQL_TIMEOUT_S}s")))
+            # no parallel workers: their memory is not the backend's, and the plan's rows would be per worker
+            conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
             with conn.cursor(row_factory=tuple_row) as cur:  # the plan, without running the statement
                 (plan,) = cur.execute(pgsql.SQL("EXPLAIN (FORMAT JSON) {}").format(pgsql.SQL(statement))).fetchone()
             problem = plan_problem(plan[0]["Plan"], value_building)
             if problem:
                 raise ToolError(f"rejected before running: {problem}")
-            watch = watchdog.watch(conn.info.backend_pid, conn.cancel_safe)
             with conn.cursor() as cur:  # column names, without running the statement
                 cur.execute(pgsql.SQL("SELECT * FROM (\n{}\n) AS q LIMIT 0").format(pgsql.SQL(statement)))
                 columns = [d.name for d in cur.description or []]
@@ -398,7 +400,7 @@ def _select(conn: psycopg.Connection, statement: str, max_rows: int, value_build
                         truncated = True
                         break
                     rows.append(row)
-    except psycopg.errors.QueryCanceled:
+    except psycopg.Error:
         if watch is not None and watch.tripped:
             raise MemoryCapExceeded() from None
         raise
@@ -406,6 +408,8 @@ def _select(conn: psycopg.Connection, statement: str, max_rows: int, value_build
         timer.cancel()
         if watch is not None:
             watch.stop()
+    if watch is not None and watch.tripped:  # a cancel that came between two fetches: the backend is still large
+        raise MemoryCapExceeded()
     return SqlResult(columns=columns, rows=rows, truncated=truncated)
 
 
@@ -430,11 +434,11 @@ async def read_only_sql(
         raise ToolError(f"rejected: {exc}") from exc
     # the statement is run as a subquery: drop its final semicolon (and comments after it)
     statement = re.sub(r";\s*(?:--[^\n]*(?:\n\s*)?)*\Z", "", statement.rstrip())
+    value_building = builds_values(statement)
     state = _state(ctx)
     if not state.sql_slots.acquire(blocking=False):
         raise ToolError(f"read_only_sql is busy ({SQL_SLOTS} statements already running); try again in a moment")
 
-    value_building = builds_values(statement)
 
     def work() -> SqlResult:
         try:

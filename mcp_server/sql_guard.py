@@ -15,7 +15,7 @@ ALLOWED_FUNCTIONS = {
     "split_part", "trim", "btrim", "replace", "position", "strpos", "concat", "bool_or", "bool_and", "array_length",
     "cardinality", "vector_dims", "percentile_cont", "stddev", "variance", "regexp_replace", "starts_with", "row_number",
     "rank", "dense_rank", "date_trunc", "extract", "to_char", "cast", "trycast", "if", "case", "jsonb_array_length",
-    "json_array_length", "jsonb_typeof", "json_typeof", "exists",
+    "json_array_length", "jsonb_typeof", "json_typeof", "exists", "corr",
     # the names sqlglot gives some of the above once parsed
     "group_concat", "str_position", "time_to_str", "timestamp_trunc", "logical_or", "logical_and", "array_size", "array",
 }
@@ -36,10 +36,44 @@ class UnsafeSQL(ValueError):
     """The statement is not a single read-only SELECT over the corpus."""
 
 
+#: What sqlglot models as functions but PostgreSQL writes (or also writes) as built-in operators
+#: and constructs: AND, OR, ->, ->>, #>, #>>, @>, <@, &&, ~, ~*, ^, EXISTS, COLLATE. Listed one by
+#: one: other classes of the same shape (xor(), array_contains()…) are calls to check by name.
+OPERATORS = (exp.And, exp.Or, exp.JSONExtract, exp.JSONExtractScalar, exp.JSONBExtract, exp.JSONBExtractScalar,
+             exp.JSONBContains, exp.ArrayContainsAll, exp.ArrayContainedBy, exp.ArrayOverlaps, exp.RegexpLike,
+             exp.RegexpILike, exp.Pow, exp.Exists, exp.Collate)
+#: Functions whose result can be many times their input: their replacement must be a literal of at
+#: most REPLACEMENT_CHARS characters, and at most REPLACE_DEPTH of them may nest (each level can
+#: multiply a value's length; planning folds constant ones before anything runs).
+REPLACING = (exp.RegexpReplace,)
+REPLACING_NAMES = ("replace", "regexp_replace")
+REPLACEMENT_CHARS = 64
+REPLACE_DEPTH = 2
+
+
 def _is_operator(node: exp.Expression) -> bool:
-    """sqlglot models some operators as functions (AND, OR, ->, ->>, @>, ~, ^): they are written
-    as operators, run built-in operator functions, and are not calls to check by name."""
-    return isinstance(node, (exp.Connector, exp.Binary, exp.Unary))
+    return isinstance(node, OPERATORS)
+
+
+def _replacing(node: exp.Expression) -> bool:
+    return isinstance(node, REPLACING) or (isinstance(node, exp.Func) and _function_name(node) in REPLACING_NAMES)
+
+
+def _check_replacing(node: exp.Expression) -> None:
+    """A replace()/regexp_replace() call's replacement and nesting (see REPLACING)."""
+    args = [a for a in node.iter_expressions()]
+    replacement = node.args.get("replacement") if isinstance(node, exp.RegexpReplace) else (args[2] if len(args) > 2 else None)
+    name = _written_name(node) or "replace"
+    if replacement is None or not (isinstance(replacement, exp.Literal) and replacement.is_string):
+        raise UnsafeSQL(f"{name}(): the replacement must be a string literal")
+    if len(replacement.this) > REPLACEMENT_CHARS:
+        raise UnsafeSQL(f"{name}(): the replacement may be at most {REPLACEMENT_CHARS} characters, got {len(replacement.this)}")
+    depth, parent = 1, node.parent
+    while parent is not None:
+        depth += _replacing(parent)
+        parent = parent.parent
+    if depth > REPLACE_DEPTH:
+        raise UnsafeSQL(f"{name}(): at most {REPLACE_DEPTH} replace()/regexp_replace() calls may nest")
 
 
 def _function_name(node: exp.Expression) -> str:
@@ -111,6 +145,8 @@ def _check_tree(tree: exp.Expression, sql: str) -> str:
             label = f"{schema + '.' if schema else ''}{name}" or node.sql(dialect="postgres")[:80]
             raise UnsafeSQL(f"table {label} is not readable here; "
                             f"use rag.{', rag.'.join(sorted(ALLOWED_TABLES))}")
+        if _replacing(node):
+            _check_replacing(node)
         if isinstance(node, exp.Func) and not isinstance(node, (exp.Cast, exp.Case, exp.If, exp.Paren)) \
                 and not _is_operator(node):
             name = _function_name(node)
@@ -137,20 +173,40 @@ def builds_values(sql: str) -> bool:
     return any(isinstance(n, VALUE_BUILDING) for n in tree.walk())
 
 
+SCANS = ("Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Heap Scan")
+
+
 def _bound_rows(node: dict) -> float:
-    """An upper estimate of the rows a plan node produces. The planner's estimate, except for a
-    join whose condition is not a plain column = column: its selectivity is a default guess
-    (0.5 % for an expression equality) that a hostile condition turns into millions of rows, so
-    its bound is the product of its inputs."""
+    """An upper estimate of the rows a plan node produces. The planner's estimate, raised where it
+    may be a guess: a join whose condition is not column = column between two tables' own columns
+    (statistics exist for those; an expression's or a CTE's column has a default selectivity that a
+    hostile condition turns into millions of rows) counts the product of its inputs; a trusted join
+    scales its estimate by how much its inputs' bounds exceed their estimates; any other node
+    produces at most what its inputs bound (a LIMIT or an aggregate produce less, never more)."""
     children = node.get("Plans") or []
     rows = float(node.get("Plan Rows", 0))
+    if not children:
+        return rows
+    bounds = [_bound_rows(c) for c in children]
     if node.get("Node Type") in ("Nested Loop", "Hash Join", "Merge Join") and len(children) >= 2:
         condition = node.get("Hash Cond") or node.get("Merge Cond") or ""
-        trusted = condition and not node.get("Join Filter") and _plain_equalities(condition)
+        trusted = (condition and not node.get("Join Filter") and _plain_equalities(condition)
+                   and all(_reads_a_table(c) for c in children[:2]))
         if not trusted:
-            outer, inner = (_bound_rows(c) for c in children[:2])
-            rows = max(rows, outer * inner)
-    return rows
+            return max(rows, bounds[0] * bounds[1])
+        scale = 1.0
+        for child, bound in zip(children[:2], bounds[:2]):
+            scale *= max(1.0, bound / max(float(child.get("Plan Rows", 0)), 1.0))
+        return rows * scale
+    return max(rows, sum(b for c, b in zip(children, bounds) if c.get("Parent Relationship") != "InitPlan"
+                         and c.get("Parent Relationship") != "SubPlan"))
+
+
+def _reads_a_table(node: dict) -> bool:
+    """A table scan, directly or under the Hash (or Materialize, Sort) a join reads it through."""
+    while node.get("Node Type") in ("Hash", "Materialize", "Sort", "Memoize") and node.get("Plans"):
+        node = node["Plans"][0]
+    return node.get("Node Type") in SCANS
 
 
 def _plain_equalities(condition: str) -> bool:
@@ -171,15 +227,19 @@ def plan_problem(plan: dict, value_building: bool) -> str | None:
                 "two million rows); add a WHERE or a LIMIT, or join on columns")
     if not value_building:
         return None
-    stack = [plan]
+    nodes, stack = [], [plan]
     while stack:
-        node = stack.pop()
+        nodes.append(stack.pop())
+        stack.extend(nodes[-1].get("Plans") or [])
+    # a row's width: the widest any node of the plan reports (an expression's or a CTE column's
+    # width is the planner's guess, often 32 bytes, whatever it carries)
+    width = max(max(int(n.get("Plan Width", 0)) for n in nodes), 1)
+    for node in nodes:
         children = node.get("Plans") or []
-        stack.extend(children)
         # what an aggregate reads, and what a sub-select returns (ARRAY(SELECT …) collects it)
         inputs = children if node.get("Node Type") in ("Aggregate", "WindowAgg") else []
         for child in inputs + ([node] if node.get("Subplan Name") else []):
-            size = _bound_rows(child) * max(int(child.get("Plan Width", 0)), 1)
+            size = _bound_rows(child) * width
             if size > VALUE_BUILDING_BYTES:
                 return (f"its array_agg/string_agg/ARRAY() would read about {_human(size)} "
                         f"({_human_rows(_bound_rows(child))} rows; bound {_human(VALUE_BUILDING_BYTES)}); "

@@ -6,11 +6,16 @@ bound (sql_guard.plan_problem) is the wall."""
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 from pathlib import Path
 from typing import Callable
 
-#: The backend is cancelled once its private memory passes this (about 256 MB above an idle one).
+import psycopg
+
+#: The backend is cancelled once its private memory passes this (an idle backend holds about 10 MB;
+#: its connection is then closed, so memory kept from earlier statements never adds up).
 MEMORY_CAP_BYTES = 256 * 1024 * 1024
 POLL_SECONDS = 0.01
 
@@ -26,21 +31,41 @@ def private_bytes(pid: int) -> int | None:
     return None
 
 
-def is_local_backend(pid: int) -> bool:
-    """Whether pid is a PostgreSQL process of this machine (a remote server's pid means nothing here)."""
+def client_mark(conn: psycopg.Connection) -> str | None:
+    """How this connection's backend names its client in its process title: '[local]' over a
+    unix socket, 'ADDRESS(PORT)' over TCP (this end's port); None when it cannot be told."""
+    host = conn.info.host or ""
+    if host.startswith("/"):
+        return "[local]"
     try:
-        return b"postgres" in Path(f"/proc/{pid}/cmdline").read_bytes()[:200]
+        with socket.socket(fileno=os.dup(conn.pgconn.socket)) as sock:
+            address, port = sock.getsockname()[:2]
+    except OSError:
+        return None
+    return f"{address}({port})"
+
+
+def is_local_backend(pid: int, conn: psycopg.Connection) -> bool:
+    """Whether pid is this connection's backend on this machine: a PostgreSQL process whose title
+    names this connection's role, database and client end (over TCP the server may be a container
+    or another host, where the same pid is another process here)."""
+    mark = client_mark(conn)
+    if mark is None:
+        return False
+    try:
+        title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
     except OSError:
         return False
+    return title.startswith(f"postgres: {conn.info.user} {conn.info.dbname} {mark}")
 
 
 class Watch:
-    """Polls a backend's private memory until stopped; calls cancel once it passes the cap."""
+    """Polls a backend's private memory until stopped; past the cap it cancels the statement, and
+    again at each poll while the memory stays above it."""
 
     def __init__(self, pid: int, cancel: Callable[[], None], cap: int) -> None:
         self.pid, self.cancel, self.cap = pid, cancel, cap
-        self.baseline = private_bytes(pid) or 0
-        self.peak = self.baseline
+        self.peak = private_bytes(pid) or 0
         self.tripped = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"bookrag-watch-{pid}", daemon=True)
@@ -52,18 +77,19 @@ class Watch:
             if used is None:
                 return
             self.peak = max(self.peak, used)
-            if used - self.baseline > self.cap:
+            if used > self.cap:
                 self.tripped = True
                 self.cancel()
-                return
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
 
 
-def watch(pid: int, cancel: Callable[[], None]) -> Watch | None:
-    """A running Watch of a local backend, or None when its memory cannot be read from here."""
-    if not is_local_backend(pid) or private_bytes(pid) is None:
+def watch(conn: psycopg.Connection) -> Watch | None:
+    """A running Watch of the connection's backend (cancelling through the connection), or None
+    when that backend's memory cannot be read from here."""
+    pid = conn.info.backend_pid
+    if not is_local_backend(pid, conn) or private_bytes(pid) is None:
         return None
-    return Watch(pid, cancel, MEMORY_CAP_BYTES)
+    return Watch(pid, conn.cancel_safe, MEMORY_CAP_BYTES)

@@ -1,11 +1,12 @@
--- 0021: the reader's wall around every database, and a role of the MCP server's own.
+-- 0021: the reader kept out of the postgres and template1 databases, and a role of the MCP server's own.
 -- depends: 0020_default_search_static
 
 -- The reader may connect to the corpus database only. PostgreSQL gives PUBLIC the CONNECT right on
 -- every database; in the maintenance database (postgres) and template1 a login could create temp
 -- tables and functions and run DO blocks, none of which migration 0003's revokes reach. Revoked
 -- from PUBLIC there (superusers and the databases' owners keep it). On a shared server whose owner
--- may not do this, a WARNING says so and those databases stay open to the role.
+-- may not do this (PostgreSQL then revokes nothing and only warns), a WARNING says so: those
+-- databases stay open to the role.
 DO $$
 DECLARE
     v_db TEXT;
@@ -14,10 +15,11 @@ BEGIN
                 WHERE datname IN ('postgres', 'template1') AND datname <> current_database() LOOP
         EXECUTE format('REVOKE CONNECT ON DATABASE %I FROM PUBLIC', v_db);
         EXECUTE format('REVOKE CONNECT ON DATABASE %I FROM bookrag_reader', v_db);
+        IF has_database_privilege('bookrag_reader', v_db, 'CONNECT') THEN
+            RAISE WARNING 'bookrag: % may not revoke CONNECT on database % from PUBLIC; bookrag_reader can still log in there',
+                current_user, v_db;
+        END IF;
     END LOOP;
-EXCEPTION WHEN insufficient_privilege THEN
-    RAISE WARNING 'bookrag: % may not revoke CONNECT on postgres and template1 from PUBLIC (%); bookrag_reader can still log in there',
-        current_user, SQLERRM;
 END
 $$;
 

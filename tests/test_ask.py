@@ -16,31 +16,33 @@ PART = "corpus/traite-des-echanges/premiere-partie"
 ROUTES = f"{PART}/chapitre-02-les-routes"
 #: Each passage's scholarly citation (bookrag.cite), printed under its line.
 CITE = "    cite: bookrag, *Petit traité des échanges* (2026), 1re partie"
+#: Each passage's page in the reading room (BOOKRAG_READING_ROOM_URL's default), under its citation.
+ROOM = "    http://127.0.0.1:8765/books/traite-des-echanges/premiere-partie"
 #: The three passages of the context, in reading order: (citation line, what a summary cites). The
 #: default search (auto: two-stage) ranks the routes chapter's two paragraphs; their chapter
 #: summary comes in as their parent.
 PASSAGES = [
     (f"[1] {HEADING} > Chapitre II (Les routes) (résumé) — {ROUTES}/summary.md §1, chunk 0  (context, level 1)\n"
-     f"{CITE}, ch. II, « Les routes », résumé, § 1",
+     f"{CITE}, ch. II, « Les routes », résumé, § 1\n{ROOM}/chapitre-02-les-routes#summary-1",
      f"    cites the book: {ROUTES}/source.md §1, §2"),
     (f"[2] {HEADING} > Chapitre II (Les routes) — {ROUTES}/source.md §1, chunk 0  (hit, level 0)\n"
-     f"{CITE}, ch. II, « Les routes », § 1", None),
+     f"{CITE}, ch. II, « Les routes », § 1\n{ROOM}/chapitre-02-les-routes?hl=1#p1", None),
     (f"[3] {HEADING} > Chapitre II (Les routes) — {ROUTES}/source.md §2, chunk 1  (hit, level 0)\n"
-     f"{CITE}, ch. II, « Les routes », § 2", None),
+     f"{CITE}, ch. II, « Les routes », § 2\n{ROOM}/chapitre-02-les-routes?hl=2#p2", None),
 ]
 BAKER = f"{PART}/chapitre-01-le-boulanger"
 #: The same question in mode hybrid (summaries among the hits): the part summary comes in as the
 #: parent of the routes summary, whose hit is rendered with what its anchors cite.
 HYBRID_PASSAGES = [
-    (f"[1] {HEADING} (résumé) — {PART}/summary.md §1, chunk 0  (context, level 2)\n{CITE}, résumé, § 1",
+    (f"[1] {HEADING} (résumé) — {PART}/summary.md §1, chunk 0  (context, level 2)\n{CITE}, résumé, § 1\n{ROOM}#summary-1",
      f"    cites the book: {BAKER}/summary.md §1; {ROUTES}/summary.md §1"),
-    (f"[2] {HEADING} (résumé) — {PART}/summary.md §2, chunk 1  (context, level 2)\n{CITE}, résumé, § 2",
+    (f"[2] {HEADING} (résumé) — {PART}/summary.md §2, chunk 1  (context, level 2)\n{CITE}, résumé, § 2\n{ROOM}#summary-2",
      f"    cites the book: {ROUTES}/summary.md §1"),
     (f"[3] {HEADING} > Chapitre II (Les routes) (résumé) — {ROUTES}/summary.md §1, chunk 0  (hit, level 1)\n"
-     f"{CITE}, ch. II, « Les routes », résumé, § 1",
+     f"{CITE}, ch. II, « Les routes », résumé, § 1\n{ROOM}/chapitre-02-les-routes#summary-1",
      f"    cites the book: {ROUTES}/source.md §1, §2"),
     (f"[4] {HEADING} > Chapitre II (Les routes) — {ROUTES}/source.md §2, chunk 1  (hit, level 0)\n"
-     f"{CITE}, ch. II, « Les routes », § 2", None),
+     f"{CITE}, ch. II, « Les routes », § 2\n{ROOM}/chapitre-02-les-routes?hl=2#p2", None),
 ]
 PART_1 = ("La première partie montre que la production et le transport forment une seule chaîne : le boulanger "
           "ne nourrit le village que si les routes laissent passer la farine.")
@@ -163,3 +165,11 @@ def test_a_phrasings_reply_that_is_not_json_falls_back_to_the_question(loaded, l
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "(the LLM's reply held no usable keywords or passage; the question is searched alone)"
     assert [line for line in out if line.startswith("[")] == [c.split("\n")[0] for c, _ in PASSAGES]  # the question's own context
+
+
+def test_phrasings_given_as_a_list_are_joined_and_null_ones_dropped(loaded, llm, capsys):
+    llm.reply('{"keywords": ["péage", "pont", "marchands"], "passage": null}', match=PHRASINGS_ASKED)
+    llm.reply("Réponse [1].", match="Réponds à la question")
+    assert main(["ask", QUESTION, "--k", "2", "--budget", "400"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:3] == ["Phrasings : péage pont marchands", "", f"Question : {QUESTION}"]

@@ -115,6 +115,15 @@ REFUSED: list[tuple[str, str]] = [
     ("SELECT repeat('x', 100000000)", "rejected: function repeat() is not allowed"),
     ("SELECT lpad('x', 1000000000)", "rejected: function lpad() is not allowed"),
     ("SELECT * FROM ROWS FROM (pg_ls_dir('.'))", "rejected: "),
+    # calls sqlglot models like operators are still checked by name
+    ("SELECT xor(true, false)", "rejected: function xor() is not allowed"),
+    ("SELECT array_contains(ARRAY[1], 1)", "rejected: function "),
+    # values that grow by replacement: planning would fold these constants before anything runs
+    ("SELECT replace(replace(replace(replace('xxxxxxxx', 'x', 'xxxxxxxx'), 'x', 'xxxxxxxx'), 'x', 'xxxxxxxx'), 'x', 'x')",
+     "rejected: replace(): at most 2 replace()/regexp_replace() calls may nest"),
+    (f"SELECT replace(content, 'e', content) FROM {N}", "rejected: replace(): the replacement must be a string literal"),
+    ("SELECT regexp_replace('x', '', '" + "y" * 65 + "', 'g')",
+     "rejected: regexp_replace(): the replacement may be at most 64 characters, got 65"),
     # catalog and server state
     ("SELECT * FROM pg_shadow", "rejected: table pg_shadow " + NOT_READABLE),
     ("SELECT * FROM pg_authid", "rejected: table pg_authid " + NOT_READABLE),
@@ -175,6 +184,11 @@ BOMBS: list[tuple[str, str | tuple[str, ...]]] = [
      f"JOIN {N} d ON d.id <> c.id", BEFORE),
     (f"SELECT ARRAY(SELECT a.content FROM {CROSS4})", BEFORE),
     (f"SELECT x FROM (SELECT array_agg(a.content) OVER () AS x FROM {CROSS4}) s LIMIT 1", BEFORE),
+    # a guessed join hidden under a LIMIT, or joined on a CTE's computed column (no statistics)
+    (f"SELECT array_agg(c) FROM (SELECT a.content || b.content AS c FROM {N} a JOIN {N} b ON a.id % 7 = b.id % 7 "
+     f"JOIN {N} d ON d.id % 5 = b.id % 5 JOIN {N} e ON e.id % 3 = d.id % 3 LIMIT 100000000) s", (BEFORE, COSTLY)),
+    (f"WITH k AS MATERIALIZED (SELECT id % 2 AS k, content FROM {N}) SELECT array_agg(x.content) "
+     "FROM k x JOIN k y ON x.k = y.k JOIN k z ON z.k = y.k JOIN k w ON w.k = z.k", (BEFORE, COSTLY)),
 ]
 
 

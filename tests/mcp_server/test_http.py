@@ -131,8 +131,8 @@ def test_a_remote_client_reaches_the_server_by_an_allowed_name(corpus_url, corpu
 def test_allowed_hosts_are_names_not_urls(monkeypatch):
     from bookrag.config import load_settings
 
-    monkeypatch.setenv("BOOKRAG_MCP_ALLOWED_HOSTS", " books.example.org , 192.0.2.2,2001:db8::1 ")
-    assert load_settings().mcp_allowed_hosts == ("books.example.org", "192.0.2.2", "2001:db8::1")
+    monkeypatch.setenv("BOOKRAG_MCP_ALLOWED_HOSTS", " books.example.org , 192.0.2.2,2001:db8::1, [2001:db8::2]")
+    assert load_settings().mcp_allowed_hosts == ("books.example.org", "192.0.2.2", "2001:db8::1", "2001:db8::2")
     for bad in ("http://books.example.org", "books.example.org:8765", "*.example.org"):
         monkeypatch.setenv("BOOKRAG_MCP_ALLOWED_HOSTS", bad)
         with pytest.raises(BookragError, match=r"BOOKRAG_MCP_ALLOWED_HOSTS: .* is not a host name or address"):

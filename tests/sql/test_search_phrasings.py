@@ -87,3 +87,15 @@ def test_vectors_must_come_with_the_phrasings(corpus, e5):
         corpus.execute("SELECT * FROM rag.search_phrasings(%s, NULL, %s, NULL, p_mode => 'bm25', p_fusion => 'borda')",
                        (QUESTION, [KEYWORDS]))
     assert err.value.diag.message_primary == "fusion of phrasings must be 'rrf' or 'best', got \"borda\""
+
+
+def test_tuning_settings_are_refused_with_phrasings_not_ignored(corpus):
+    from bookrag.errors import BookragError
+
+    with pytest.raises(BookragError) as err:
+        search(corpus, SearchRequest(QUESTION, mode="bm25", fusion="rrf", phrasings=(KEYWORDS,)))
+    assert str(err.value) == ("fusion tune one wording's ranking; with phrasings every wording is searched with the "
+                              "defaults: drop them or the phrasings")
+    with pytest.raises(BookragError, match="phrasing 1 is empty"):
+        search(corpus, SearchRequest(QUESTION, mode="bm25", phrasings=("\u00a0",)))
+    assert search(corpus, SearchRequest(QUESTION, mode="bm25", k=2, phrasings=(KEYWORDS,)))  # what must pass
