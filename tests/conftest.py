@@ -135,24 +135,29 @@ def settings_for(home: Path, url: str | None) -> Settings:
     return Settings(home=home, database_url=url, sources=None, embedder="local", embedding_model=None, max_chunk_tokens=400)
 
 
-@pytest.fixture(scope="session")
-def corpus_url(postgresql_proc, corpus_home: Path) -> Iterator[str]:
-    """A database (copied from the migrated template) holding the loaded fixture corpus, shared
-    by the read-only SQL tests; each test works inside a transaction that is rolled back."""
+def loaded_database(proc, name: str, home: Path) -> Iterator[str]:
+    """A database `name` copied from the migrated template, holding home's fixture book loaded;
+    dropped afterwards (for session fixtures to yield from)."""
     from loader.load import load
 
-    name = "bookrag_corpus_fixture"
-    admin = _conninfo(postgresql_proc, "postgres")
+    admin = _conninfo(proc, "postgres")
     with psycopg.connect(admin, autocommit=True) as c:
         c.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
-        c.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(postgresql_proc.template_dbname)))
-    url = _conninfo(postgresql_proc, name)
+        c.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(proc.template_dbname)))
+    url = _conninfo(proc, name)
     c = db.connect(url)
-    load(c, corpus_home, [corpus_home / "corpus" / BOOK])
+    load(c, home, [home / "corpus" / BOOK])
     c.close()
     yield url
     with psycopg.connect(admin, autocommit=True) as c:
         c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def corpus_url(postgresql_proc, corpus_home: Path) -> Iterator[str]:
+    """A database (copied from the migrated template) holding the loaded fixture corpus, shared
+    by the read-only SQL tests; each test works inside a transaction that is rolled back."""
+    yield from loaded_database(postgresql_proc, "bookrag_corpus_fixture", corpus_home)
 
 
 @pytest.fixture

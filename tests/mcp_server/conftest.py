@@ -7,12 +7,9 @@ import shutil
 from pathlib import Path
 from typing import Iterator
 
-import psycopg
 import pytest
-from psycopg import sql
 
-from bookrag import db
-from tests.conftest import BOOK, _conninfo
+from tests.conftest import BOOK, loaded_database
 
 #: The chapter given a footnote: its §2 calls note 1, which becomes its last paragraph (§4).
 NOTED = "premiere-partie/chapitre-02-les-routes"
@@ -37,17 +34,4 @@ def room_home(tmp_path_factory: pytest.TempPathFactory, corpus_home: Path, e5) -
 @pytest.fixture(scope="session")
 def room_url(postgresql_proc, room_home: Path) -> Iterator[str]:
     """A database holding room_home's corpus (copied from the migrated template)."""
-    from loader.load import load
-
-    name = "bookrag_room_fixture"
-    admin = _conninfo(postgresql_proc, "postgres")
-    with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
-        c.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(postgresql_proc.template_dbname)))
-    url = _conninfo(postgresql_proc, name)
-    c = db.connect(url)
-    load(c, room_home, [room_home / "corpus" / BOOK])
-    c.close()
-    yield url
-    with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    yield from loaded_database(postgresql_proc, "bookrag_room_fixture", room_home)
