@@ -1,6 +1,6 @@
-"""A fresh machine without BOOKRAG_SOURCES: `prepare` and `demo` fetch the Project Gutenberg files
+"""A fresh machine without BOOKRAG_SOURCES: `prepare` and `demo` fetch the the Gutenberg site files
 the manifests name into .bookrag/downloads/, checked against their sha256. A local HTTP server
-stands in for Project Gutenberg, serving the files of the raw books folder (../shared/books): a
+stands in for the Gutenberg site, serving the files of the raw books folder (../shared/books): a
 good copy, a copy with one byte changed, a connection dropped halfway, and no server at all.
 Nothing half-written is ever kept."""
 
@@ -65,7 +65,7 @@ def mirror() -> Iterator[str]:
 
 def fresh_clone(tmp_path: Path, base_url: str, books: tuple[str, ...] = (BASTIAT,)) -> Path:
     """The checkout's manifests and committed summaries, no raw books, each manifest's URL
-    pointing at base_url/<folder>/<file> instead of Project Gutenberg."""
+    pointing at base_url/<folder>/<file> instead of the Gutenberg site."""
     home = tmp_path / "clone"
     for book in books:
         shutil.copytree(DEFAULT_HOME / "corpus" / book, home / "corpus" / book,
