@@ -6,11 +6,13 @@ clients get structured content and a published schema. Anything a model can fix 
 empty query, budget out of range, database briefly down) comes back as a tool error with a
 message it can act on; the server keeps running.
 
-The walls, in order: the `bookrag_reader` role (migration 0003: no CREATE or TEMP anywhere, no
-side-effect functions, SELECT and EXECUTE on the corpus only), per-connection limits set here
-(read-only transactions, statement and lock timeouts), then for `read_only_sql` the SQL guard,
-a server-side cursor (rows are fetched as needed, cells capped in SQL), a deadline and at most
-two such calls at once so they can never take the connections searches need.
+The walls, in order: the `bookrag_mcp` role, a member of `bookrag_reader` (no CREATE or TEMP
+anywhere, no side-effect functions, SELECT and EXECUTE on the corpus only, no other database,
+connections of its own: decisions 13 and 30), per-connection limits set here (read-only
+transactions, statement and lock timeouts), then for `read_only_sql` the SQL guard, the plan
+bounds (sql_guard.plan_problem), a memory watchdog (watchdog.py), a server-side cursor (rows are
+fetched as needed, cells capped in SQL), a deadline and at most two such calls at once so they
+can never take the connections searches need.
 """
 
 from __future__ import annotations

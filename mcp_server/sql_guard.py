@@ -5,6 +5,8 @@ the next walls, and the MCP server watches the backend's memory while the statem
 
 from __future__ import annotations
 
+import re
+
 import sqlglot
 from sqlglot import exp
 
@@ -211,8 +213,6 @@ def _reads_a_table(node: dict) -> bool:
 
 def _plain_equalities(condition: str) -> bool:
     """'((a.x = b.y) AND (a.z = b.w))' with column references only."""
-    import re
-
     parts = re.split(r"\)\s+AND\s+\(", condition.strip("()"))
     return all(re.fullmatch(r"\(?[\w.\"]+\s*=\s*[\w.\"]+\)?", p.strip()) for p in parts)
 
