@@ -1,27 +1,25 @@
 """Latency of the SQL retrieval functions at three scales.
 
-Measures p50/p95 latency (ms) of thirteen statements:
-  bm25           SELECT * FROM rag.search_branch(q, NULL, 'bm25', k)
-  vector         SELECT * FROM rag.search_branch(NULL, e, 'vector', k)
+Measures p50/p95 latency (ms) of these statements:
+  bm25           SELECT * FROM rag.search(q, NULL, 'bm25', k)   (the BM25 branch alone)
+  vector         SELECT * FROM rag.search(NULL, e, 'vector', k) (the kNN branch alone)
   bm25 statement, vector statement   the same two index scans as plain statements (the node's
                  columns and the score, k rows): what the two scans cost without a function's
                  checks and wrappers (prepared by the client, so their plans are cached)
-  sentences      SELECT * FROM rag.search_sentences(e, 2k)  (the sentence branch, as hybrid and two-stage call it)
-  hybrid-rrf     SELECT * FROM rag.search_hybrid(q, e, k, p_pool => 100, p_fusion => 'rrf', ...)  (the default until migration 0006)
-  default        SELECT * FROM rag.search(q, e, p_k => k)  (mode auto: two-stage here, the default since migration 0014;
-                 without filters, from the corpus model's generated function since migration 0015)
+  sentences      SELECT * FROM rag._sentences(model, e, k, NULL, NULL)  (the sentence branch, as the default runs it)
+  hybrid-rrf     rag.search(q, e, 'hybrid', k) with p_tuning RRF, equal weights, no chapter term,
+                 pools of 100, no sentence branch (the default until migration 0006)
+  default        SELECT * FROM rag.search(q, e, p_k => k)  (mode auto: two-stage here)
   default+parent SELECT * FROM rag.search(q, e, p_k => k, p_expand => '{parent}')  (as `bookrag search --expand parent`)
-  default+parent, general   the same with p_fusion => 'convex' (the default's value, so the same rows), which
-                 takes the general functions (dynamic statements) instead of the generated one
-  hybrid         SELECT * FROM rag.search(q, e, 'hybrid', k)  (the default until migration 0014)
+  hybrid         SELECT * FROM rag.search(q, e, 'hybrid', k)
   hybrid+parent  SELECT * FROM rag.search(q, e, 'hybrid', k, p_expand => '{parent}')
-  hybrid+parent, no sentences   the same with p_sentence_every => 0 (what the sentence branch costs)
+  hybrid+parent, no sentences   the same with p_tuning '{"sentence_every": 0}' (what the sentence branch costs)
   build_context  SELECT * FROM rag.build_context(q, e, 3000, 8)
-and, per scale, the ratio p50(default+parent) / (p50(bm25) + p50(vector)): what the default
-search and the expansion cost on top of the two index scans (issue 10's target: <= 1.3), the
-same over the two plain statements (the scans at their cheapest), over p50(bm25) + p50(vector)
-+ p50(sentences), the three index scans it runs since the sentence branch (issue 11), and
-hybrid's ratios beside them.
+  3 wordings+parent  rag.search_phrasings with the query and two phrasings
+and, per scale, the ratio p50(default+parent) / (p50(bm25) + p50(vector) + p50(sentences)):
+what the default search and the expansion cost on top of the three index scans it runs
+(issue 34's target: <= 1.3), the same over bm25 + vector alone and over the two plain
+statements, and hybrid's ratios beside them;
 each over --runs executions (default 200) after --warmup executions (default 20), cycling
 through the queries, the statements interleaved (run i executes each of them once). A sample is time.perf_counter() around cursor.execute + fetchall from
 Python, so it includes the client round trip over the unix socket and row decoding.
@@ -42,8 +40,8 @@ Scales:
             unit vectors; query texts a few sampled words.
 
 Also reports build times (COPY rows/s, HNSW build s) and prints EXPLAIN (ANALYZE, BUFFERS) of
-the two branch statements rag.search_hybrid executes (rag._collect_sql of rag._branch_sql,
-prepared with the same parameters and settings) at the largest size. Timings are informative only: nothing is asserted.
+the two index scans the default search runs (rag._bm25's statement, rag._knn inlined) at the
+largest size. Timings are informative only: nothing is asserted.
 
 Run:  .venv/bin/python bench/bench_search.py [--sizes 10000,100000] [--runs 200] [--json out.json]
 """
@@ -76,19 +74,18 @@ PLAIN_SCANS = ("bm25 statement", "vector statement")  # the two scans with their
 BENCH_MODEL = "bench/model"
 DIM = 384
 STATEMENTS: dict[str, str] = {
-    "bm25": "SELECT * FROM rag.search_branch(%(q)s, NULL, 'bm25', %(k)s)",
-    "vector": "SELECT * FROM rag.search_branch(NULL, %(e)s, 'vector', %(k)s)",
-    "sentences": "SELECT * FROM rag.search_sentences(%(e)s, 2 * %(k)s)",
-    "hybrid-rrf": ("SELECT * FROM rag.search_hybrid(%(q)s, %(e)s, %(k)s, p_pool => 100, p_fusion => 'rrf', "
-                   "p_bm25_weight => 1, p_vector_weight => 1, p_chapter_weight => 0)"),
+    "bm25": "SELECT * FROM rag.search(%(q)s, NULL, 'bm25', %(k)s)",
+    "vector": "SELECT * FROM rag.search(NULL, %(e)s, 'vector', %(k)s)",
+    "sentences": "SELECT * FROM rag._sentences(%(m)s, %(e)s, %(k)s, NULL, NULL)",
+    "hybrid-rrf": ("SELECT * FROM rag.search(%(q)s, %(e)s, 'hybrid', %(k)s, p_tuning => '{\"fusion\": \"rrf\", "
+                   "\"bm25_weight\": 1, \"vector_weight\": 1, \"chapter_weight\": 0, \"hybrid_pool\": 100, "
+                   "\"sentence_every\": 0}')"),
     "default": "SELECT * FROM rag.search(%(q)s, %(e)s, p_k => %(k)s)",
     "default+parent": "SELECT * FROM rag.search(%(q)s, %(e)s, p_k => %(k)s, p_expand => '{parent}')",
-    "default+parent, general": ("SELECT * FROM rag.search(%(q)s, %(e)s, p_k => %(k)s, p_expand => '{parent}', "
-                                "p_fusion => 'convex')"),
     "hybrid": "SELECT * FROM rag.search(%(q)s, %(e)s, 'hybrid', %(k)s)",
     "hybrid+parent": "SELECT * FROM rag.search(%(q)s, %(e)s, 'hybrid', %(k)s, p_expand => '{parent}')",
     "hybrid+parent, no sentences": ("SELECT * FROM rag.search(%(q)s, %(e)s, 'hybrid', %(k)s, p_expand => '{parent}', "
-                                    "p_sentence_every => 0)"),
+                                    "p_tuning => '{\"sentence_every\": 0}')"),
     "build_context": "SELECT * FROM rag.build_context(%(q)s, %(e)s, 3000, 8)",
     # three wordings in one call (the question and two phrasings: rag.search_phrasings)
     "3 wordings+parent": ("SELECT * FROM rag.search_phrasings(%(q)s, %(e)s, %(ph)s, %(pe)s::vector[], p_k => %(k)s, "
@@ -103,7 +100,7 @@ def plain_scans(model: str, dimension: int) -> dict[str, str]:
     index's expression and predicate; pg_search's top-N needs a constant limit), the query as
     parameters; prepared by the client (psycopg prepares a statement run five times), so their
     plans are cached. The bm25 statement reads the ids and scores only, the rows joined after
-    (as rag._branch_sql)."""
+    (as rag._bm25)."""
     vec = f"n.embedding::vector({dimension}) <=> %(e)s::vector({dimension})"
     return {
         "bm25 statement": (f"SELECT {NODE_COLUMNS}, b.s FROM (SELECT n.id, pdb.score(n.id)::float8 AS s "
@@ -307,38 +304,29 @@ def build_corpus(url: str, n_rows: int, words: list[str], freq: np.ndarray, rng:
             "hnsw_notices": notices, "merge_warnings": report.warnings}
 
 
-# --- EXPLAIN of the hybrid statement --------------------------------------------------------
+# --- EXPLAIN of the two index scans ----------------------------------------------------------
 
-def explain_hybrid(conn: psycopg.Connection, query: str, embedding: np.ndarray, pool: int = 40) -> str:
-    """EXPLAIN (ANALYZE, BUFFERS) of the two branch statements rag.search_hybrid executes with its
-    default settings: the very text it runs (rag._collect_sql around rag._branch_sql), prepared
-    with the same eleven parameters and executed under the same transaction-local settings; the
-    fusion after them is a static statement over the two candidate arrays."""
-    model, dim = conn.execute("SELECT model, dimension FROM rag.embedding_models LIMIT 1").fetchone()
-    fusion, norm = conn.execute("SELECT fusion, normalisation FROM rag._fusion_settings(NULL, NULL, NULL, NULL, NULL)").fetchone()
+def explain_scans(conn: psycopg.Connection, query: str, embedding: np.ndarray) -> str:
+    """EXPLAIN (ANALYZE, BUFFERS) of the two index scans of the default search's first stage:
+    rag._bm25's static statement (its pool of 100) and rag._knn (inlined: the corpus model's
+    HNSW scan, its pool and ef_search of 40), under the search functions' settings."""
+    model = conn.execute("SELECT model FROM rag.embedding_models LIMIT 1").fetchone()[0]
+    statements = {
+        "bm25 (rag._bm25's statement)": ("SELECT n.id, pdb.score(n.id)::float8 FROM rag.hierarchical_content_nodes n "
+                                         "WHERE n.content ||| %(q)s ORDER BY pdb.score(n.id) DESC, n.id LIMIT 100"),
+        "kNN (rag._knn, inlined)": "SELECT * FROM rag._knn(%(m)s, %(e)s::vector, 40)",
+    }
     out = []
-    for branch in ("bm25", "vector"):
-        stmt = conn.execute("SELECT rag._collect_sql(rag._branch_sql(%s, %s, %s, NULL, NULL, NULL, NULL, NULL))",
-                            (branch, model, dim)).fetchone()[0]
-        args = (query if branch == "bm25" else None, vector_literal(embedding) if branch == "vector" else None,
-                None, None, None, None, pool, None, fusion, 60, norm)
+    for name, stmt in statements.items():
         plan = ""
         for _ in range(2):  # the first run warms the caches; keep the second
             with conn.transaction():
                 conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
                 conn.execute("SET LOCAL enable_seqscan = off")
-                conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(40, pool))))
                 conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                conn.execute("PREPARE bookrag_branch(text, vector, text, int[], text, text[], int, int[], text, int, text) AS "
-                             + stmt)
-                try:
-                    placeholders = ", ".join(sql.Literal(a).as_string(conn) for a in args)
-                    plan = "\n".join(r[0] for r in conn.execute(
-                        f"EXPLAIN (ANALYZE, BUFFERS) EXECUTE bookrag_branch({placeholders})").fetchall())
-                finally:
-                    conn.execute("DEALLOCATE bookrag_branch")
-        out.append(f"-- {branch} branch (parameters: $1 query, $2 embedding, $7 pool {pool}, $9 {fusion}, $11 {norm})\n"
-                   + re.sub(r"'\[[^\]]{80,}\]'", f"'[…{DIM} values…]'", plan))
+                plan = "\n".join(r[0] for r in conn.execute(
+                    "EXPLAIN (ANALYZE, BUFFERS) " + stmt, {"q": query, "m": model, "e": vector_literal(embedding)}))
+        out.append(f"-- {name}\n" + re.sub(r"'\[[^\]]{80,}\]'", f"'[…{DIM} values…]'", plan))
     return "\n\n".join(out)
 
 
@@ -372,7 +360,7 @@ def main() -> None:
             if n and model:
                 embedder = embedder_for_model(model[0])
                 queries = [FRENCH_QUERIES[i % len(FRENCH_QUERIES)] for i in range(args.queries)]
-                params = with_phrasings([{"q": q, "e": embedder.query(q), "k": K} for q in queries])  # embedded once, untimed
+                params = with_phrasings([{"q": q, "e": embedder.query(q), "k": K, "m": model[0]} for q in queries])  # embedded once, untimed
                 scale = Scale("book", n)
                 scale.latency = time_statements(conn, params, args.warmup, args.runs,
                                                 {**STATEMENTS, **plain_scans(*model)})
@@ -385,12 +373,13 @@ def main() -> None:
         with scratch_database(settings, f"bench{size}") as scratch:
             build = build_corpus(scratch, size, words, freq, rng, args.maintenance_work_mem)
             scale = Scale(f"{size // 1000}k synthetic", int(build["rows"]), build)
-            params = with_phrasings([{"q": q, "e": e, "k": K} for q, e in synthetic_queries(words, args.queries, rng)])
+            params = with_phrasings([{"q": q, "e": e, "k": K, "m": BENCH_MODEL}
+                                     for q, e in synthetic_queries(words, args.queries, rng)])
             with db.connect(scratch, autocommit=True) as conn:
                 scale.latency = time_statements(conn, params, args.warmup, args.runs,
                                                 {**STATEMENTS, **plain_scans(BENCH_MODEL, DIM)})
                 if size == max(sizes):
-                    explain = explain_hybrid(conn, params[0]["q"], params[0]["e"])
+                    explain = explain_scans(conn, params[0]["q"], params[0]["e"])
             scales.append(scale)
 
     print(f"# bench_search: {args.runs} runs after {args.warmup} warm-up, {args.queries} queries, k={K}; "
@@ -399,18 +388,17 @@ def main() -> None:
     print(markdown_table(["scale", "rows", "statement", "p50 ms", "p95 ms", "mean ms", "max ms", "rows/call"],
                          [[s.name, s.rows, name, st["p50_ms"], st["p95_ms"], st["mean_ms"], st["max_ms"], st["rows_per_call"]]
                           for s in scales for name, st in s.latency.items()]))
-    print("\n## default search + parent expansion against the index scans (p50)\n")
-    print(markdown_table(["scale", "rows", "bm25 p50", "vector p50", "sentences p50", "default+parent p50", "ratio",
-                          "ratio to the plain statements", "ratio to the three scans", "default+parent, general p50",
-                          "its ratio", "hybrid+parent p50", "its ratio", "its ratio to the three scans",
-                          "hybrid+parent without sentences p50", "its ratio", "hybrid-rrf p50"],
+    print("\n## default search + parent expansion against the index scans it runs (p50)\n")
+    print(markdown_table(["scale", "rows", "bm25 p50", "vector p50", "sentences p50", "default+parent p50",
+                          "ratio to the three scans (goal <= 1.3)", "ratio to bm25 + vector", "ratio to the plain statements",
+                          "hybrid+parent p50", "its ratio to the three scans", "hybrid+parent without sentences p50",
+                          "its ratio to bm25 + vector", "hybrid-rrf p50"],
                          [[s.name, s.rows, s.latency["bm25"]["p50_ms"], s.latency["vector"]["p50_ms"],
-                           s.latency["sentences"]["p50_ms"], s.latency["default+parent"]["p50_ms"], ratio(s),
-                           ratio(s, scans=PLAIN_SCANS), ratio(s, scans=THREE_SCANS),
-                           s.latency["default+parent, general"]["p50_ms"], ratio(s, "default+parent, general"),
-                           s.latency["hybrid+parent"]["p50_ms"], ratio(s, "hybrid+parent"),
-                           ratio(s, "hybrid+parent", THREE_SCANS), s.latency["hybrid+parent, no sentences"]["p50_ms"],
-                           ratio(s, "hybrid+parent, no sentences"), s.latency["hybrid-rrf"]["p50_ms"]] for s in scales]))
+                           s.latency["sentences"]["p50_ms"], s.latency["default+parent"]["p50_ms"],
+                           ratio(s, scans=THREE_SCANS), ratio(s), ratio(s, scans=PLAIN_SCANS),
+                           s.latency["hybrid+parent"]["p50_ms"], ratio(s, "hybrid+parent", THREE_SCANS),
+                           s.latency["hybrid+parent, no sentences"]["p50_ms"], ratio(s, "hybrid+parent, no sentences"),
+                           s.latency["hybrid-rrf"]["p50_ms"]] for s in scales]))
     print("\n## three wordings in one call (rag.search_phrasings) against one default search (p50, parent expansion)\n")
     print(markdown_table(["scale", "rows", "default+parent p50", "3 wordings+parent p50", "its ratio (goal <= 2.5)"],
                          [[s.name, s.rows, s.latency["default+parent"]["p50_ms"], s.latency["3 wordings+parent"]["p50_ms"],
@@ -432,18 +420,17 @@ def main() -> None:
             for warning in s.build["merge_warnings"]:
                 print(f"\n{s.name} BM25 merge warning: {warning}")
     if explain:
-        print(f"\n## EXPLAIN (ANALYZE, BUFFERS) of the hybrid statement at {max(sizes):,} rows\n\n```\n{explain}\n```")
+        print(f"\n## EXPLAIN (ANALYZE, BUFFERS) of the two index scans at {max(sizes):,} rows\n\n```\n{explain}\n```")
     write_json(args.json, {"machine": host, "args": vars(args),
                            "scales": [{"scale": s.name, "rows": s.rows, "build": s.build, "latency": s.latency,
                                        "ratio_default_parent_to_branches": ratio(s),
                                        "ratio_default_parent_to_plain_statements": ratio(s, scans=PLAIN_SCANS),
-                                       "ratio_default_parent_general_to_branches": ratio(s, "default+parent, general"),
                                        "ratio_default_parent_to_three_scans": ratio(s, scans=THREE_SCANS),
                                        "ratio_hybrid_parent_to_branches": ratio(s, "hybrid+parent"),
                                        "ratio_hybrid_without_sentences": ratio(s, "hybrid+parent, no sentences"),
                                        "ratio_hybrid_to_three_scans": ratio(s, "hybrid+parent", THREE_SCANS)}
                                       for s in scales],
-                           "explain_hybrid": explain})
+                           "explain_scans": explain})
 
 
 if __name__ == "__main__":

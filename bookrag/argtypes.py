@@ -5,6 +5,7 @@ malformed option is argparse's usage error (exit 2), never a traceback."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 
@@ -60,3 +61,16 @@ class DeprecatedAlias(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         print(f"warning: {option_string} is deprecated; use {self.replacement}", file=sys.stderr)
         setattr(namespace, self.dest, values)
+
+
+def setting(text: str) -> tuple[str, object]:
+    """NAME=VALUE of a ranking setting (`--tune`): the value as JSON when it parses (numbers),
+    else as text (fusion=rrf); the SQL (rag._settings) checks the name and the value."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip() or not value.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, e.g. sections=7, got {text!r}")
+    try:
+        parsed: object = json.loads(value)
+    except json.JSONDecodeError:
+        parsed = value.strip()
+    return name.strip(), parsed

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from bookrag.argtypes import DeprecatedAlias, level_list
+from bookrag.argtypes import DeprecatedAlias, level_list, setting
 from bookrag.config import Settings, load_settings
 from bookrag.errors import BookragError, database_reason
 from bookrag.ask import locator
@@ -278,7 +278,7 @@ def cmd_build(args: argparse.Namespace, s: Settings) -> None:
          "bookrag search \"pétition des fabricants de chandelles\" --k 5\n"
          "  bookrag search \"individualisme\" --book tocqueville-democratie-en-amerique --expand parent --json\n"
          "  bookrag search \"le soleil\" --within corpus/bastiat-sophismes-economiques/premiere-serie/"
-         "chapitre-07-petition-des-fabricants-de-chandelles/summary.md --fusion rrf\n"
+         "chapitre-07-petition-des-fabricants-de-chandelles/summary.md --tune fusion=rrf\n"
          "  bookrag search \"la protection crée-t-elle du travail ?\" --also \"régime protecteur travail national "
          "déplacement\" --also \"La protection ne crée point de travail, elle le déplace.\"")
 def cmd_search(args: argparse.Namespace, s: Settings) -> None:
@@ -288,9 +288,8 @@ def cmd_search(args: argparse.Namespace, s: Settings) -> None:
     # --budget packs a context as rag.build_context does: with the hits' parents unless --expand none
     parents = args.expand == "parent" or (args.budget is not None and args.expand is None)
     req = SearchRequest(args.query, args.mode, args.k, args.book, args.levels, parents, args.budget,
-                        node_path(args.within, s.home), args.fusion, args.normalisation, args.bm25_weight, args.vector_weight,
-                        args.chapter_weight, args.cite_weight, args.expand == "cited", args.sentence_after,
-                        args.sentence_every, tuple(args.also))
+                        node_path(args.within, s.home), expand_cited=args.expand == "cited",
+                        tuning=dict(args.tune) or None, phrasings=tuple(args.also))
     conn = _conn(s, migrate=False)
     try:
         if args.budget is not None and req.phrasings:
@@ -526,7 +525,7 @@ def build_parser() -> argparse.ArgumentParser:
     p["build"].add_argument("book", help="book folder under corpus/ (a manifest: corpus/BOOK/book.toml)")
     p["build"].add_argument("--provider", choices=("llm", "extractive"), default="llm",
                             help="how missing summaries are written (llm needs BOOKRAG_LLM_MODEL)")
-    from bookrag.search import FUSIONS, MODES, NORMALISATIONS
+    from bookrag.search import MODES
 
     for name in ("search", "ask"):
         p[name].add_argument("--mode", choices=MODES, default=MODES[0],
@@ -538,18 +537,9 @@ def build_parser() -> argparse.ArgumentParser:
                                   "author's own keywords, or a short passage in his style (rag.search_phrasings)")
     p["search"].add_argument("--within", metavar="SOURCE_FILE",
                              help="search only this node's subtree (e.g. a chapter's summary.md from a hit or `bookrag outline`)")
-    p["search"].add_argument("--fusion", choices=FUSIONS, help="how hybrid fuses the branches (default: rag._fusion_settings())")
-    p["search"].add_argument("--normalisation", choices=NORMALISATIONS, help="per-query score normalisation of --fusion convex")
-    p["search"].add_argument("--bm25-weight", type=float, help="weight of the BM25 branch")
-    p["search"].add_argument("--vector-weight", type=float, help="weight of the vector branch")
-    p["search"].add_argument("--chapter-weight", type=float,
-                             help="hybrid only: share of a paragraph's score taken from its chapter summary's match")
-    p["search"].add_argument("--cite-weight", type=float,
-                             help="hybrid only: share of a paragraph's score taken from the summary sentences that cite it")
-    p["search"].add_argument("--sentence-after", type=int,
-                             help="hybrid, two-stage: hits listed before the first paragraph found through a summary sentence")
-    p["search"].add_argument("--sentence-every", type=int,
-                             help="hybrid, two-stage: then one place in every N goes to the sentence branch (0 = off)")
+    p["search"].add_argument("--tune", type=setting, action="append", default=[], metavar="NAME=VALUE",
+                             help="a ranking setting for measurement, e.g. fusion=rrf or sections=7 (repeatable; "
+                                  "the names, defaults and bounds: SELECT * FROM rag._settings())")
     p["search"].add_argument("query")
     p["search"].add_argument("-k", "--k", type=int, default=10, help="number of hits")
     p["search"].add_argument("--levels", type=level_list,

@@ -8,7 +8,7 @@ from urllib.parse import quote, urlencode
 from psycopg.conninfo import conninfo_to_dict
 from yoyo import get_backend, read_migrations
 
-from bookrag.functions import MIGRATIONS_DIR, recorded_texts
+from bookrag.functions import MIGRATIONS_DIR
 
 
 def yoyo_url(url: str) -> str:
@@ -31,30 +31,20 @@ def yoyo_url(url: str) -> str:
     return f"postgresql+psycopg://{netloc}/{dbname}{query}"
 
 
-def regenerate_model_searches(connection, only_missing: bool = False, folder: Path = MIGRATIONS_DIR) -> None:
-    """Rebuild the registered model's generated default search (rag._install_model_search), so
-    its text follows the template the migrations installed; with only_missing, only when the
-    installed rag._default_search was not generated for that model (the stand-in its file
-    installs, or another model's: a database migrated before whose regeneration failed, or that
-    another tool migrated), and only when one model is registered (with several, every search
-    refuses anyway). The generated body is recognised by its model check, which names the model
-    (`bool_and(m.model = 'name')`, rag._install_model_search's template). rag._search_hits calls
-    rag._default_search by name, so when it was dropped since a migration installed it, its
-    stand-in is installed again first, as the last migration wrote it."""
+def install_model_scans(connection, only_missing: bool = False) -> None:
+    """Write the registered model's kNN scans (rag._install_model_scans) over the stand-ins that
+    the migrations install (rag._knn, rag._knn_sentences: correct, but planned per call); with
+    only_missing, only when the installed rag._knn is not this model's (a stand-in, or another
+    model's), and only when one model is registered (with several every search refuses anyway).
+    The written scan names its model (`$1 = 'model'`, rag._scan_sql's text)."""
     cursor = connection.cursor()
-    cursor.execute("SELECT to_regprocedure('rag._install_model_search(text,integer)') IS NOT NULL, "
-                   "to_regprocedure('rag._default_search(text,vector,integer)') IS NULL")
-    installer, dropped = cursor.fetchone()
-    if not installer:  # migrations older than 0015 (or another folder's)
+    cursor.execute("SELECT to_regprocedure('rag._install_model_scans(text,integer)') IS NOT NULL")
+    if not cursor.fetchone()[0]:  # migrations older than 0023 (or another folder's)
         return
-    stand_in = recorded_texts(folder).get("_default_search") if dropped else None  # the files read only then
-    if stand_in:  # migrations from 0020 on installed it
-        cursor.execute(stand_in)
-        cursor.execute("REVOKE EXECUTE ON FUNCTION rag._default_search(text, vector, integer) FROM PUBLIC")
-    cursor.execute("SELECT rag._install_model_search(m.model, m.dimension) FROM rag.embedding_models m "
+    cursor.execute("SELECT rag._install_model_scans(m.model, m.dimension) FROM rag.embedding_models m "
                    "WHERE NOT %s OR ((SELECT count(*) FROM rag.embedding_models) = 1 AND NOT EXISTS (SELECT 1 FROM pg_proc p "
-                   "WHERE p.oid = to_regprocedure('rag._default_search(text,vector,integer)') "
-                   "AND strpos(p.prosrc, format('bool_and(m.model = %%L)', m.model)) > 0)) ORDER BY m.model",
+                   "WHERE p.oid = to_regprocedure('rag._knn(text,vector,integer,text,integer[],integer[])') "
+                   "AND strpos(p.prosrc, format('$1 = %%L', m.model)) > 0)) ORDER BY m.model",
                    (only_missing,))
     connection.commit()
 
@@ -67,9 +57,9 @@ def apply_migrations(url: str, folder: Path = MIGRATIONS_DIR) -> list[str]:
         with backend.lock():
             pending = backend.to_apply(migrations)
             backend.apply_migrations(pending)
-            # after migrations every model's (their template may have changed); otherwise only
-            # missing ones, so the commands that migrate on start do not re-create it each time
-            regenerate_model_searches(backend.connection, only_missing=not pending, folder=folder)
+            # after migrations (their text may have changed); otherwise only when missing, so the
+            # commands that migrate on start do not re-create them each time
+            install_model_scans(backend.connection, only_missing=not pending)
     finally:  # closed now, not whenever it is garbage-collected: an open session blocks CREATE DATABASE … TEMPLATE
         backend.connection.close()
     return [m.id for m in pending]

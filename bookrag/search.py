@@ -13,18 +13,14 @@ from typing import Any, Literal
 import numpy as np
 import psycopg
 from psycopg.rows import dict_row, tuple_row
+from psycopg.types.json import Jsonb
 
 from bookrag.errors import BookragError, database_reason
 
 #: The names rag.search accepts, its default first (the SQL checks them and resolves 'auto'; this
-#: tuple feeds the CLI's choices and the MCP schema). Fusion names and bounds are
-#: rag._fusion_settings's; defaults rag._fusion_settings's.
+#: tuple feeds the CLI's choices). Tuning names, defaults and bounds are rag._settings's.
 MODES = ("auto", "hybrid", "two-stage", "bm25", "vector")
-FUSIONS = ("convex", "rrf")
-NORMALISATIONS = ("minmax", "zscore")
 Mode = Literal[MODES]  # type: ignore[valid-type]
-Fusion = Literal[FUSIONS]  # type: ignore[valid-type]
-Normalisation = Literal[NORMALISATIONS]  # type: ignore[valid-type]
 
 
 def _arg(name: str, cast: str = "") -> dict[str, Any]:
@@ -46,17 +42,9 @@ class SearchRequest:
     expand_parent: bool = False  # attach each hit's parent node (p_expand 'parent'; pack_context's p_expand)
     budget: int | None = None  # tokens: build a context (search + expansion) within this budget
     within: str | None = field(default=None, metadata=_arg("p_within"))  # only that node's subtree
-    # Fusion settings; None = the SQL default (rag._fusion_settings()).
-    fusion: str | None = field(default=None, metadata=_arg("p_fusion"))
-    normalisation: str | None = field(default=None, metadata=_arg("p_normalisation"))
-    bm25_weight: float | None = field(default=None, metadata=_arg("p_bm25_weight", "::float8"))
-    vector_weight: float | None = field(default=None, metadata=_arg("p_vector_weight", "::float8"))
-    chapter_weight: float | None = field(default=None, metadata=_arg("p_chapter_weight", "::float8"))
-    cite_weight: float | None = field(default=None, metadata=_arg("p_cite_weight", "::float8"))
     expand_cited: bool = False  # attach the rows a summary hit's anchors cite (p_expand 'cited')
-    # The sentence branch's places in a hybrid or two-stage list (rag._fusion_settings); None = the SQL default.
-    sentence_after: int | None = field(default=None, metadata=_arg("p_sentence_after", "::int"))
-    sentence_every: int | None = field(default=None, metadata=_arg("p_sentence_every", "::int"))
+    # Named settings for measurement (rag._settings checks the names and values); None = the defaults.
+    tuning: dict[str, Any] | None = field(default=None, metadata=_arg("p_tuning", "::jsonb"))
     # Other wordings of the same question, searched with it and fused (rag.search_phrasings).
     phrasings: tuple[str, ...] = ()
     phrasing_fusion: str = "rrf"  # rag.search_phrasings's p_fusion
@@ -74,7 +62,8 @@ class SearchRequest:
 
     def params(self) -> dict[str, Any]:
         """Every value the calls below bind, by field name (the query vector and model apart)."""
-        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "expand": self.expand()}
+        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "expand": self.expand(),
+                "tuning": None if self.tuning is None else Jsonb(self.tuning)}
 
 
 def _call(function: str, extra: str) -> str:
@@ -123,12 +112,6 @@ def check_phrasings(phrasings: tuple[str, ...] | list[str]) -> tuple[str, ...]:
         except BookragError as exc:
             raise BookragError(f"phrasing {i}: {exc}") from None
     return tuple(out)
-
-
-#: The SearchRequest fields that tune one search's ranking: rag.search_phrasings runs each wording
-#: with the defaults, so a request with phrasings refuses them rather than ignore them.
-TUNING = ("fusion", "normalisation", "bm25_weight", "vector_weight", "chapter_weight", "cite_weight",
-          "sentence_after", "sentence_every")
 
 
 def check_int(name: str, value: int | None) -> int | None:
@@ -260,10 +243,9 @@ def search_and_pack(conn: psycopg.Connection, req: SearchRequest, embedding: np.
     (with the query, in one batch) when the query has none."""
     query = check_query(req.query)
     phrasings = check_phrasings(req.phrasings)
-    tuned = [name for name in TUNING if getattr(req, name) is not None]
-    if phrasings and tuned:
-        raise BookragError(f"{', '.join(tuned)} tune one wording's ranking; with phrasings every wording is "
-                           "searched with the defaults: drop them or the phrasings")
+    if phrasings and req.tuning:  # rag.search_phrasings runs each wording with the defaults
+        raise BookragError(f"tuning ({', '.join(req.tuning)}) tunes one wording's ranking; with phrasings every "
+                           "wording is searched with the defaults: drop one or the other")
     req.check_ints()
     if phrasings and embedding is None and req.mode != "bm25":
         embedding, phrasing_embeddings, model = embed_all(conn, req)

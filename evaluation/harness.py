@@ -37,7 +37,7 @@ def request_for(strategy: str, question: str, k: int, book: str | None, levels: 
     """The SearchRequest a strategy sends (fusion settings from `base`, default: the SQL's)."""
     req = replace(base or SearchRequest(""), query=question, k=k, book=book, levels=levels)
     if strategy == "hybrid-rrf":
-        return replace(req, mode="hybrid", **RRF_SETTINGS)
+        return replace(req, mode="hybrid", tuning=RRF_SETTINGS)
     if strategy == "context":
         return replace(req, mode=MODES[0], expand_parent=True)
     return replace(req, mode=strategy.removesuffix("+parent"), expand_parent=strategy.endswith("+parent"))

@@ -12,12 +12,12 @@ about half of each evalset.
 
 Phases:
   tune     every setting of the grid (--grid fusion: fusion x normalisation x vector weight x chapter
-           weight, and RRF; --grid cite: chapter x cite weight on the fusion defaults; --grid sentence:
+           weight, and RRF; --grid sentence:
            the sentence branch off, or after N fused hits one place in every M) on the tuning half of each evalset; the chosen setting is the best mean, over
            the three sets, of (recall@5 + MRR@10) / 2 among the settings at least as good as the
            best single branch (bm25 or vector) on every set at both measures, measured on the same
            half. Without such a setting, the best mean wins and the table says so. Stability: the
-           installed default (rag._fusion_settings(), when it is in the grid and passes) is kept
+           installed default (rag._settings(), when it is in the grid and passes) is kept
            unless the best mean beats it by at least what one question of the smallest set moves
            the mean (`one_question`): a smaller lead is one question's noise, not a better setting.
   heldout  the chosen setting, the former default (RRF) and the two branches on the held-out half.
@@ -56,7 +56,6 @@ SETS = {"bastiat": "evals/bastiat-sophismes-economiques.jsonl",
         "piaf": "evals/piaf.jsonl"}
 VECTOR_WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 CHAPTER_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4)
-CITE_WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4)
 SENTENCE_AFTER = (0, 1, 2, 3, 4, 5)
 SENTENCE_EVERY = (1, 2, 3, 4)
 FULL_MODES = ("bm25", "vector", "hybrid-rrf", "hybrid", "hybrid (no chapter term)", "two-stage")
@@ -76,19 +75,22 @@ class Setting:
     normalisation: str | None = None
     vector_weight: float | None = None
     chapter_weight: float | None = None
-    cite_weight: float | None = None
     sentence_after: int | None = None
     sentence_every: int | None = None
 
-    def request(self) -> SearchRequest:
+    def tuning(self) -> dict[str, Any]:
+        """rag.search's p_tuning: the settings given (None = the SQL default)."""
         bw = None if self.vector_weight is None else round(1 - self.vector_weight, 3)
         vw = self.vector_weight
         if self.fusion == "rrf":
             bw, vw = 1.0, 1.0
-        return SearchRequest("", self.mode, fusion=self.fusion, normalisation=self.normalisation,
-                             bm25_weight=bw, vector_weight=vw, chapter_weight=self.chapter_weight,
-                             cite_weight=self.cite_weight, sentence_after=self.sentence_after,
-                             sentence_every=self.sentence_every)
+        values = {"fusion": self.fusion, "normalisation": self.normalisation, "bm25_weight": bw, "vector_weight": vw,
+                  "chapter_weight": self.chapter_weight, "sentence_after": self.sentence_after,
+                  "sentence_every": self.sentence_every}
+        return {k: v for k, v in values.items() if v is not None}
+
+    def request(self) -> SearchRequest:
+        return SearchRequest("", self.mode, tuning=self.tuning() or None)
 
 
 def grid() -> list[Setting]:
@@ -97,12 +99,6 @@ def grid() -> list[Setting]:
         out.append(Setting(f"convex {norm} v={w} chapter={c}", fusion="convex", normalisation=norm,
                            vector_weight=w, chapter_weight=c))
     return out
-
-
-def cite_grid() -> list[Setting]:
-    """The citation term (issue 11) on top of the fusion defaults: chapter and cite weights."""
-    return [Setting(f"default chapter={c} cite={t}", chapter_weight=c, cite_weight=t)
-            for c in (0.2, 0.3, 0.4) for t in CITE_WEIGHTS if c + t <= 1]
 
 
 def sentence_grid() -> list[Setting]:
@@ -188,12 +184,10 @@ def one_question(results: dict[str, dict[str, dict[str, float]]]) -> float:
 
 
 def is_installed(s: Setting, defaults: dict[str, Any]) -> bool:
-    """Whether a setting searches as rag._fusion_settings()'s defaults do: every setting its
-    request passes (None = the default) equals the installed one."""
-    req = s.request()
+    """Whether a setting searches as rag._settings()'s defaults do: every setting it passes
+    equals the installed one."""
     return s.mode == "hybrid" and all(
-        (v := getattr(req, f)) is None or (abs(v - d) < 1e-9 if isinstance(v, float) else v == d)
-        for f, d in defaults.items())
+        abs(v - defaults[f]) < 1e-9 if isinstance(v, float) else v == defaults[f] for f, v in s.tuning().items())
 
 
 def choose(results: dict[str, dict[str, dict[str, float]]], candidates: list[Setting],
@@ -218,9 +212,9 @@ def choose(results: dict[str, dict[str, dict[str, float]]], candidates: list[Set
 
 
 def installed_defaults(conn: psycopg.Connection) -> dict[str, Any]:
-    """rag._fusion_settings()'s defaults, as the database has them."""
+    """rag._settings()'s defaults, as the database has them."""
     with conn.cursor(row_factory=dict_row) as cur:
-        row = cur.execute("SELECT * FROM rag._fusion_settings(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)").fetchone()
+        row = cur.execute("SELECT * FROM rag._settings()").fetchone()
     conn.rollback()
     return dict(row)
 
@@ -251,9 +245,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--piaf-limit", type=int, help="tune on an evenly spread sample of PIAF's tuning half")
     ap.add_argument("--limit", type=int, help="an evenly spread sample of every set and half (exploration)")
     ap.add_argument("--setting", help="skip the grid: use this grid setting's name as the chosen one")
-    ap.add_argument("--grid", choices=("fusion", "cite", "sentence"), default="fusion",
-                    help="fusion: fusion x normalisation x weights (issue 10); cite: chapter x cite weights on the "
-                         "fusion defaults (issue 11); sentence: the sentence branch's places (issue 11)")
+    ap.add_argument("--grid", choices=("fusion", "sentence"), default="fusion",
+                    help="fusion: fusion x normalisation x weights (issue 10); "
+                         "sentence: the sentence branch's places (issue 11)")
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
@@ -275,7 +269,7 @@ def main(argv: list[str] | None = None) -> None:
                               "sizes": {h: {n: len(v) for n, v in s.items()} for h, s in halves.items()}}
     print(f"# tune_fusion: sets {', '.join(f'{n} ({len(all_sets[n])})' for n in all_sets)}; "
           f"tuning half {report['sizes']['tune']}, held-out half {report['sizes']['heldout']}\n")
-    candidates = {"fusion": grid, "cite": cite_grid, "sentence": sentence_grid}[args.grid]()
+    candidates = {"fusion": grid, "sentence": sentence_grid}[args.grid]()
     chosen = next((s for s in candidates if s.name == args.setting), None)
     if "tune" in phases and chosen is None:
         t0 = time.perf_counter()
@@ -290,7 +284,7 @@ def main(argv: list[str] | None = None) -> None:
                  f"smallest set, {one_question(res):.4f})" if passed and leader.name != chosen.name else ""))
         report["tune"] = res
     if chosen is None:
-        chosen = Setting("default (rag._fusion_settings)")
+        chosen = Setting("default (rag._settings)")
     report["chosen"] = chosen.__dict__
     if "heldout" in phases:
         named = [*BRANCHES, FORMER, replace(chosen, name=f"chosen: {chosen.name}")]
@@ -301,12 +295,12 @@ def main(argv: list[str] | None = None) -> None:
     if "full" in phases:
         modes = [*BRANCHES, FORMER, Setting("hybrid (default)"), Setting("hybrid, no chapter term", chapter_weight=0.0),
                  Setting("two-stage", "two-stage")]
-        if chosen.cite_weight or chosen.sentence_every is not None:
+        if chosen.sentence_every is not None:
             modes.insert(4, replace(chosen, name=f"chosen: {chosen.name}"))
         if args.grid == "sentence":
             modes.insert(4, Setting("hybrid, no sentence branch", sentence_every=0))
         res = evaluate_settings(runner, all_sets, modes, two_step=True)
-        print("\n## full sets, every mode (default = rag._fusion_settings() as installed)\n")
+        print("\n## full sets, every mode (default = rag._settings() as installed)\n")
         heads = ["mode", "set", "n", "recall@1", "recall@5", "recall@10", "MRR@10", "paragraph recall@1",
                  "paragraph recall@5", "paragraph recall@10", "paragraph MRR@10", "chapter recall@5", "two-step recall@5"]
         rows = []

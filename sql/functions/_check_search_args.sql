@@ -4,21 +4,19 @@ CREATE OR REPLACE FUNCTION rag._check_search_args(
     p_k         INT,
     p_book      TEXT DEFAULT NULL,
     p_levels    INT[] DEFAULT NULL,
-    p_node_type TEXT DEFAULT NULL,
     p_query_required BOOLEAN DEFAULT true
 ) RETURNS VOID
 LANGUAGE plpgsql STABLE
 AS $$
 /*
 Contract: returns nothing when the arguments are usable, raises invalid_parameter_value (22023)
-otherwise, with a message naming the value and the limit. The rules (documented in README):
+otherwise, with a message naming the value and the limit:
   - p_query: required unless p_query_required is false; empty or whitespace-only is an error;
     longer than 10,000 characters is an error. Operators, quotes and punctuation are not
     errors: BM25 tokenizes the string, it never parses a query language.
   - p_k: between 1 and 1000.
   - p_book: NULL (all books) or a book present in rag.books.
   - p_levels: NULL or a non-empty array of values within 0..3.
-  - p_node_type: NULL, 'source' or 'summary'.
 */
 DECLARE
     v_known TEXT;
@@ -46,10 +44,6 @@ BEGIN
     END IF;
     IF p_levels IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_levels) l WHERE l IS NULL OR l NOT BETWEEN 0 AND 3) THEN
         RAISE EXCEPTION 'levels must be within 0..3, got %', p_levels
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_node_type IS NOT NULL AND p_node_type NOT IN ('source', 'summary') THEN
-        RAISE EXCEPTION 'node_type must be ''source'' or ''summary'', got "%"', p_node_type
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 END

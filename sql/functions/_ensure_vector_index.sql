@@ -6,20 +6,16 @@ CREATE OR REPLACE FUNCTION rag._ensure_vector_index(
 LANGUAGE plpgsql VOLATILE
 AS $$
 /*
-Registers (p_model, p_dimension) in rag.embedding_models and creates, if missing, the HNSW
-cosine index on embedding::vector(p_dimension) restricted to rows WHERE embedding_model =
-p_model: the exact expression and predicate rag._branch_sql uses, so the kNN branch can use it
-whatever the model's dimension; and on rag.sentences the HNSW cosine index on
-embedding::halfvec(p_dimension), same predicate (named sent_halfvec_…), the one
-rag.search_sentences and the generated default search scan: half the pages of a vector index,
-whose scan was about a quarter of the default search's time at 100k rows (decision 27); the
-sentences' full-precision index of migrations 0009-0017 (sent_hnsw_…) is dropped once the new
-one is built (halfvec holds components up to 65504 in magnitude: a model whose sentence vectors
-go beyond fails the build, naming the value; normalised embeddings stay within 1). Then it
-(re)generates the model's default search (rag._install_model_search), whose statements name the
-same expressions. Returns the chunks' index name. A model already registered with
-another dimension is an error. Cost: index creation is O(rows of the model) (100k 384-d rows in 140 s with the default
-64MB maintenance_work_mem); instant when it exists.
+Registers (p_model, p_dimension) in rag.embedding_models and creates, if missing, two partial
+HNSW cosine indexes for rows WHERE embedding_model = p_model: on the chunks'
+embedding::vector(p_dimension) (hcn_hnsw_…) and on the sentences' embedding::halfvec(p_dimension)
+(sent_halfvec_…; halfvec holds components up to 65504 in magnitude: a model whose sentence
+vectors go beyond fails the build, naming the value). Drops the sentences' former
+full-precision index (sent_hnsw_…) once the new one is built. Then writes the model's kNN scans
+(rag._install_model_scans), whose expressions are these indexes'. Returns the chunks' index name.
+A model already registered with another dimension is an error.
+Cost: index creation is O(rows of the model) (100k 384-d rows in 140 s with the default 64MB
+maintenance_work_mem); instant when they exist.
 */
 DECLARE
     v_dim   INT;
@@ -51,7 +47,7 @@ BEGIN
     IF to_regclass(format('rag.%I', 'sent_hnsw_' || v_tag)) IS NOT NULL THEN  -- (no notice when absent)
         EXECUTE format('DROP INDEX rag.%I', 'sent_hnsw_' || v_tag);
     END IF;
-    PERFORM rag._install_model_search(p_model, p_dimension);
+    PERFORM rag._install_model_scans(p_model, p_dimension);
     RETURN v_index;
 END
 $$;

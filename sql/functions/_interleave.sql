@@ -17,9 +17,7 @@ two chunks of one long paragraph in that list both stay), so a paragraph both li
 the better of its two places; when one list runs out, the other fills the remaining places. A
 placed sentence-branch row keeps its sentence score and takes the branch columns (bm25_*,
 vector_*, section_score) of the same chunk later in p_rows. A row's key: a paragraph's is its
-file and number; other rows keep their id. The greedy interleave of
-evaluation/experiments/sentence_anchors/slots.py; rag._search_hits (hybrid and two-stage) and
-the generated default search (rag._install_model_search) call it, so both merge alike.
+file and number; other rows keep their id. rag._search_hits calls it for hybrid and two-stage.
 Parameters: p_after >= 0 and p_every >= 1 (rag._fusion_settings checks them); p_k >= 1.
 Cost: a loop over at most k + 2k rows in memory (the ANY() checks are over at most k keys).
 */

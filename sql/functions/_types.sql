@@ -29,6 +29,13 @@
 --   brought it) or a node's children (get_children: role 'child', or 'omitted' for a child left
 --   out, whose content is NULL and content_token_count its size; hit_rank NULL); used_tokens is
 --   the running total of the rows returned.
+-- rag.candidate: one row a retrieval branch read (rag._bm25, rag._knn): id, the branch's raw
+--   score s (BM25 score, cosine similarity), its 1-based rank r in the branch, and the row's
+--   level, source_file and parent_source_file (read with the row, for the stages above).
+-- rag.fused: one candidate after rag._fuse: its branch ranks and raw scores (br, bs, vr, vs;
+--   NULL where a branch did not read it), lvl, sf, pf, the fused score, floor (what a row no
+--   branch read would score) and its rank in the fused list.
+-- rag.settings: the tuning of one search (rag._settings: names, defaults, bounds).
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
@@ -94,6 +101,22 @@ BEGIN
             hit_rank            INT,     -- rank of the hit that brought this row in (NULL for children)
             used_tokens         INT      -- running total of tokens in reading order
         );
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+                   WHERE n.nspname = 'rag' AND t.typname = 'candidate') THEN
+        CREATE TYPE rag.candidate AS (id INT, s FLOAT8, r INT, lvl INT, sf TEXT, pf TEXT);
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+                   WHERE n.nspname = 'rag' AND t.typname = 'fused') THEN
+        CREATE TYPE rag.fused AS (id INT, br INT, bs FLOAT8, vr INT, vs FLOAT8, lvl INT, sf TEXT, pf TEXT,
+                                  fused FLOAT8, floor FLOAT8, rank INT);
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+                   WHERE n.nspname = 'rag' AND t.typname = 'settings') THEN
+        CREATE TYPE rag.settings AS (
+            fusion TEXT, normalisation TEXT, bm25_weight FLOAT8, vector_weight FLOAT8, rrf_k INT,
+            chapter_weight FLOAT8, hybrid_pool INT, sections INT, section_weight FLOAT8, pool INT,
+            vector_pool INT, sentence_after INT, sentence_every INT);
     END IF;
 END
 $$;

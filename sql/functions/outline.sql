@@ -21,7 +21,7 @@ chunks and tokens and whether it carries vectors. Unknown book: error naming the
 Cost: one index scan over the book's rows, grouped by file.
 */
 BEGIN
-    PERFORM rag._check_search_args(NULL, 1, p_book, NULL, NULL, false);
+    PERFORM rag._check_search_args(NULL, 1, p_book, NULL, false);
     IF p_book IS NULL THEN
         RAISE EXCEPTION 'book is required' USING ERRCODE = 'invalid_parameter_value';
     END IF;

@@ -1,64 +1,44 @@
--- rag.search: one entry point for every search mode, with each hit's cites and the expansions asked for.
+-- rag.search: the search, in every mode, with each hit's cites and the expansions asked for.
 CREATE OR REPLACE FUNCTION rag.search(
     p_query           TEXT,
-    p_query_embedding vector,
+    p_query_embedding vector DEFAULT NULL,
     p_mode            TEXT DEFAULT 'auto',
     p_k               INT DEFAULT 10,
     p_book            TEXT DEFAULT NULL,
     p_levels          INT[] DEFAULT NULL,
-    p_node_type       TEXT DEFAULT NULL,
     p_within          TEXT DEFAULT NULL,
-    p_fusion          TEXT DEFAULT NULL,
-    p_normalisation   TEXT DEFAULT NULL,
-    p_bm25_weight     FLOAT8 DEFAULT NULL,
-    p_vector_weight   FLOAT8 DEFAULT NULL,
-    p_chapter_weight  FLOAT8 DEFAULT NULL,
-    p_cite_weight     FLOAT8 DEFAULT NULL,
-    p_sentence_after  INT DEFAULT NULL,
-    p_sentence_every  INT DEFAULT NULL,
     p_expand          TEXT[] DEFAULT NULL,
-    p_query_model     TEXT DEFAULT NULL
+    p_query_model     TEXT DEFAULT NULL,
+    p_tuning          JSONB DEFAULT NULL
 ) RETURNS SETOF rag.search_hit
 LANGUAGE sql STABLE
 AS $$
 /*
-Runs the search named by p_mode (rag._search_hits checks every argument and dispatches) and
-returns its rows (rag.search_hit, best first) with cites, parent and cited filled:
-  'auto'       the default: 'two-stage' when the filters allow paragraphs (none, levels {0},
-               node_type 'source'), 'hybrid' when they ask for summaries or when two-stage
-               finds no paragraph (decision 23)
-  'hybrid'     rag.search_hybrid (both branches fused, every level), with places for the
-               sentence branch (rag.search_sentences; see rag._search_hits)
-  'bm25'       rag.search_branch, branch 'bm25' (p_query_embedding unused)
-  'vector'     rag.search_branch, branch 'vector' (p_query unused; p_query_embedding required)
-  'two-stage'  rag.search_two_stage (sections first; paragraphs only: levels {0} and node_type
-               'source' are the only filters it takes), with
-               the same places for the sentence branch
-Any other mode is an error naming it. The CLI, rag.build_context and the MCP server call this
-function, so the list above is the product's one list of modes.
-Parameters: as in the function called; p_within restricts every mode to a node's subtree;
-p_fusion, p_normalisation, p_bm25_weight, p_vector_weight (NULL = rag._fusion_settings()) are
-used by 'hybrid' and 'two-stage', p_sentence_after and p_sentence_every by both,
-p_chapter_weight and p_cite_weight by 'hybrid' (checked in both: rag._fusion_settings).
-  p_expand       what to attach to each hit, any of:
-                   'parent'  the hit's parent node rows (rag.get_node of parent_source_file), as JSON;
-                   'cited'   the rows a summary hit's anchors cite (rag.get_citations), as JSON.
-                 NULL or '{}' = nothing; any other word is an error naming it. cites (what a
-                 summary hit's anchors cite, compactly) is always filled.
-  p_query_model  the model p_query_embedding was made with; when given and not the corpus model
-                 the call is refused (a vector of another model with the same length would
-                 otherwise be compared silently). NULL = not checked.
-Cost: the called function's, plus one indexed lookup per summary hit for cites, per distinct
-parent for 'parent' (hits of one section share one built JSON: two-stage's k hits come from at
-most 5 sections, 4.3 distinct parents for 10 hits on the books' bench queries) and per hit for
-'cited'. A SQL function without settings, so the caller's statement inlines it (one plan,
-cached with a prepared statement) and an expansion not asked for is never run.
+Returns the p_k best hits for p_query, best first (rag.search_hit: rank 1..k, score, each
+branch's rank and score, section_score, sentence_rank and sentence_score where they apply).
+  p_query           the words (<= 10,000 characters; tokenized, never parsed)
+  p_query_embedding its vector from the corpus model, query role (`bookrag embed`); NULL:
+                    BM25 alone
+  p_mode            'auto' (default: two-stage for paragraphs, hybrid when p_levels asks for
+                    summaries or two-stage finds nothing), 'two-stage', 'hybrid', and the
+                    branches alone, 'bm25' and 'vector' (rag._search_hits)
+  p_k               1..1000 (default 10)
+  p_book            NULL (every book) or one loaded book
+  p_levels          NULL (all) or some of 0..3: 0 paragraphs, 1 chapter summaries, 2 parts, 3 the book
+  p_within          NULL or a source_file: only that node's subtree (a chapter's summary.md:
+                    the chapter)
+  p_expand          any of 'parent' (the hit's parent node rows, as JSON) and 'cited' (the
+                    rows a summary hit's anchors cite, as JSON); cites is always filled
+  p_query_model     the model the vector was made with: refused when not the corpus model
+  p_tuning          named settings for measurement, e.g. '{"sections": 7}' (rag._settings)
+Raises invalid_parameter_value naming the bad value (rag._search_hits).
+Cost: the mode's (two index scans and the sentence scan for the default), plus an indexed
+lookup per summary hit for cites, per distinct parent for 'parent', per hit for 'cited'. A
+SQL function: the caller's statement inlines it, and an expansion not asked for never runs.
 */
     WITH h AS MATERIALIZED (
-        SELECT * FROM rag._search_hits(p_query, p_query_embedding, p_mode, p_k, p_book, p_levels, p_node_type,
-                                       p_within, p_fusion, p_normalisation, p_bm25_weight, p_vector_weight,
-                                       p_chapter_weight, p_cite_weight, p_sentence_after, p_sentence_every,
-                                       p_expand, p_query_model)
+        SELECT * FROM rag._search_hits(p_query, p_query_embedding, p_mode, p_k, p_book, p_levels, p_within,
+                                       p_expand, p_query_model, p_tuning)
     ), parents AS (  -- each parent node's rows as JSON, built once however many hits share it
         SELECT f.file, (SELECT json_agg(row_to_json(p) ORDER BY p.chunk_index) FROM rag.get_node(f.file) p) AS rows
         FROM (SELECT DISTINCT h.parent_source_file AS file FROM h

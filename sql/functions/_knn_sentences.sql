@@ -1,0 +1,25 @@
+-- rag._knn_sentences: the summary sentences nearest to a vector; as installed by this file, the stand-in that plans its scan per call.
+CREATE OR REPLACE FUNCTION rag._knn_sentences(
+    p_model  TEXT,
+    p_vector vector,
+    p_n      INT,
+    p_book   TEXT DEFAULT NULL
+) RETURNS TABLE (cited_source_file TEXT, cited_paragraphs INT[], distance FLOAT8)
+LANGUAGE plpgsql STABLE
+AS $$
+/*
+Returns the p_n sentences of rag.sentences (model p_model, book p_book or all) nearest to
+p_vector by the half-precision HNSW index, each as the file and paragraphs its anchors cite and
+its full-precision cosine distance. The scan is rag._scan_sql('sentences', …); replaced, as
+rag._knn is, by an inlinable SQL function for the corpus model (rag._install_model_scans).
+Cost: one HNSW scan of the sentences' partial halfvec index.
+*/
+DECLARE
+    v_dim INT;
+BEGIN
+    SELECT m.dimension INTO v_dim FROM rag.embedding_models m WHERE m.model = p_model;
+    IF v_dim IS NOT NULL THEN
+        RETURN QUERY EXECUTE rag._scan_sql('sentences', p_model, v_dim) USING p_model, p_vector, p_n, p_book;
+    END IF;
+END
+$$;

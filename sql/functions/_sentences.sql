@@ -1,0 +1,61 @@
+-- rag._sentences: the sentence branch: paragraphs ranked by the chapter-summary sentences that cite them.
+CREATE OR REPLACE FUNCTION rag._sentences(
+    p_model  TEXT,
+    p_vector vector,
+    p_k      INT,
+    p_book   TEXT,
+    p_ids    INT[]
+) RETURNS SETOF rag.search_hit
+LANGUAGE plpgsql STABLE
+AS $$
+/*
+Returns at most p_k paragraphs (level-0 chunks), best first: those cited by the 2 x p_k
+summary sentences (rag.sentences: each anchored sentence of a chapter summary, embedded alone)
+nearest to p_vector. A paragraph scores the best similarity among the sentences whose anchors
+cite it (score = sentence_score, rank = sentence_rank), ties broken by its own similarity; a
+paragraph split into chunks is represented by its chunk nearest to the query. Reworded
+questions meet the summaries' wording, and the anchors lead back to the book's paragraph.
+The nearest sentences come from the half-precision HNSW index (rag._knn_sentences), or, within
+a subtree (p_ids), exactly from the sentences citing its files. Filters p_book, p_ids.
+Cost: one HNSW scan of 2 x p_k sentences, then a lookup per paragraph kept.
+*/
+BEGIN
+    IF p_ids IS NULL THEN
+        PERFORM rag._set_hnsw(2 * p_k);
+    END IF;
+    RETURN QUERY
+    WITH s AS (
+        SELECT k.cited_source_file AS f, k.cited_paragraphs AS ps, k.distance AS d
+        FROM rag._knn_sentences(p_model, p_vector, 2 * p_k, p_book) k WHERE p_ids IS NULL
+        UNION ALL
+        SELECT * FROM (
+            SELECT st.cited_source_file, st.cited_paragraphs, (st.embedding <=> p_vector)::float8
+            FROM rag.sentences st
+            WHERE p_ids IS NOT NULL AND st.embedding_model = p_model AND (p_book IS NULL OR st.book = p_book)
+              AND st.cited_source_file IN (SELECT w.source_file FROM rag.hierarchical_content_nodes w WHERE w.id = ANY(p_ids))
+            ORDER BY st.embedding <=> p_vector LIMIT 2 * p_k) exact
+    ), cited AS (
+        SELECT s.f, c.n, 1 - min(s.d) AS sim FROM s, unnest(s.ps) AS c(n) GROUP BY s.f, c.n
+    ), para AS (  -- the paragraphs that can rank within p_k: ties at the cut stay (own similarity breaks them)
+        SELECT x.f, x.n, x.sim FROM (SELECT cited.*, rank() OVER (ORDER BY cited.sim DESC) AS r FROM cited) x
+        WHERE x.r <= p_k
+    ), one AS (
+        SELECT c.*, para.sim FROM para
+        CROSS JOIN LATERAL (
+            SELECT n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
+                   n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph,
+                   CASE WHEN n.embedding_model = p_model THEN 1 - (n.embedding <=> p_vector) END AS own
+            FROM rag.hierarchical_content_nodes n
+            WHERE n.source_file = para.f AND n.paragraph = para.n AND n.level = 0
+              AND (p_ids IS NULL OR n.id = ANY(p_ids))
+            ORDER BY own DESC NULLS LAST, n.chunk_index LIMIT 1) c
+    ), top AS (
+        SELECT one.*, (row_number() OVER (ORDER BY one.sim DESC, one.own DESC NULLS LAST, one.id))::int AS r FROM one
+    )
+    SELECT t.id, t.source_file, t.chunk_index, t.level, t.node_type, t.heading_path,
+           t.parent_source_file, t.content, t.content_token_count, t.book, t.node_order, t.paragraph,
+           t.sim, t.r, NULL::int, NULL::float8, NULL::int, NULL::float8, NULL::float8, t.r, t.sim,
+           NULL::json, NULL::json, NULL::json
+    FROM top t WHERE t.r <= p_k ORDER BY t.r;
+END
+$$;
