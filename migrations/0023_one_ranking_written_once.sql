@@ -1,4 +1,4 @@
--- 0023_one_ranking_written_once: issue 34: one implementation of each ranking rule (rag._fuse, rag._two_stage, rag._hybrid, rag._sentences), the kNN scans generated as inlinable SQL functions, settings in one jsonb (rag._settings); public search surface reduced to rag.search and rag.search_phrasings
+-- 0023_one_ranking_written_once: issue 34: one implementation of each ranking rule (rag._fuse, rag._two_stage, rag._hybrid, rag._sentences), the kNN scans written as inlinable SQL functions (rag._install_model_scans), every setting in one jsonb checked by name (rag._settings); rag.search's surface reduced, the strategy functions made private
 -- depends: 0022_search_phrasings
 
 -- Signatures or row types changed: drop what CREATE OR REPLACE cannot change.
@@ -29,7 +29,7 @@ DROP FUNCTION IF EXISTS rag._search_hits(text, vector, text, int, text, int[], t
 DROP FUNCTION IF EXISTS rag.build_context(text, vector, int, int, text, int[], text, boolean, text, text);  -- arguments or result changed
 DROP FUNCTION IF EXISTS rag.search(text, vector, text, int, text, int[], text, text, text, text, float8, float8, float8, float8, int, int, text[], text);  -- arguments or result changed
 
--- function: _types sha256:f99d0e83d69803eb6bc95399df33ee5c856af075eb655459e19fdb79e129459b
+-- function: _types sha256:e4399f95c1f5010bd946d3521f257c8a41292800eb0d71b0def78df6ab05695a
 -- Row types shared by the retrieval functions (named once, reused by every function).
 --
 -- rag.search_hit: one ranked chunk. Every search function (rag.search included) returns SETOF rag.search_hit:
@@ -67,7 +67,7 @@ DROP FUNCTION IF EXISTS rag.search(text, vector, text, int, text, int[], text, t
 -- rag.fused: one candidate after rag._fuse: its branch ranks and raw scores (br, bs, vr, vs;
 --   NULL where a branch did not read it), lvl, sf, pf, the fused score, floor (what a row no
 --   branch read would score) and its rank in the fused list.
--- rag.settings: the tuning of one search (rag._settings: names, defaults, bounds).
+-- rag.search_settings: the tuning of one search (rag._settings: names, defaults, bounds).
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
@@ -144,8 +144,8 @@ BEGIN
                                   fused FLOAT8, floor FLOAT8, rank INT);
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
-                   WHERE n.nspname = 'rag' AND t.typname = 'settings') THEN
-        CREATE TYPE rag.settings AS (
+                   WHERE n.nspname = 'rag' AND t.typname = 'search_settings') THEN
+        CREATE TYPE rag.search_settings AS (
             fusion TEXT, normalisation TEXT, bm25_weight FLOAT8, vector_weight FLOAT8, rrf_k INT,
             chapter_weight FLOAT8, hybrid_pool INT, sections INT, section_weight FLOAT8, pool INT,
             vector_pool INT, sentence_after INT, sentence_every INT);
@@ -153,7 +153,7 @@ BEGIN
 END
 $$;
 
--- function: _bm25 sha256:1e0506801156f410e1e1052be8e01de9e2dcf6bf5689688e54d56a724a7685a7
+-- function: _bm25 sha256:59d90fc27392527554815364c257e3a0c722590c2727f83d47499c29d8a989ae
 -- rag._bm25: the BM25 branch's candidates (pg_search), best first.
 CREATE OR REPLACE FUNCTION rag._bm25(
     p_query   TEXT,
@@ -169,7 +169,7 @@ AS $$
 /*
 Returns the p_n rows whose content best matches p_query (pg_search BM25 over the French-stemmed
 content, any term matching: |||; the query is tokenized, never parsed), as rag.candidate: s the
-BM25 score, r 1..p_n (ties by id). Filters, each NULL for none: p_book, p_levels, p_ids (the
+BM25 score, r 1..p_n (ties by id, the cut included). Filters, each NULL for none: p_book, p_levels, p_ids (the
 rows of a `within` subtree: rag._subtree_ids), p_parents (rows whose parent is one of these
 source_files). Arguments are the caller's, already checked.
 Cost: one pg_search top-N scan. Without filters a static statement (plan cached for the
@@ -183,13 +183,13 @@ BEGIN
             SELECT n.id, pdb.score(n.id)::float8 AS s, n.level AS lvl, n.source_file AS sf, n.parent_source_file AS pf
             FROM rag.hierarchical_content_nodes n
             WHERE n.content ||| p_query
-            ORDER BY pdb.score(n.id) DESC LIMIT p_n) x;
+            ORDER BY pdb.score(n.id) DESC, n.id LIMIT p_n) x;
         RETURN;
     END IF;
     RETURN QUERY EXECUTE format(
         'SELECT x.id, x.s, (row_number() OVER (ORDER BY x.s DESC, x.id))::int, x.lvl, x.sf, x.pf FROM ('
         'SELECT n.id, pdb.score(n.id)::float8 AS s, n.level AS lvl, n.source_file AS sf, n.parent_source_file AS pf '
-        'FROM rag.hierarchical_content_nodes n WHERE n.content ||| $1%s ORDER BY pdb.score(n.id) DESC LIMIT %s) x',
+        'FROM rag.hierarchical_content_nodes n WHERE n.content ||| $1%s ORDER BY pdb.score(n.id) DESC, n.id LIMIT %s) x',
         concat(CASE WHEN p_book IS NOT NULL THEN ' AND n.book = $2' END,
                CASE WHEN p_levels IS NOT NULL THEN ' AND n.level = ANY($3)' END,
                CASE WHEN p_ids IS NOT NULL THEN ' AND n.id = ANY($4)' END,
@@ -306,12 +306,12 @@ BEGIN
 END
 $$;
 
--- function: _fuse sha256:f5dea12ff4fc866b4562df2e7fc1b6508bdddc972f9dce5bcc658569651d548d
+-- function: _fuse sha256:2e02ec96a0de71f87d99e4c153778e94ef4c837e03a7b96ebbee16583982f4bc
 -- rag._fuse: two branches' candidates fused into one ranked list (the fusion formulas, written here only).
 CREATE OR REPLACE FUNCTION rag._fuse(
     p_bm25   rag.candidate[],
     p_vector rag.candidate[],
-    p        rag.settings
+    p        rag.search_settings
 ) RETURNS SETOF rag.fused
 LANGUAGE sql STABLE
 AS $$
@@ -364,7 +364,7 @@ Cost: a sort of the candidates in memory; inlined into the caller's statement.
     SELECT f.*, (row_number() OVER (ORDER BY f.fused DESC, least(f.br, f.vr), f.id))::int FROM f;
 $$;
 
--- function: _hybrid sha256:4c520e212c983747602958668f53c9e7f707d70cd9a2ca4ca05f0b6f4b6d7c66
+-- function: _hybrid sha256:c986bb5f695509c9aa00b1aa1b5f091c88a24d5718137be1d0f9f144d8af22e6
 -- rag._hybrid: 'hybrid' mode: both branches fused over every level, a paragraph lifted by its chapter.
 CREATE OR REPLACE FUNCTION rag._hybrid(
     p_query  TEXT,
@@ -374,7 +374,7 @@ CREATE OR REPLACE FUNCTION rag._hybrid(
     p_book   TEXT,
     p_levels INT[],
     p_ids    INT[],
-    p        rag.settings
+    p        rag.search_settings
 ) RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql STABLE
 AS $$
@@ -425,7 +425,7 @@ BEGIN
 END
 $$;
 
--- function: _install_model_scans sha256:68604bd7026748d8dca06ffa491681b6c73a839e770fa7a086adf03b6cd53a25
+-- function: _install_model_scans sha256:24827acf50056298f8208c0415be23c8913f93e796ffc9211c603e579bbb54a1
 -- rag._install_model_scans: write the corpus model's kNN scans as inlinable SQL functions (loader only).
 CREATE OR REPLACE FUNCTION rag._install_model_scans(
     p_model     TEXT,
@@ -449,10 +449,12 @@ BEGIN
         RAISE NOTICE 'model "%" has a $ in its name: its kNN scans stay planned per call', p_model;
         RETURN NULL;
     END IF;
-    EXECUTE format('CREATE OR REPLACE FUNCTION rag._knn(p_model TEXT, p_vector vector, p_n INT, p_book TEXT DEFAULT NULL, '
+    EXECUTE format('CREATE OR REPLACE '
+                   'FUNCTION rag._knn(p_model TEXT, p_vector vector, p_n INT, p_book TEXT DEFAULT NULL, '
                    'p_levels INT[] DEFAULT NULL, p_ids INT[] DEFAULT NULL) RETURNS SETOF rag.candidate '
                    'LANGUAGE sql STABLE AS %L', rag._scan_sql('nodes', p_model, p_dimension));
-    EXECUTE format('CREATE OR REPLACE FUNCTION rag._knn_sentences(p_model TEXT, p_vector vector, p_n INT, '
+    EXECUTE format('CREATE OR REPLACE '
+                   'FUNCTION rag._knn_sentences(p_model TEXT, p_vector vector, p_n INT, '
                    'p_book TEXT DEFAULT NULL) RETURNS TABLE (cited_source_file TEXT, cited_paragraphs INT[], '
                    'distance FLOAT8) LANGUAGE sql STABLE AS %L', rag._scan_sql('sentences', p_model, p_dimension));
     RETURN p_model;
@@ -647,7 +649,7 @@ BEGIN
 END
 $$;
 
--- function: _search_hits sha256:b48bb533f23acbf34700461d593c986201104f24be2b80134a695a6e315e34f0
+-- function: _search_hits sha256:b1f45747ae4a1aa0d805d9d0197299e878bbd8b902429897c66f7af1bcfc6fc1
 -- rag._search_hits: rag.search's checks and its modes (the mode list is defined here).
 CREATE OR REPLACE FUNCTION rag._search_hits(
     p_query       TEXT,
@@ -691,7 +693,7 @@ DECLARE
     v_mode  TEXT := p_mode;
     v_model TEXT;
     v_ids   INT[];
-    p       rag.settings;
+    p       rag.search_settings;
     f_rows  rag.search_hit[];
 BEGIN
     IF p_mode IS NULL OR p_mode NOT IN ('auto', 'hybrid', 'two-stage', 'bm25', 'vector') THEN
@@ -714,8 +716,8 @@ BEGIN
         RAISE EXCEPTION 'query embedding is NULL; vector search needs a vector (see `bookrag embed`)'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_vector IS NOT NULL THEN  -- (bm25 reads no vector: its length is not checked)
-        SELECT m.model INTO v_model FROM rag._corpus_model(CASE WHEN p_mode <> 'bm25' THEN p_vector END) m;
+    IF p_vector IS NOT NULL AND p_mode <> 'bm25' THEN  -- (bm25 reads no vector: nothing of it is checked)
+        SELECT m.model INTO v_model FROM rag._corpus_model(p_vector) m;  -- raises on another length, or several models
         IF p_query_model IS NOT NULL AND v_model IS DISTINCT FROM p_query_model THEN
             RAISE EXCEPTION 'the query was embedded with "%" but the corpus model is "%"; embed it with the corpus model',
                 p_query_model, coalesce(v_model, 'none (no vectors loaded)')
@@ -823,11 +825,11 @@ BEGIN
 END
 $$;
 
--- function: _settings sha256:29e7e21138d75a52f26f304b9f47bc0910b8e7b40f642ac37f40d2a6ca6b7808
+-- function: _settings sha256:bf2ca9b651936367239e34afbed3002a2d4e5ddf718f9d93bcc14beaff02f008
 -- rag._settings: the tuning of a search (names, defaults and bounds, defined here only).
 CREATE OR REPLACE FUNCTION rag._settings(
     p_tuning JSONB DEFAULT NULL
-) RETURNS rag.settings
+) RETURNS rag.search_settings
 LANGUAGE plpgsql STABLE
 AS $$
 /*
@@ -852,7 +854,7 @@ wrong type, a value out of bounds.
 Cost: microseconds.
 */
 DECLARE
-    s      rag.settings := ROW('convex', 'zscore', 0.5, 0.5, 60, 0.4, 40, 5, 0.3, 100, 40, 1, 3);
+    s      rag.search_settings := ROW('convex', 'zscore', 0.5, 0.5, 60, 0.4, 40, 5, 0.3, 100, 40, 1, 3);
     v_bad  TEXT;
 BEGIN
     IF p_tuning IS NULL OR p_tuning = '{}' THEN
@@ -864,11 +866,11 @@ BEGIN
     END IF;
     SELECT string_agg(format('"%s"', k), ', ' ORDER BY k) INTO v_bad
     FROM jsonb_object_keys(p_tuning) k
-    WHERE k NOT IN (SELECT a.attname FROM pg_attribute a WHERE a.attrelid = 'rag.settings'::regclass AND a.attnum > 0);
+    WHERE k NOT IN (SELECT a.attname FROM pg_attribute a WHERE a.attrelid = 'rag.search_settings'::regclass AND a.attnum > 0);
     IF v_bad IS NOT NULL THEN
         RAISE EXCEPTION 'unknown tuning setting %; the settings are %', v_bad,
             (SELECT string_agg(a.attname, ', ' ORDER BY a.attnum) FROM pg_attribute a
-             WHERE a.attrelid = 'rag.settings'::regclass AND a.attnum > 0)
+             WHERE a.attrelid = 'rag.search_settings'::regclass AND a.attnum > 0)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     BEGIN
@@ -914,7 +916,7 @@ BEGIN
 END
 $$;
 
--- function: _two_stage sha256:c2eeefe847f79e29473842c5359e746a8be29336941246dcae914ca861b81603
+-- function: _two_stage sha256:b889d7d339578785ce20eaf7e0c10f3d4bfcce09f5c64e02313ecdd2c7ff2086
 -- rag._two_stage: 'two-stage' mode: the best sections first, then their best paragraphs.
 CREATE OR REPLACE FUNCTION rag._two_stage(
     p_query  TEXT,
@@ -923,7 +925,7 @@ CREATE OR REPLACE FUNCTION rag._two_stage(
     p_k      INT,
     p_book   TEXT,
     p_ids    INT[],
-    p        rag.settings
+    p        rag.search_settings
 ) RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql STABLE
 AS $$
@@ -956,7 +958,7 @@ DECLARE
     para     rag.fused[];
     v_files  TEXT[];
     v_scores FLOAT8[];
-    flat     rag.settings := p;
+    flat     rag.search_settings := p;
 BEGIN
     b := ARRAY(SELECT c FROM rag._bm25(p_query, v_n, p_book, NULL, p_ids) c);
     IF v_knn THEN
@@ -1167,21 +1169,21 @@ REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default 
 DELETE FROM rag.function_versions WHERE name IN ('_branch_sql', '_collect_sql', '_default_search', '_fusion_settings', '_install_model_search', '_knn_args', '_search_in_sections', 'search_branch', 'search_hybrid', 'search_sentences', 'search_two_stage');
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
-    ('_types', 'f99d0e83d69803eb6bc95399df33ee5c856af075eb655459e19fdb79e129459b', '0023_one_ranking_written_once'),
-    ('_bm25', '1e0506801156f410e1e1052be8e01de9e2dcf6bf5689688e54d56a724a7685a7', '0023_one_ranking_written_once'),
+    ('_types', 'e4399f95c1f5010bd946d3521f257c8a41292800eb0d71b0def78df6ab05695a', '0023_one_ranking_written_once'),
+    ('_bm25', '59d90fc27392527554815364c257e3a0c722590c2727f83d47499c29d8a989ae', '0023_one_ranking_written_once'),
     ('_check_search_args', '3581c748f88e63387c98ef4b26426ac7b2d5e5f04af081d9d413294324659ca6', '0023_one_ranking_written_once'),
     ('_ensure_vector_index', '2241e4633bce058ad29d6ef1a1bd3545813bea18433e551d39aefd1f4c36be3b', '0023_one_ranking_written_once'),
-    ('_fuse', 'f5dea12ff4fc866b4562df2e7fc1b6508bdddc972f9dce5bcc658569651d548d', '0023_one_ranking_written_once'),
-    ('_hybrid', '4c520e212c983747602958668f53c9e7f707d70cd9a2ca4ca05f0b6f4b6d7c66', '0023_one_ranking_written_once'),
-    ('_install_model_scans', '68604bd7026748d8dca06ffa491681b6c73a839e770fa7a086adf03b6cd53a25', '0023_one_ranking_written_once'),
+    ('_fuse', '2e02ec96a0de71f87d99e4c153778e94ef4c837e03a7b96ebbee16583982f4bc', '0023_one_ranking_written_once'),
+    ('_hybrid', 'c986bb5f695509c9aa00b1aa1b5f091c88a24d5718137be1d0f9f144d8af22e6', '0023_one_ranking_written_once'),
+    ('_install_model_scans', '24827acf50056298f8208c0415be23c8913f93e796ffc9211c603e579bbb54a1', '0023_one_ranking_written_once'),
     ('_interleave', '43ae9034b9177abf46b9cb33815a3422c583c8aedf2ad7b4adac594cb6457be9', '0023_one_ranking_written_once'),
     ('_knn', '46a34074e1db58a580a68a22a34abea630e8e7744b11c8c8058a7107f902555b', '0023_one_ranking_written_once'),
     ('_knn_sentences', 'a1ed06c8b85ec7e548c3c6aff5a0c9fb170036ad1cf99d9f7630b84f4bda7bb6', '0023_one_ranking_written_once'),
     ('_scan_sql', 'f9f157596097fcbc10313da0fd4b7cc607c446a938ac13f0593f1b40e46e7698', '0023_one_ranking_written_once'),
-    ('_search_hits', 'b48bb533f23acbf34700461d593c986201104f24be2b80134a695a6e315e34f0', '0023_one_ranking_written_once'),
+    ('_search_hits', 'b1f45747ae4a1aa0d805d9d0197299e878bbd8b902429897c66f7af1bcfc6fc1', '0023_one_ranking_written_once'),
     ('_sentences', 'b4fb67fcab8e051d3c83fa55f24dd8c835b5508f5fdde94a441484d493d6c289', '0023_one_ranking_written_once'),
-    ('_settings', '29e7e21138d75a52f26f304b9f47bc0910b8e7b40f642ac37f40d2a6ca6b7808', '0023_one_ranking_written_once'),
-    ('_two_stage', 'c2eeefe847f79e29473842c5359e746a8be29336941246dcae914ca861b81603', '0023_one_ranking_written_once'),
+    ('_settings', 'bf2ca9b651936367239e34afbed3002a2d4e5ddf718f9d93bcc14beaff02f008', '0023_one_ranking_written_once'),
+    ('_two_stage', 'b889d7d339578785ce20eaf7e0c10f3d4bfcce09f5c64e02313ecdd2c7ff2086', '0023_one_ranking_written_once'),
     ('build_context', '3414e8f1c27e5f50b939e5b929021a2ff1effa02fcd1333e10a3a841b84b7546', '0023_one_ranking_written_once'),
     ('outline', '725dc03a6d0c7ad286f65063c4a9893d5ac4f08c7836f80c7a5796293bf029f2', '0023_one_ranking_written_once'),
     ('search', 'bf5405826546689f2aa178c19043026ee2c9dcd5e68c554a3d9b66753869cb01', '0023_one_ranking_written_once')

@@ -2,7 +2,7 @@
 CREATE OR REPLACE FUNCTION rag._fuse(
     p_bm25   rag.candidate[],
     p_vector rag.candidate[],
-    p        rag.settings
+    p        rag.search_settings
 ) RETURNS SETOF rag.fused
 LANGUAGE sql STABLE
 AS $$

@@ -7,7 +7,7 @@ CREATE OR REPLACE FUNCTION rag._hybrid(
     p_book   TEXT,
     p_levels INT[],
     p_ids    INT[],
-    p        rag.settings
+    p        rag.search_settings
 ) RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql STABLE
 AS $$

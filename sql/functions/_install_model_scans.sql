@@ -21,10 +21,12 @@ BEGIN
         RAISE NOTICE 'model "%" has a $ in its name: its kNN scans stay planned per call', p_model;
         RETURN NULL;
     END IF;
-    EXECUTE format('CREATE OR REPLACE FUNCTION rag._knn(p_model TEXT, p_vector vector, p_n INT, p_book TEXT DEFAULT NULL, '
+    EXECUTE format('CREATE OR REPLACE '
+                   'FUNCTION rag._knn(p_model TEXT, p_vector vector, p_n INT, p_book TEXT DEFAULT NULL, '
                    'p_levels INT[] DEFAULT NULL, p_ids INT[] DEFAULT NULL) RETURNS SETOF rag.candidate '
                    'LANGUAGE sql STABLE AS %L', rag._scan_sql('nodes', p_model, p_dimension));
-    EXECUTE format('CREATE OR REPLACE FUNCTION rag._knn_sentences(p_model TEXT, p_vector vector, p_n INT, '
+    EXECUTE format('CREATE OR REPLACE '
+                   'FUNCTION rag._knn_sentences(p_model TEXT, p_vector vector, p_n INT, '
                    'p_book TEXT DEFAULT NULL) RETURNS TABLE (cited_source_file TEXT, cited_paragraphs INT[], '
                    'distance FLOAT8) LANGUAGE sql STABLE AS %L', rag._scan_sql('sentences', p_model, p_dimension));
     RETURN p_model;

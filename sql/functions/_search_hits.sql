@@ -41,7 +41,7 @@ DECLARE
     v_mode  TEXT := p_mode;
     v_model TEXT;
     v_ids   INT[];
-    p       rag.settings;
+    p       rag.search_settings;
     f_rows  rag.search_hit[];
 BEGIN
     IF p_mode IS NULL OR p_mode NOT IN ('auto', 'hybrid', 'two-stage', 'bm25', 'vector') THEN
@@ -64,8 +64,8 @@ BEGIN
         RAISE EXCEPTION 'query embedding is NULL; vector search needs a vector (see `bookrag embed`)'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_vector IS NOT NULL THEN  -- (bm25 reads no vector: its length is not checked)
-        SELECT m.model INTO v_model FROM rag._corpus_model(CASE WHEN p_mode <> 'bm25' THEN p_vector END) m;
+    IF p_vector IS NOT NULL AND p_mode <> 'bm25' THEN  -- (bm25 reads no vector: nothing of it is checked)
+        SELECT m.model INTO v_model FROM rag._corpus_model(p_vector) m;  -- raises on another length, or several models
         IF p_query_model IS NOT NULL AND v_model IS DISTINCT FROM p_query_model THEN
             RAISE EXCEPTION 'the query was embedded with "%" but the corpus model is "%"; embed it with the corpus model',
                 p_query_model, coalesce(v_model, 'none (no vectors loaded)')

@@ -1,7 +1,7 @@
 -- rag._settings: the tuning of a search (names, defaults and bounds, defined here only).
 CREATE OR REPLACE FUNCTION rag._settings(
     p_tuning JSONB DEFAULT NULL
-) RETURNS rag.settings
+) RETURNS rag.search_settings
 LANGUAGE plpgsql STABLE
 AS $$
 /*
@@ -26,7 +26,7 @@ wrong type, a value out of bounds.
 Cost: microseconds.
 */
 DECLARE
-    s      rag.settings := ROW('convex', 'zscore', 0.5, 0.5, 60, 0.4, 40, 5, 0.3, 100, 40, 1, 3);
+    s      rag.search_settings := ROW('convex', 'zscore', 0.5, 0.5, 60, 0.4, 40, 5, 0.3, 100, 40, 1, 3);
     v_bad  TEXT;
 BEGIN
     IF p_tuning IS NULL OR p_tuning = '{}' THEN
@@ -38,11 +38,11 @@ BEGIN
     END IF;
     SELECT string_agg(format('"%s"', k), ', ' ORDER BY k) INTO v_bad
     FROM jsonb_object_keys(p_tuning) k
-    WHERE k NOT IN (SELECT a.attname FROM pg_attribute a WHERE a.attrelid = 'rag.settings'::regclass AND a.attnum > 0);
+    WHERE k NOT IN (SELECT a.attname FROM pg_attribute a WHERE a.attrelid = 'rag.search_settings'::regclass AND a.attnum > 0);
     IF v_bad IS NOT NULL THEN
         RAISE EXCEPTION 'unknown tuning setting %; the settings are %', v_bad,
             (SELECT string_agg(a.attname, ', ' ORDER BY a.attnum) FROM pg_attribute a
-             WHERE a.attrelid = 'rag.settings'::regclass AND a.attnum > 0)
+             WHERE a.attrelid = 'rag.search_settings'::regclass AND a.attnum > 0)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     BEGIN

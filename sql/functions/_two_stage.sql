@@ -6,7 +6,7 @@ CREATE OR REPLACE FUNCTION rag._two_stage(
     p_k      INT,
     p_book   TEXT,
     p_ids    INT[],
-    p        rag.settings
+    p        rag.search_settings
 ) RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql STABLE
 AS $$
@@ -39,7 +39,7 @@ DECLARE
     para     rag.fused[];
     v_files  TEXT[];
     v_scores FLOAT8[];
-    flat     rag.settings := p;
+    flat     rag.search_settings := p;
 BEGIN
     b := ARRAY(SELECT c FROM rag._bm25(p_query, v_n, p_book, NULL, p_ids) c);
     IF v_knn THEN

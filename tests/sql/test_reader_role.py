@@ -65,7 +65,7 @@ ATTEMPTS = {
     "SELECT pg_cancel_backend(1)": "permission denied for function pg_cancel_backend",
     "SELECT paradedb.force_merge('rag.hcn_bm25_idx'::regclass, 1::bigint)": "permission denied for function force_merge",
     "SELECT rag._ensure_vector_index('x', 3)": "permission denied for function _ensure_vector_index",
-    "SELECT rag._install_model_search('x', 3)": "permission denied for function _install_model_search",
+    "SELECT rag._install_model_scans('x', 3)": "permission denied for function _install_model_scans",
     "INSERT INTO rag.books (book, title) VALUES ('x', 'x')": "permission denied for table books",
     "DELETE FROM rag.hierarchical_content_nodes": "permission denied for table hierarchical_content_nodes",
 }
@@ -89,7 +89,7 @@ def test_the_readers_limits(migrated_url):
                         "idle_in_transaction_session_timeout": "30s", "work_mem": "16MB", "temp_file_limit": "256MB"}
     assert reader.execute("SELECT rolconnlimit FROM pg_roles WHERE rolname = current_user").fetchone() == (24,)
     # and it can still search: the HNSW settings go through the bounded definer helper
-    assert reader.execute("SELECT count(*) FROM rag.search_branch(NULL, array_fill(0.1, ARRAY[384])::vector, 'vector', 3)").fetchone() == (0,)
+    assert reader.execute("SELECT count(*) FROM rag.search(NULL, array_fill(0.1, ARRAY[384])::vector, 'vector', 3)").fetchone() == (0,)
     reader.close()
 
 
@@ -116,7 +116,7 @@ def test_the_mcp_role_has_the_readers_limits_and_connections_of_its_own(migrated
     assert settings == {"default_transaction_read_only": "on", "lock_timeout": "2s",
                         "idle_in_transaction_session_timeout": "30s", "work_mem": "16MB", "temp_file_limit": "256MB"}
     assert mcp.execute("SELECT rolconnlimit FROM pg_roles WHERE rolname = current_user").fetchone() == (12,)
-    assert mcp.execute("SELECT count(*) FROM rag.search_branch(NULL, array_fill(0.1, ARRAY[384])::vector, 'vector', 3)").fetchone() == (0,)
+    assert mcp.execute("SELECT count(*) FROM rag.search(NULL, array_fill(0.1, ARRAY[384])::vector, 'vector', 3)").fetchone() == (0,)
     mcp.close()
 
 

@@ -93,9 +93,9 @@ def test_tuning_settings_are_refused_with_phrasings_not_ignored(corpus):
     from bookrag.errors import BookragError
 
     with pytest.raises(BookragError) as err:
-        search(corpus, SearchRequest(QUESTION, mode="bm25", fusion="rrf", phrasings=(KEYWORDS,)))
-    assert str(err.value) == ("fusion tune one wording's ranking; with phrasings every wording is searched with the "
-                              "defaults: drop them or the phrasings")
+        search(corpus, SearchRequest(QUESTION, mode="bm25", tuning={"fusion": "rrf"}, phrasings=(KEYWORDS,)))
+    assert str(err.value) == ("tuning (fusion) tunes one wording's ranking; with phrasings every wording is searched "
+                              "with the defaults: drop one or the other")
     with pytest.raises(BookragError, match="phrasing 1 is empty"):
         search(corpus, SearchRequest(QUESTION, mode="bm25", phrasings=("\u00a0",)))
     assert search(corpus, SearchRequest(QUESTION, mode="bm25", k=2, phrasings=(KEYWORDS,)))  # what must pass

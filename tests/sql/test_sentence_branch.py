@@ -1,7 +1,9 @@
-"""The sentence branch (issue 11): rag.search_sentences finds paragraphs through the chapter-summary
+"""The sentence branch (issue 11): rag._sentences finds paragraphs through the chapter-summary
 sentences that cite them, and rag.search places them in a hybrid list (rag._search_hits)."""
 
 from __future__ import annotations
+
+import json
 
 import psycopg
 from psycopg import sql
@@ -17,14 +19,14 @@ QUERY = "Pourquoi la spécialisation des artisans rend-elle le village plus rich
 def test_a_paragraph_is_found_through_the_sentence_that_cites_it(corpus, e5):
     v = e5.query(QUERY)
     hits = corpus.execute("SELECT source_file, level, rank, score, sentence_rank, sentence_score, bm25_rank, vector_rank "
-                          "FROM rag.search_sentences(%s, 4)", (v,)).fetchall()
+                          "FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 4, NULL, NULL)", (v,)).fetchall()
     # the boulanger summary's sentence cites its paragraphs 2 and 3: both come first, level-0 rows
     assert [h[0] for h in hits[:2]] == [BOULANGER, BOULANGER]
     assert all(h[1] == 0 for h in hits)
     assert [h[2] for h in hits] == [h[4] for h in hits] == list(range(1, len(hits) + 1))
     assert all(h[3] == h[5] for h in hits) and hits[0][5] >= hits[-1][5]
     assert all(h[6] is None and h[7] is None for h in hits)
-    paragraphs = corpus.execute("SELECT n.paragraph FROM rag.search_sentences(%s, 2) s "
+    paragraphs = corpus.execute("SELECT n.paragraph FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 2, NULL, NULL) s "
                                 "JOIN rag.hierarchical_content_nodes n ON n.id = s.id", (v,)).fetchall()
     assert sorted(p for (p,) in paragraphs) == [2, 3]
 
@@ -36,7 +38,7 @@ def test_a_tie_at_the_cut_goes_to_the_paragraph_closest_to_the_query(corpus, e5)
     closest = corpus.execute("SELECT paragraph FROM rag.hierarchical_content_nodes WHERE source_file = %s "
                              "AND paragraph IN (2, 3) ORDER BY embedding <=> %s LIMIT 1", (BOULANGER, v)).fetchone()[0]
     for k in (1, 2):
-        rows = corpus.execute("SELECT n.source_file, n.paragraph, s.sentence_score FROM rag.search_sentences(%s, %s) s "
+        rows = corpus.execute("SELECT n.source_file, n.paragraph, s.sentence_score FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, %s, NULL, NULL) s "
                               "JOIN rag.hierarchical_content_nodes n ON n.id = s.id ORDER BY s.rank", (v, k)).fetchall()
         assert rows[0][:2] == (BOULANGER, closest)
         assert len(rows) == k and rows[-1][2] == pytest.approx(rows[0][2])
@@ -46,7 +48,7 @@ def test_sentence_scores_are_the_best_citing_sentence_similarity(corpus, e5):
     v = e5.query(QUERY)
     before = corpus.execute("SELECT max(1 - (embedding <=> %s)) FROM rag.sentences WHERE cited_source_file = %s "
                             "AND 2 = ANY(cited_paragraphs)", (v, BOULANGER)).fetchone()[0]
-    top = corpus.execute("SELECT sentence_score FROM rag.search_sentences(%s, 1)", (v,)).fetchone()[0]
+    top = corpus.execute("SELECT sentence_score FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 1, NULL, NULL)", (v,)).fetchone()[0]
     assert top == pytest.approx(before)
     # a second sentence citing the routes' paragraph 3 alone, worded as the query: it now leads,
     # with its own similarity (1), and the paragraph's other citing sentence does not lower it
@@ -54,13 +56,13 @@ def test_sentence_scores_are_the_best_citing_sentence_similarity(corpus, e5):
                    "cited_paragraphs, embedding_model, embedding) SELECT source_file, chunk_index, 1, %s, "
                    "cited_source_file, '{3}', embedding_model, %s FROM rag.sentences WHERE cited_source_file = %s",
                    (QUERY, v, ROUTES))
-    top = corpus.execute("SELECT s.sentence_score, n.source_file, n.paragraph FROM rag.search_sentences(%s, 1) s "
+    top = corpus.execute("SELECT s.sentence_score, n.source_file, n.paragraph FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 1, NULL, NULL) s "
                          "JOIN rag.hierarchical_content_nodes n ON n.id = s.id", (v,)).fetchone()
     assert top[0] == pytest.approx(1.0, abs=1e-6) and top[1:] == (ROUTES, 3)
 
 
 def test_the_sentences_are_searched_through_their_hnsw_index(corpus, e5):
-    # rag._ensure_vector_index (run by the load) made the sentences' index; search_sentences scans
+    # rag._ensure_vector_index (run by the load) made the sentences' index; rag._sentences scans
     # it (this transaction's own index-scan counts), with or without a book; within a subtree it
     # ranks that subtree's sentences exactly, found through rag.sentences_cited_idx instead
     hnsw = corpus.execute("SELECT 'rag.sent_halfvec_' || substr(md5(model), 1, 12) FROM rag.embedding_models").fetchone()[0]
@@ -69,14 +71,15 @@ def test_the_sentences_are_searched_through_their_hnsw_index(corpus, e5):
         return corpus.execute("SELECT pg_stat_get_xact_numscans(%s::regclass)", (index,)).fetchone()[0]
 
     v = e5.query(QUERY)
+    corpus.execute("SET enable_seqscan = off")  # as rag._search_hits runs it
     before = scans(hnsw)
-    assert corpus.execute("SELECT count(*) FROM rag.search_sentences(%s, 3)", (v,)).fetchone()[0] == 3
+    assert corpus.execute("SELECT count(*) FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 3, NULL, NULL)", (v,)).fetchone()[0] == 3
     after_all = scans(hnsw)
     assert after_all > before
-    corpus.execute("SELECT * FROM rag.search_sentences(%s, 3, %s)", (v, BOOK)).fetchall()
+    corpus.execute("SELECT * FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 3, %s, NULL)", (v, BOOK)).fetchall()
     assert scans(hnsw) > after_all
     hnsw_before, cited_before = scans(hnsw), scans("rag.sentences_cited_idx")
-    top = corpus.execute("SELECT sentence_score FROM rag.search_sentences(%s, 3, %s, %s)",
+    top = corpus.execute("SELECT sentence_score FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 3, %s, rag._subtree_ids(%s))",
                          (v, BOOK, ROUTES.replace("source.md", "summary.md"))).fetchone()[0]
     assert scans(hnsw) == hnsw_before and scans("rag.sentences_cited_idx") > cited_before
     exact = corpus.execute("SELECT max(1 - (embedding <=> %s)) FROM rag.sentences WHERE cited_source_file = %s",
@@ -87,7 +90,7 @@ def test_the_sentences_are_searched_through_their_hnsw_index(corpus, e5):
 def test_the_sentences_index_is_half_precision_and_replaces_the_old_one(corpus, e5):
     # migration 0018 (decision 27): rag._ensure_vector_index, which the migration runs for every
     # registered model, drops a database's full-precision sentences index and makes the halfvec one;
-    # the distances search_sentences reports stay the full-precision ones
+    # the distances rag._sentences reports stay the full-precision ones
     model, dim, tag = corpus.execute("SELECT model, dimension, substr(md5(model), 1, 12) FROM rag.embedding_models").fetchone()
     corpus.execute(f"DROP INDEX rag.sent_halfvec_{tag}")
     corpus.execute(sql.SQL("CREATE INDEX {} ON rag.sentences USING hnsw ((embedding::vector({})) vector_cosine_ops) "
@@ -98,7 +101,7 @@ def test_the_sentences_index_is_half_precision_and_replaces_the_old_one(corpus, 
     assert list(indexes) == [f"sent_halfvec_{tag}"]
     assert f"halfvec({dim})" in indexes[f"sent_halfvec_{tag}"] and "halfvec_cosine_ops" in indexes[f"sent_halfvec_{tag}"]
     v = e5.query(QUERY)
-    got = corpus.execute("SELECT n.source_file, n.paragraph, s.sentence_score FROM rag.search_sentences(%s, 3) s "
+    got = corpus.execute("SELECT n.source_file, n.paragraph, s.sentence_score FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 3, NULL, NULL) s "
                          "JOIN rag.hierarchical_content_nodes n ON n.id = s.id ORDER BY s.rank", (v,)).fetchall()
     exact = dict(((f, n), sim) for f, n, sim in corpus.execute(
         "SELECT st.cited_source_file, p.n, max(1 - (st.embedding <=> %s)) FROM rag.sentences st, "
@@ -108,33 +111,32 @@ def test_the_sentences_index_is_half_precision_and_replaces_the_old_one(corpus, 
     assert all(exact[(f, n)] == pytest.approx(score, abs=1e-12) for f, n, score in got)
 
 
-def test_the_generated_default_search_scans_the_sentences_halfvec_index(corpus, e5):
-    # the generated function's sentence statement names the index's expression (halfvec of the
-    # model's dimension): it scans that index (this transaction's own index-scan counts)
+def test_the_default_search_scans_the_sentences_halfvec_index(corpus, e5):
+    # the scan written for the corpus model (rag._knn_sentences) names the index's expression
+    # (halfvec of the model's dimension): the default search scans that index (this
+    # transaction's own index-scan counts)
     tag = corpus.execute("SELECT substr(md5(model), 1, 12) FROM rag.embedding_models").fetchone()[0]
 
     def scans() -> int:
         return corpus.execute("SELECT pg_stat_get_xact_numscans(%s::regclass)", (f"rag.sent_halfvec_{tag}",)).fetchone()[0]
 
     before = scans()
-    rows = corpus.execute("SELECT sentence_rank FROM rag._default_search(%s, %s, 5)", (QUERY, e5.query(QUERY))).fetchall()
+    rows = corpus.execute("SELECT sentence_rank FROM rag.search(%s, %s, p_k => 5)", (QUERY, e5.query(QUERY))).fetchall()
     assert any(r[0] is not None for r in rows)  # the branch placed a paragraph
     assert scans() > before
 
 
 def test_filters_book_and_within(corpus, e5):
     v = e5.query(QUERY)
-    inside = corpus.execute("SELECT DISTINCT source_file FROM rag.search_sentences(%s, 10, p_within => %s)",
+    inside = corpus.execute("SELECT DISTINCT source_file FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 10, NULL, rag._subtree_ids(%s))",
                             (v, ROUTES.replace("source.md", "summary.md"))).fetchall()
     assert inside == [(ROUTES,)]
-    with pytest.raises(psycopg.errors.InvalidParameterValue, match=r'unknown book "nope"; known books: traite-des-echanges'):
-        corpus.execute("SELECT * FROM rag.search_sentences(%s, 5, 'nope')", (v,))
 
 
-def ids(conn, v, mode="hybrid", **settings):
-    args = ", ".join(f"p_{k} => %({k})s" for k in settings)
-    return conn.execute(f"SELECT id, sentence_rank FROM rag.search(%(q)s, %(v)s, %(mode)s, 6{', ' + args if args else ''})",
-                        {"q": QUERY, "v": v, "mode": mode, **settings}).fetchall()
+def ids(conn, v, mode="hybrid", within=None, **settings):
+    return conn.execute("SELECT id, sentence_rank FROM rag.search(%(q)s, %(v)s, %(mode)s, 6, p_within => %(w)s, "
+                        "p_tuning => %(t)s)", {"q": QUERY, "v": v, "mode": mode, "w": within,
+                                               "t": json.dumps(settings) if settings else None}).fetchall()
 
 
 def paragraph(conn, row_id):
@@ -164,8 +166,8 @@ def expected_merge(conn, fused, branch, after, every, k=6):
     return out, from_branch
 
 
-MODE_LISTS = {"hybrid": "rag.search_hybrid(%s, %s, 6, p_within => %s)",
-              "two-stage": "rag.search_two_stage(%s, %s, 6, p_within => %s)"}
+MODE_LISTS = {"hybrid": "rag.search(%s, %s, 'hybrid', 6, p_within => %s, p_tuning => '{\"sentence_every\": 0}')",
+              "two-stage": "rag.search(%s, %s, 'two-stage', 6, p_within => %s, p_tuning => '{\"sentence_every\": 0}')"}
 
 
 @pytest.mark.parametrize("mode,after,every,within", [
@@ -179,7 +181,7 @@ def test_the_sentence_branch_takes_its_places_after_n_then_one_in_every_m(corpus
     v = e5.query(QUERY)
     fused = [r[0] for r in corpus.execute(f"SELECT id FROM {MODE_LISTS[mode]}", (QUERY, v, within))]
     assert [i for (i, _) in ids(corpus, v, mode, sentence_every=0, within=within)] == fused
-    branch = [r[0] for r in corpus.execute("SELECT id FROM rag.search_sentences(%s, 12, p_within => %s)", (v, within))]
+    branch = [r[0] for r in corpus.execute("SELECT id FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 12, NULL, rag._subtree_ids(%s))", (v, within))]
     expected, from_branch = expected_merge(corpus, fused, branch, after, every)
     assert from_branch, "the branch must place at least one paragraph"
     merged = ids(corpus, v, mode, sentence_after=after, sentence_every=every, within=within)
@@ -196,8 +198,8 @@ def test_a_paragraph_both_lists_hold_takes_the_better_of_its_two_places(corpus, 
     # the branch's best paragraph is also in the fused list, below the first place: with the
     # branch given the first place, it moves up there and is not listed twice
     v = e5.query(QUERY)
-    fused = [paragraph(corpus, r[0]) for r in corpus.execute("SELECT id FROM rag.search_hybrid(%s, %s, 6)", (QUERY, v))]
-    best = paragraph(corpus, corpus.execute("SELECT id FROM rag.search_sentences(%s, 1)", (v,)).fetchone()[0])
+    fused = [paragraph(corpus, r[0]) for r in corpus.execute("SELECT id FROM rag.search(%s, %s, 'hybrid', 6, p_tuning => '{\"sentence_every\": 0}')", (QUERY, v))]
+    best = paragraph(corpus, corpus.execute("SELECT id FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 1, NULL, NULL)", (v,)).fetchone()[0])
     assert best in fused[1:], "the fixture query's best cited paragraph must be in the fused list, not first"
     merged = [paragraph(corpus, i) for (i, _) in ids(corpus, v, sentence_after=0, sentence_every=2)]
     assert merged[0] == best and merged.count(best) == 1
@@ -205,11 +207,11 @@ def test_a_paragraph_both_lists_hold_takes_the_better_of_its_two_places(corpus, 
     # the moved row keeps the fused row's branch columns when the fused list held the same chunk
     cols = "bm25_rank, bm25_score, vector_rank, vector_score, section_score"
     rows = corpus.execute(f"SELECT id, sentence_rank, {cols} FROM rag.search(%s, %s, 'hybrid', 6, "
-                          "p_sentence_after => 0, p_sentence_every => 2)", (QUERY, v)).fetchall()
-    same = corpus.execute(f"SELECT {cols} FROM rag.search_hybrid(%s, %s, 6) WHERE id = %s", (QUERY, v, rows[0][0])).fetchone()
+                          "p_tuning => '{\"sentence_after\": 0, \"sentence_every\": 2}')", (QUERY, v)).fetchall()
+    same = corpus.execute(f"SELECT {cols} FROM rag.search(%s, %s, 'hybrid', 6, p_tuning => '{{\"sentence_every\": 0}}') WHERE id = %s", (QUERY, v, rows[0][0])).fetchone()
     assert rows[0][1] == 1 and same is not None and rows[0][2:] == same and same[0] is not None
     # a branch row the fused list does not hold has no branch columns
-    fused_ids = {r[0] for r in corpus.execute("SELECT id FROM rag.search_hybrid(%s, %s, 6)", (QUERY, v))}
+    fused_ids = {r[0] for r in corpus.execute("SELECT id FROM rag.search(%s, %s, 'hybrid', 6, p_tuning => '{\"sentence_every\": 0}')", (QUERY, v))}
     alone = [r for r in rows if r[1] is not None and r[0] not in fused_ids]
     assert alone and all(r[2:] == (None,) * 5 for r in alone)
     # and a paragraph only the branch holds enters the list
@@ -226,7 +228,7 @@ def test_the_chunks_of_one_long_paragraph(corpus, e5):
         "SELECT level, parent_source_file, node_type, source_file, source_file_hash, 10 + i, heading_path, %s, 12, "
         "embedding_model, %s, node_order, 3 FROM rag.hierarchical_content_nodes, generate_series(0, 1) i "
         "WHERE source_file = %s AND chunk_index = 2 RETURNING id", (QUERY, v, ROUTES))]
-    fused = [r[0] for r in corpus.execute("SELECT id FROM rag.search_hybrid(%s, %s, 6)", (QUERY, v))]
+    fused = [r[0] for r in corpus.execute("SELECT id FROM rag.search(%s, %s, 'hybrid', 6, p_tuning => '{\"sentence_every\": 0}')", (QUERY, v))]
     assert set(new) <= set(fused)
     # no sentence cites paragraph 3: both chunks stay, in their fused order
     merged = [i for (i, _) in ids(corpus, v, sentence_after=1, sentence_every=3)]
@@ -253,12 +255,12 @@ def test_the_branch_is_skipped_when_filters_exclude_paragraphs(corpus, e5):
 
 
 @pytest.mark.parametrize("args,message", [
-    ("p_sentence_after => -1", "sentence_after and sentence_every must be within 0..1000, got -1 and 3"),
-    ("p_sentence_every => 1001", "sentence_after and sentence_every must be within 0..1000, got 1 and 1001"),
+    ('{"sentence_after": -1}', "sentence_after and sentence_every must be within 0..1000, got -1 and 3"),
+    ('{"sentence_every": 1001}', "sentence_after and sentence_every must be within 0..1000, got 1 and 1001"),
 ])
 def test_bad_sentence_settings_are_refused_by_name(corpus, e5, args, message):
     with pytest.raises(psycopg.errors.InvalidParameterValue) as info:
-        corpus.execute(f"SELECT * FROM rag.search(%s, %s, {args})", (QUERY, e5.query(QUERY)))
+        corpus.execute("SELECT * FROM rag.search(%s, %s, p_tuning => %s::jsonb)", (QUERY, e5.query(QUERY), args))
     assert info.value.diag.message_primary == message
     corpus.rollback()
     assert corpus.execute("SELECT 1").fetchone() == (1,)
@@ -266,28 +268,17 @@ def test_bad_sentence_settings_are_refused_by_name(corpus, e5, args, message):
 
 def test_the_branch_stays_out_of_summary_only_searches(corpus, e5):
     v = e5.query(QUERY)
-    rows = corpus.execute("SELECT node_type, sentence_rank FROM rag.search(%s, %s, p_node_type => 'summary')",
+    rows = corpus.execute("SELECT node_type, sentence_rank FROM rag.search(%s, %s, p_levels => '{1,2,3}')",
                           (QUERY, v)).fetchall()
     assert rows and all(t == "summary" and r is None for t, r in rows)
 
 
 def test_two_stage_takes_the_branch_by_default(corpus, e5):
-    # the defaults (rag._fusion_settings) place the branch in a two-stage list as in a hybrid one;
-    # sentence_every 0 gives back the sections-only list of rag.search_two_stage
+    # the defaults (rag._settings) place the branch in a two-stage list as in a hybrid one;
+    # sentence_every 0 gives back the sections-only list
     v = e5.query(QUERY)
     default = ids(corpus, v, "two-stage")
     assert default == ids(corpus, v, "two-stage", sentence_after=1, sentence_every=3)
     assert any(r is not None for (_, r) in default)
-    sections_only = [r[0] for r in corpus.execute("SELECT id FROM rag.search_two_stage(%s, %s, 6)", (QUERY, v))]
+    sections_only = [r[0] for r in corpus.execute("SELECT id FROM rag.search(%s, %s, 'two-stage', 6, p_tuning => '{\"sentence_every\": 0}')", (QUERY, v))]
     assert [i for (i, _) in ids(corpus, v, "two-stage", sentence_every=0)] == sections_only != [i for (i, _) in default]
-
-
-def test_two_stage_checks_the_fusion_settings_as_hybrid_does(corpus, e5):
-    # chapter and cite weights are hybrid's, but an out-of-bounds pair is refused in both modes
-    for mode in ("hybrid", "two-stage"):
-        with pytest.raises(psycopg.errors.InvalidParameterValue) as info:
-            corpus.execute("SELECT * FROM rag.search(%s, %s, %s, 5, p_chapter_weight => 0.9, p_cite_weight => 0.2)",
-                           (QUERY, e5.query(QUERY), mode))
-        assert info.value.diag.message_primary == \
-            "cite_weight must be within 0..1 and chapter_weight + cite_weight at most 1, got 0.2 and 0.9"
-        corpus.rollback()
