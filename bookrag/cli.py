@@ -396,7 +396,7 @@ def cmd_ask(args: argparse.Namespace, s: Settings) -> None:
 
 @command("embed", "Print a query's embedding (corpus model, query role) as a pgvector literal, for psql.",
          "bookrag embed \"le soleil concurrent déloyal\"\n"
-         "  echo \"SELECT rank, heading_path FROM rag.search_branch(NULL, :'q', 'vector')\" | psql \"$(bookrag db url)\" -v q=\"$(bookrag embed 'soleil')\"")
+         "  echo \"SELECT rank, heading_path FROM rag.search(NULL, :'q', 'vector')\" | psql \"$(bookrag db url)\" -v q=\"$(bookrag embed 'soleil')\"")
 def cmd_embed(args: argparse.Namespace, s: Settings) -> None:
     from bookrag.search import check_query, embed_query, vector_literal
 
@@ -454,7 +454,7 @@ def cmd_demo(args: argparse.Namespace, s: Settings) -> None:
 
 
 @command("new-function-migration", "Write a migration installing every sql/functions file changed since the last one.",
-         "bookrag new-function-migration search_hybrid_weights --reason \"weights per branch\"")
+         "bookrag new-function-migration two_stage_seven_sections --reason \"keep 7 sections\"")
 def cmd_new_function_migration(args: argparse.Namespace, s: Settings) -> None:
     from bookrag.functions import write_function_migration
 

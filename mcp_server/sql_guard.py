@@ -21,7 +21,7 @@ ALLOWED_FUNCTIONS = {
     # the names sqlglot gives some of the above once parsed
     "group_concat", "str_position", "time_to_str", "timestamp_trunc", "logical_or", "logical_and", "array_size", "array",
 }
-RAG_FUNCTIONS = {"list_books", "outline", "get_node", "get_parent", "get_children", "search_branch", "cites"}
+RAG_FUNCTIONS = {"list_books", "outline", "get_node", "get_parent", "get_children", "search", "cites"}
 #: Aggregates that build one value from all their input rows: work_mem does not bound them.
 VALUE_BUILDING = (exp.ArrayAgg, exp.GroupConcat, exp.Array)
 #: At most this many bytes (estimated rows x width, see plan_problem) may flow into them: the

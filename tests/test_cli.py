@@ -59,7 +59,7 @@ def test_search_and_embed_against_the_fixture(corpus_url, corpus_home, monkeypat
     import psycopg
 
     with psycopg.connect(corpus_url) as c:  # the psql recipe: the literal is a valid query vector
-        rows = c.execute("SELECT rank FROM rag.search_branch(NULL, %s::vector, 'vector', 3)", (literal,)).fetchall()
+        rows = c.execute("SELECT rank FROM rag.search(NULL, %s::vector, 'vector', 3)", (literal,)).fetchall()
     assert [r[0] for r in rows] == [1, 2, 3]
 
 
@@ -69,11 +69,11 @@ def test_search_within_a_chapter_and_fusion_errors(corpus_url, corpus_home, monk
     monkeypatch.setenv("DATABASE_URL", corpus_url)
     monkeypatch.setenv("BOOKRAG_HOME", str(corpus_home))
     chapter = "corpus/traite-des-echanges/premiere-partie/chapitre-02-les-routes/summary.md"
-    assert main(["search", "le prix du pain", "--within", chapter, "--json", "--fusion", "rrf"]) == 0
+    assert main(["search", "le prix du pain", "--within", chapter, "--json", "--tune", "fusion=rrf"]) == 0
     files = {json.loads(line)["source_file"] for line in capsys.readouterr().out.splitlines()}
     assert files and files <= {chapter, chapter.replace("summary.md", "source.md")}
     # the bounds are the SQL's: its message, word for word, as the CLI's one line
-    assert main(["search", "pain", "--bm25-weight", "0", "--vector-weight", "0"]) == 1
+    assert main(["search", "pain", "--tune", "bm25_weight=0", "--tune", "vector_weight=0"]) == 1
     assert capsys.readouterr().err.strip() == "error: branch weights are both 0: give at least one branch a positive weight"
     assert main(["search", "pain", "--within", "corpus/nope/summary.md"]) == 1
     assert capsys.readouterr().err.strip() == ('error: within "corpus/nope/summary.md" names no loaded node; '
@@ -201,7 +201,8 @@ SEARCH_ERRORS = [
     (["search", "\udcff\udcfe soleil", "--mode", "bm25"],
      "error: the query is not valid UTF-8 (byte 0xff at character 1); type it again or check the terminal's encoding\n"),
     (["search", "pain", "--k", "100000000000000000000"], "error: k is out of range: 100000000000000000000\n"),
-    (["search", "pain", "--sentence-every", "9999999999"], "error: sentence_every is out of range: 9999999999\n"),
+    (["search", "pain", "--tune", "sentence_every=9999999999"],
+     'error: tuning {"sentence_every": 9999999999}: value "9999999999" is out of range for type integer\n'),
     (["search", "pain", "--k", "0", "--mode", "bm25"], "error: k must be between 1 and 1000, got 0\n"),
     (["search", "pain", "--budget", "0", "--mode", "bm25"], "error: budget must be between 1 and 1000000 tokens, got 0\n"),
     (["search", "x" * 120_000], "error: query is 120000 characters long; the limit is 10000\n"),

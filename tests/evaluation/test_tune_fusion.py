@@ -8,7 +8,7 @@ import psycopg
 from evaluation.tune_fusion import Setting, choose, installed_defaults, is_installed, one_question
 
 INSTALLED = {"fusion": "convex", "normalisation": "zscore", "bm25_weight": 0.5, "vector_weight": 0.5,
-             "chapter_weight": 0.4, "cite_weight": 0.0, "sentence_after": 1, "sentence_every": 3}
+             "chapter_weight": 0.4, "sentence_after": 1, "sentence_every": 3}
 A = Setting("after=1 every=3", sentence_after=1, sentence_every=3)  # the installed one
 B = Setting("after=2 every=2", sentence_after=2, sentence_every=2)
 
@@ -52,7 +52,7 @@ def test_an_installed_default_below_a_branch_is_not_kept():
 def test_installed_defaults_are_the_databases(corpus: psycopg.Connection):
     defaults = installed_defaults(corpus)
     sql = corpus.execute("SELECT sentence_after, sentence_every, fusion "
-                         "FROM rag._fusion_settings(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)").fetchone()
+                         "FROM rag._settings()").fetchone()
     assert (defaults["sentence_after"], defaults["sentence_every"], defaults["fusion"]) == sql
     assert is_installed(Setting("default"), defaults)
     assert is_installed(Setting("same", sentence_every=defaults["sentence_every"]), defaults)

@@ -310,7 +310,7 @@ def test_a_reader_transaction_left_open_does_not_stall_searches_during_a_load(co
     load(conn, home, [home / "corpus" / BOOK])
     conn.rollback()
     idle = db.connect(pg_url)
-    idle.execute("SELECT count(*) FROM rag.search_branch('pain', NULL, 'bm25', 5)").fetchone()  # holds the index, stays open
+    idle.execute("SELECT count(*) FROM rag.search('pain', NULL, 'bm25', 5)").fetchone()  # holds the index, stays open
     md = home / ROUTES
     md.write_text(md.read_text(encoding="utf-8") + "\nLe gué remplace le pont en été.\n", encoding="utf-8")
     write_sidecars([md], home, 400, e5, progress=False)
@@ -324,7 +324,7 @@ def test_a_reader_transaction_left_open_does_not_stall_searches_during_a_load(co
                                ).fetchone()[0] and time.monotonic() < deadline and loader.is_alive():
         time.sleep(0.05)
     assert loader.is_alive() and not done  # the merge is waiting for the idle transaction
-    assert searcher.execute("SELECT count(*) FROM rag.search_branch('gué', NULL, 'bm25', 5)").fetchone()[0] >= 1  # the new row is searchable
+    assert searcher.execute("SELECT count(*) FROM rag.search('gué', NULL, 'bm25', 5)").fetchone()[0] >= 1  # the new row is searchable
     idle.rollback()
     loader.join(30)
     assert done and done[0].replaced == 1 and done[0].warnings == []

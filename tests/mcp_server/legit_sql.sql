@@ -113,13 +113,13 @@ SELECT source_file, level, tokens FROM rag.outline('traite-des-echanges') WHERE 
 
 SELECT count(*), sum(tokens) FROM rag.outline(p_book => 'traite-des-echanges');
 
-SELECT rank, heading_path, paragraph FROM rag.search_branch('monnaie', NULL, 'bm25', 5);
+SELECT rank, heading_path, paragraph FROM rag.search('monnaie', NULL, 'bm25', 5);
 
-SELECT rank, source_file FROM rag.search_branch(p_query => 'impôt', p_query_embedding => NULL, p_branch => 'bm25', p_k => 3, p_levels => ARRAY[0]);
+SELECT rank, source_file FROM rag.search(p_query => 'impôt', p_query_embedding => NULL, p_mode => 'bm25', p_k => 3, p_levels => ARRAY[0]);
 
-SELECT h.rank, n.heading_path FROM rag.search_branch('échange', NULL, 'bm25', 5) h JOIN rag.hierarchical_content_nodes n ON n.id = h.id ORDER BY h.rank;
+SELECT h.rank, n.heading_path FROM rag.search('échange', NULL, 'bm25', 5) h JOIN rag.hierarchical_content_nodes n ON n.id = h.id ORDER BY h.rank;
 
-SELECT s.source_file, s.paragraph FROM rag.search_branch('valeur', NULL, 'bm25', 10, p_book => 'traite-des-echanges') s WHERE s.level = 0;
+SELECT s.source_file, s.paragraph FROM rag.search('valeur', NULL, 'bm25', 10, p_book => 'traite-des-echanges') s WHERE s.level = 0;
 
 SELECT g.source_file, g.chunk_index FROM rag.get_node((SELECT source_file FROM rag.hierarchical_content_nodes WHERE level = 1 LIMIT 1)) g;
 

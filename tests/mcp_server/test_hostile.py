@@ -109,7 +109,7 @@ REFUSED: list[tuple[str, str]] = [
     ("SELECT version()", "rejected: function version() is not allowed"),
     ("SELECT paradedb.force_merge('rag.hcn_bm25_idx'::regclass, 1)", "rejected: function force_merge() is not allowed"),
     ("SELECT rag._ensure_vector_index('x', 3)", "rejected: function _ensure_vector_index() is not allowed"),
-    ("SELECT rag._install_model_search('x', 3)", "rejected: function _install_model_search() is not allowed"),
+    ("SELECT rag._install_model_scans('x', 3)", "rejected: function _install_model_scans() is not allowed"),
     ("SELECT rag._set_hnsw(1000)", "rejected: function _set_hnsw() is not allowed"),
     ("SELECT * FROM generate_series(1, 1000000000)", "rejected: function generate_series() is not allowed"),
     ("SELECT repeat('x', 100000000)", "rejected: function repeat() is not allowed"),

@@ -223,10 +223,10 @@ def test_the_servers_role_cannot_write(corpus_url):
                       "UPDATE rag.hierarchical_content_nodes SET content = ''",
                       "SELECT rag._ensure_vector_index('x/y', 3)",
                       "CREATE TABLE rag.t (a int)",
-                      "DROP FUNCTION rag.search_branch"):
+                      "DROP FUNCTION rag.search"):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             reader.execute(statement)
-    assert reader.execute("SELECT count(*) FROM rag.search_branch('pain', NULL, 'bm25')").fetchone()[0] > 0
+    assert reader.execute("SELECT count(*) FROM rag.search('pain', NULL, 'bm25')").fetchone()[0] > 0
     reader.close()
 
 

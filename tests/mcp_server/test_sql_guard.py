@@ -13,7 +13,7 @@ ALLOWED = [
     "WITH t AS (SELECT 1 AS a) SELECT * FROM (SELECT * FROM t) y",
     "SELECT * FROM rag.list_books()",
     "SELECT * FROM rag.outline('x')",
-    "SELECT rank, heading_path FROM rag.search_branch('pain', NULL, 'bm25', 5)",
+    "SELECT rank, heading_path FROM rag.search('pain', NULL, 'bm25', 5)",
     "SELECT book, string_agg(source_file, ',') FROM rag.hierarchical_content_nodes GROUP BY 1",
     "SELECT bool_or(level = 0), bool_and(level = 0), array_length(ARRAY[1, 2], 1), cardinality(ARRAY[1]) FROM rag.books",
     "SELECT strpos(title, 'a'), position('a' in title), date_trunc('day', loaded_at), to_char(loaded_at, 'YYYY') FROM rag.books",
