@@ -29,45 +29,10 @@ DROP FUNCTION IF EXISTS rag._search_hits(text, vector, text, int, text, int[], t
 DROP FUNCTION IF EXISTS rag.build_context(text, vector, int, int, text, int[], text, boolean, text, text);  -- arguments or result changed
 DROP FUNCTION IF EXISTS rag.search(text, vector, text, int, text, int[], text, text, text, text, float8, float8, float8, float8, int, int, text[], text);  -- arguments or result changed
 
--- function: _types sha256:e4399f95c1f5010bd946d3521f257c8a41292800eb0d71b0def78df6ab05695a
+-- function: _types sha256:5011f85d27841319077373bfc3cbc99660b2685391a9e099b0e51930b790f288
 -- Row types shared by the retrieval functions (named once, reused by every function).
 --
--- rag.search_hit: one ranked chunk. Every search function (rag.search included) returns SETOF rag.search_hit:
---   the node columns (id, source_file, chunk_index, level, node_type, heading_path,
---   parent_source_file, content, content_token_count, book, node_order, paragraph: the
---   chunk's 1-based paragraph number in its file, shared by the chunks of a long paragraph and
---   stable when the chunking threshold changes; for a source.md row, the §n that chapter
---   summaries' anchors cite), then
---   score       the function's final score, higher is better (BM25 score, cosine
---               similarity, RRF sum or two-stage boosted score);
---   rank        1-based final rank;
---   bm25_rank / bm25_score      rank and score in the BM25 branch (NULL if absent);
---   vector_rank / vector_score  rank and cosine similarity in the kNN branch (NULL if absent);
---   section_score               two-stage: the score of the section the chunk sits in; hybrid: the
---                               chapter value of a paragraph's score;
---   sentence_rank / sentence_score  rank and cosine similarity in the sentence branch
---               (rag.search_sentences: the best chapter-summary sentence citing the paragraph),
---               set on the rows that branch placed in a hybrid search (NULL otherwise).
---   cites   JSON [{source_file, paragraphs}]: what a summary hit's anchors cite ([] on a
---           paragraph); filled by rag.search, NULL from the functions it calls;
---   parent  JSON array of the hit's parent node rows in chunk order (rag.search with p_expand
---           'parent'), else NULL;
---   cited   JSON array of the rows its anchors cite, reading order (rag.search with p_expand
---           'cited'), else NULL.
--- rag.node_chunk: one row of a node, in reading order (get_node, get_parent): the node columns
---   above, paragraph included.
--- rag.context_row: one row of a read within a token budget, in reading order: a built context
---   (build_context, pack_context: role 'hit' or 'parent', hit_rank the rank of the hit that
---   brought it) or a node's children (get_children: role 'child', or 'omitted' for a child left
---   out, whose content is NULL and content_token_count its size; hit_rank NULL); used_tokens is
---   the running total of the rows returned.
--- rag.candidate: one row a retrieval branch read (rag._bm25, rag._knn): id, the branch's raw
---   score s (BM25 score, cosine similarity), its 1-based rank r in the branch, and the row's
---   level, source_file and parent_source_file (read with the row, for the stages above).
--- rag.fused: one candidate after rag._fuse: its branch ranks and raw scores (br, bs, vr, vs;
---   NULL where a branch did not read it), lvl, sf, pf, the fused score, floor (what a row no
---   branch read would score) and its rank in the fused list.
--- rag.search_settings: the tuning of one search (rag._settings: names, defaults, bounds).
+-- What each type holds: COMMENT ON TYPE below (\dT+ rag.*).
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
@@ -152,8 +117,14 @@ BEGIN
     END IF;
 END
 $$;
+COMMENT ON TYPE rag.search_hit IS 'One ranked chunk (every search): the node columns (paragraph: its 1-based paragraph number in its file, the §N anchors cite), score (higher is better), rank 1..k, bm25_rank/bm25_score and vector_rank/vector_score (NULL where a branch did not read it), section_score (two-stage: its section''s; hybrid: its chapter''s), sentence_rank/sentence_score (rows the sentence branch placed), cites (what a summary hit''s anchors cite, JSON), parent and cited (JSON, when rag.search expands them).';
+COMMENT ON TYPE rag.node_chunk IS 'One row of a node in reading order (get_node, get_parent): the node columns.';
+COMMENT ON TYPE rag.context_row IS 'One row of a read within a token budget, reading order: role hit or parent (build_context, pack_context; hit_rank the hit that brought it) or child / omitted (get_children: an omitted child has no content and its size in content_token_count); used_tokens the running total.';
+COMMENT ON TYPE rag.candidate IS 'One row a retrieval branch read (rag._bm25, rag._knn): id, raw score s, branch rank r, level, source_file, parent_source_file.';
+COMMENT ON TYPE rag.fused IS 'One candidate after rag._fuse: branch ranks and raw scores (br, bs, vr, vs), lvl, sf, pf, fused score, floor (a row no branch read), rank in the fused list.';
+COMMENT ON TYPE rag.search_settings IS 'The tuning of one search: names, defaults and bounds in rag._settings.';
 
--- function: _bm25 sha256:59d90fc27392527554815364c257e3a0c722590c2727f83d47499c29d8a989ae
+-- function: _bm25 sha256:3ef59d40786c907d9b0292f1de0977fe2c1be68628aff9b2ef9e5ee1d7f08e98
 -- rag._bm25: the BM25 branch's candidates (pg_search), best first.
 CREATE OR REPLACE FUNCTION rag._bm25(
     p_query   TEXT,
@@ -167,14 +138,10 @@ LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan
 AS $$
 /*
-Returns the p_n rows whose content best matches p_query (pg_search BM25 over the French-stemmed
-content, any term matching: |||; the query is tokenized, never parsed), as rag.candidate: s the
-BM25 score, r 1..p_n (ties by id, the cut included). Filters, each NULL for none: p_book, p_levels, p_ids (the
-rows of a `within` subtree: rag._subtree_ids), p_parents (rows whose parent is one of these
-source_files). Arguments are the caller's, already checked.
-Cost: one pg_search top-N scan. Without filters a static statement (plan cached for the
-session); with filters a dynamic one, so that pg_search pushes each filter into its scan
-(planned per call, about 0.5 ms).
+Returns the p_n rows best matching p_query (pg_search BM25, French stemming, any term: |||;
+never parsed) as rag.candidate: s the score, r 1..p_n (ties by id, the cut included); filters
+p_book, p_levels, p_ids, p_parents (NULL for none). Cost: one top-N scan; without filters a
+static statement (cached plan), with filters a dynamic one, so pg_search pushes them down.
 */
 BEGIN
     IF num_nulls(p_book, p_levels, p_ids, p_parents) = 4 THEN
@@ -251,7 +218,7 @@ BEGIN
 END
 $$;
 
--- function: _ensure_vector_index sha256:2241e4633bce058ad29d6ef1a1bd3545813bea18433e551d39aefd1f4c36be3b
+-- function: _ensure_vector_index sha256:b0db4ec180d034e7e63f18a1aaa581b01e562c563ac4f10cd73426559b710b84
 -- Register an embedding model and create its partial HNSW index (loader only).
 CREATE OR REPLACE FUNCTION rag._ensure_vector_index(
     p_model     TEXT,
@@ -260,16 +227,12 @@ CREATE OR REPLACE FUNCTION rag._ensure_vector_index(
 LANGUAGE plpgsql VOLATILE
 AS $$
 /*
-Registers (p_model, p_dimension) in rag.embedding_models and creates, if missing, two partial
-HNSW cosine indexes for rows WHERE embedding_model = p_model: on the chunks'
-embedding::vector(p_dimension) (hcn_hnsw_…) and on the sentences' embedding::halfvec(p_dimension)
-(sent_halfvec_…; halfvec holds components up to 65504 in magnitude: a model whose sentence
-vectors go beyond fails the build, naming the value). Drops the sentences' former
-full-precision index (sent_hnsw_…) once the new one is built. Then writes the model's kNN scans
-(rag._install_model_scans), whose expressions are these indexes'. Returns the chunks' index name.
-A model already registered with another dimension is an error.
-Cost: index creation is O(rows of the model) (100k 384-d rows in 140 s with the default 64MB
-maintenance_work_mem); instant when they exist.
+Registers (p_model, p_dimension) and creates, if missing, the partial HNSW cosine indexes of its
+rows: chunks on embedding::vector(p_dimension) (hcn_hnsw_…), sentences on
+embedding::halfvec(p_dimension) (sent_halfvec_…; a component beyond 65504 fails the build,
+naming it); drops the former sent_hnsw_… index; writes the model's scans
+(rag._install_model_scans). Returns the chunks' index name. Another dimension for a registered
+model is an error. Cost: O(rows) to build (100k 384-d rows: 140 s), instant when they exist.
 */
 DECLARE
     v_dim   INT;
@@ -306,7 +269,7 @@ BEGIN
 END
 $$;
 
--- function: _fuse sha256:2e02ec96a0de71f87d99e4c153778e94ef4c837e03a7b96ebbee16583982f4bc
+-- function: _fuse sha256:7a1484236b834b6ac14e1ea2a57010f9816a92ca233d84bf219a260f4181b2d1
 -- rag._fuse: two branches' candidates fused into one ranked list (the fusion formulas, written here only).
 CREATE OR REPLACE FUNCTION rag._fuse(
     p_bm25   rag.candidate[],
@@ -316,20 +279,13 @@ CREATE OR REPLACE FUNCTION rag._fuse(
 LANGUAGE sql STABLE
 AS $$
 /*
-Returns every candidate of either branch once, with its fused score and its rank in the fused
-list (1 = best; ties broken by the better branch rank, then id). Each branch gives each of its
-candidates a value x:
-  fusion 'rrf'     x = 1 / (rrf_k + branch rank); a missing branch adds 0;
-                   fused = bm25_weight * x_bm25 + vector_weight * x_vector
-  fusion 'convex'  x = the branch score normalised over that branch's candidates: 'zscore'
-                   (s - mean) / standard deviation, 'minmax' (s - min) / (max - min); 1 when all
-                   the branch's candidates score the same (a lone candidate included); a row
-                   missing from a branch gets that branch's floor, least(its lowest x, 0);
-                   fused = (bm25_weight * x_bm25 + vector_weight * x_vector) / (bm25_weight + vector_weight)
-floor is the fused score of a row no branch read (0 under 'rrf').
-Parameters: each branch's candidates (rag._bm25, rag._knn, or any rows of that shape: ids
-unique within a branch, r its 1-based ranks); p from rag._settings.
-Cost: a sort of the candidates in memory; inlined into the caller's statement.
+Returns each candidate of either branch once, with its fused score, floor (a row no branch read)
+and rank (ties: the better branch rank, then id). A branch's value x of a candidate:
+  'rrf'     1 / (rrf_k + branch rank), 0 when absent; fused = bm25_weight x_b + vector_weight x_v
+  'convex'  its score normalised over the branch ('zscore' or 'minmax'; 1 when all equal), the
+            branch's floor least(lowest x, 0) when absent;
+            fused = (bm25_weight x_b + vector_weight x_v) / (bm25_weight + vector_weight)
+Cost: a sort in memory; inlined into the caller's statement.
 */
     WITH c AS (
         SELECT 'b' AS branch, u.* FROM unnest(p_bm25) u
@@ -364,7 +320,7 @@ Cost: a sort of the candidates in memory; inlined into the caller's statement.
     SELECT f.*, (row_number() OVER (ORDER BY f.fused DESC, least(f.br, f.vr), f.id))::int FROM f;
 $$;
 
--- function: _hybrid sha256:c986bb5f695509c9aa00b1aa1b5f091c88a24d5718137be1d0f9f144d8af22e6
+-- function: _hybrid sha256:cf8fee5e80e74b723a4c1fd36e16135d3128a2e74d5cbd6097609fbc0d41e433
 -- rag._hybrid: 'hybrid' mode: both branches fused over every level, a paragraph lifted by its chapter.
 CREATE OR REPLACE FUNCTION rag._hybrid(
     p_query  TEXT,
@@ -379,15 +335,12 @@ CREATE OR REPLACE FUNCTION rag._hybrid(
 LANGUAGE plpgsql STABLE
 AS $$
 /*
-Returns the p_k best rows of rag._fuse over the BM25 and kNN branches' greatest(hybrid_pool,
-p_k) candidates each (no kNN branch when p_model or p_vector is NULL), best first, with
-score = fused for a summary row and, for a paragraph (level 0),
-  score = (1 - chapter_weight) * fused + chapter_weight * chapter,
-chapter being the best fused score of its parent summary's chunks among the candidates (the
-fused floor when none is one; section_score carries it). When p_levels leaves level 1 out
-and chapter_weight > 0, the branches read level 1 too and the filter applies to the fused
-list. Ties: the fused list's order. Filters as rag._bm25's; p from rag._settings.
-Cost: the two index scans, a fusion in memory, p_k lookups of the rows returned.
+Returns the p_k best rows of rag._fuse over both branches' greatest(hybrid_pool, p_k)
+candidates, best first: score = fused, and for a paragraph (1 - chapter_weight) x fused +
+chapter_weight x its chapter's (its parent summary's best fused score among the candidates,
+else the floor; section_score). When p_levels leaves out level 1, the branches read it too and
+the filter applies after. Ties: the fused order.
+Cost: two index scans, a fusion in memory, p_k lookups.
 */
 DECLARE
     v_n      INT := greatest(p.hybrid_pool, p_k);
@@ -425,7 +378,7 @@ BEGIN
 END
 $$;
 
--- function: _install_model_scans sha256:24827acf50056298f8208c0415be23c8913f93e796ffc9211c603e579bbb54a1
+-- function: _install_model_scans sha256:fcac2b3f771f93c6cc694797766d2a4665acd185cdaef82e0a52ea63d013547e
 -- rag._install_model_scans: write the corpus model's kNN scans as inlinable SQL functions (loader only).
 CREATE OR REPLACE FUNCTION rag._install_model_scans(
     p_model     TEXT,
@@ -434,15 +387,10 @@ CREATE OR REPLACE FUNCTION rag._install_model_scans(
 LANGUAGE plpgsql VOLATILE
 AS $$
 /*
-Replaces the bodies of rag._knn and rag._knn_sentences (their files install stand-ins that
-EXECUTE the scan) with p_model's scans, rag._scan_sql's text with the model and dimension as
-literals, as SQL functions: the planner inlines them into the caller's static statement, whose
-plan, index scan included, is then cached for the session. They hold no ranking: only the scan.
-CREATE OR REPLACE keeps each function's identity and privileges. Returns p_model.
-Called by rag._ensure_vector_index (each load of embedded rows) and by `bookrag migrate`
-(after migrations, and when the installed scans are not this model's).
-A model name with a $ (rag._scan_sql refuses it) keeps the stand-ins (NOTICE).
-Cost: two function texts replaced (milliseconds).
+Writes rag._knn and rag._knn_sentences for p_model (rag._scan_sql's text as inlinable SQL
+functions, so callers' static statements cache the index scan; no ranking in them), keeping
+their identity and privileges; returns p_model. Run at each load (rag._ensure_vector_index) and
+by `bookrag migrate`. A model with a $ keeps the stand-ins (NOTICE). Cost: milliseconds.
 */
 BEGIN
     IF strpos(p_model, '$') > 0 THEN
@@ -462,7 +410,7 @@ END
 $$;
 REVOKE EXECUTE ON FUNCTION rag._install_model_scans(TEXT, INT) FROM bookrag_reader;
 
--- function: _interleave sha256:43ae9034b9177abf46b9cb33815a3422c583c8aedf2ad7b4adac594cb6457be9
+-- function: _interleave sha256:60c3c19bcf5233725bfd16f029d8280ce39cfb37b1f79fb0029cb88780e9dbe3
 -- rag._interleave: a mode's list and the sentence branch's merged into the places the fusion settings give the branch.
 CREATE OR REPLACE FUNCTION rag._interleave(
     p_rows      rag.search_hit[],
@@ -474,17 +422,12 @@ CREATE OR REPLACE FUNCTION rag._interleave(
 LANGUAGE plpgsql IMMUTABLE
 AS $$
 /*
-Returns at most p_k rows, ranked again 1..k: place p (1..k) is the sentence branch's
-(p_sentences, best first) when p > p_after and (p - p_after - 1) is a multiple of p_every, the
-mode's list's (p_rows, best first) otherwise; each place takes its list's next row whose
-paragraph (any of its chunks) is not placed yet (a row of p_rows: not placed by the branch, so
-two chunks of one long paragraph in that list both stay), so a paragraph both lists hold takes
-the better of its two places; when one list runs out, the other fills the remaining places. A
-placed sentence-branch row keeps its sentence score and takes the branch columns (bm25_*,
-vector_*, section_score) of the same chunk later in p_rows. A row's key: a paragraph's is its
-file and number; other rows keep their id. rag._search_hits calls it for hybrid and two-stage.
-Parameters: p_after >= 0 and p_every >= 1 (rag._fusion_settings checks them); p_k >= 1.
-Cost: a loop over at most k + 2k rows in memory (the ANY() checks are over at most k keys).
+Returns at most p_k rows ranked 1..k: place p is the sentence branch's (p_sentences) when
+p > p_after and (p - p_after - 1) % p_every = 0, p_rows's otherwise; each place takes its
+list's next row whose paragraph is not placed yet (a p_rows row: not placed by the branch), so
+a paragraph both hold takes the better place; a list that runs out leaves its places to the
+other. A placed branch row takes the branch columns of the same chunk later in p_rows.
+Cost: a loop over at most 3k rows in memory.
 */
 DECLARE
     f_keys  TEXT[] := '{}';
@@ -544,7 +487,7 @@ BEGIN
 END
 $$;
 
--- function: _knn sha256:46a34074e1db58a580a68a22a34abea630e8e7744b11c8c8058a7107f902555b
+-- function: _knn sha256:e8619667b6974cc60e83221a568e802a05a171d3d9ce59e1d7b8f7e3e6957046
 -- rag._knn: the kNN branch's candidates (pgvector HNSW); as installed by this file, the stand-in that plans its scan per call.
 CREATE OR REPLACE FUNCTION rag._knn(
     p_model  TEXT,
@@ -557,14 +500,10 @@ CREATE OR REPLACE FUNCTION rag._knn(
 LANGUAGE plpgsql STABLE
 AS $$
 /*
-Returns the p_n rows of model p_model nearest to p_vector (cosine), as rag.candidate: s the
-similarity, r 1..p_n; filters p_book, p_levels, p_ids as rag._bm25's. The scan is
-rag._scan_sql('nodes', …). rag._install_model_scans replaces this body, at each load of
-embedded rows and after migrations, with that scan as an inlinable SQL function for the corpus
-model (its model and dimension as literals), so a caller's static statement caches its plan;
-this version, which a migration installs, runs it through EXECUTE. No row for another model
-than the corpus's. The caller sets ef_search (rag._set_hnsw).
-Cost: one HNSW scan of the model's partial index.
+Returns the p_n rows of p_model nearest to p_vector (rag.candidate: s the cosine similarity),
+filtered by p_book, p_levels, p_ids. This file's version EXECUTEs rag._scan_sql('nodes', …);
+rag._install_model_scans replaces it with that text as inlinable SQL for the corpus model.
+The caller sets ef_search (rag._set_hnsw). Cost: one HNSW scan.
 */
 DECLARE
     v_dim INT;
@@ -576,7 +515,7 @@ BEGIN
 END
 $$;
 
--- function: _knn_sentences sha256:a1ed06c8b85ec7e548c3c6aff5a0c9fb170036ad1cf99d9f7630b84f4bda7bb6
+-- function: _knn_sentences sha256:460ea5835506509cae277878d831c0bdc17be0e56b1da13d31dd7f8984d8fed6
 -- rag._knn_sentences: the summary sentences nearest to a vector; as installed by this file, the stand-in that plans its scan per call.
 CREATE OR REPLACE FUNCTION rag._knn_sentences(
     p_model  TEXT,
@@ -587,11 +526,9 @@ CREATE OR REPLACE FUNCTION rag._knn_sentences(
 LANGUAGE plpgsql STABLE
 AS $$
 /*
-Returns the p_n sentences of rag.sentences (model p_model, book p_book or all) nearest to
-p_vector by the half-precision HNSW index, each as the file and paragraphs its anchors cite and
-its full-precision cosine distance. The scan is rag._scan_sql('sentences', …); replaced, as
-rag._knn is, by an inlinable SQL function for the corpus model (rag._install_model_scans).
-Cost: one HNSW scan of the sentences' partial halfvec index.
+Returns the p_n sentences of p_model nearest to p_vector (halfvec HNSW index), as the file and
+paragraphs they cite and the full-precision distance. Replaced as rag._knn is.
+Cost: one HNSW scan.
 */
 DECLARE
     v_dim INT;
@@ -603,7 +540,7 @@ BEGIN
 END
 $$;
 
--- function: _scan_sql sha256:f9f157596097fcbc10313da0fd4b7cc607c446a938ac13f0593f1b40e46e7698
+-- function: _scan_sql sha256:b71a8596d8edf1663731951a3a2c9db4b8b3a89afcf49b8a3ea08cd75c9c45f1
 -- rag._scan_sql: the text of a kNN scan over one model's HNSW index (rag._knn, rag._knn_sentences).
 CREATE OR REPLACE FUNCTION rag._scan_sql(
     p_scan      TEXT,
@@ -613,17 +550,12 @@ CREATE OR REPLACE FUNCTION rag._scan_sql(
 LANGUAGE plpgsql IMMUTABLE
 AS $$
 /*
-Returns the SELECT of one kNN scan for model p_model of dimension p_dimension, with the
-model and the dimension written in as literals: the expression and predicate of the model's
-partial HNSW index (rag._ensure_vector_index), which a parameter cannot match.
-  'nodes'      rag._knn's: rows as rag.candidate (s = cosine similarity, r its rank), the $3
-               nearest to $2 among the rows of the model; $1 the model the caller expects
-               (no row when it is not p_model), $4 book, $5 levels, $6 ids, each NULL for none
-  'sentences'  rag._knn_sentences's: (cited source_file, cited paragraphs, cosine distance) of
-               the $3 summary sentences nearest to $2 by the half-precision index; $4 book
-rag._install_model_scans makes each the body of an inlinable SQL function, so a caller's
-static statement plans the index scan once; the stand-ins (the functions' files) EXECUTE it.
-Raises invalid_parameter_value for another scan name or a model name with a $ in it.
+Returns the SELECT of one kNN scan for p_model of p_dimension, both as literals (the partial
+HNSW index's expression and predicate, which a parameter cannot match):
+  'nodes'      rag.candidate rows: $3 nearest to $2; $1 the expected model (else no row),
+               $4 book, $5 levels, $6 ids, each NULL for none
+  'sentences'  (cited file, cited paragraphs, distance) of the $3 sentences nearest to $2; $4 book
+Raises invalid_parameter_value for another scan, a model with a $, a dimension out of 1..2000.
 */
 BEGIN
     IF strpos(p_model, '$') > 0 OR p_dimension NOT BETWEEN 1 AND 2000 THEN
@@ -649,7 +581,7 @@ BEGIN
 END
 $$;
 
--- function: _search_hits sha256:b1f45747ae4a1aa0d805d9d0197299e878bbd8b902429897c66f7af1bcfc6fc1
+-- function: _search_hits sha256:22ceee77191c2d4f058531ce98cf3130841868d2f3d0190ee90165dc054faaf1
 -- rag._search_hits: rag.search's checks and its modes (the mode list is defined here).
 CREATE OR REPLACE FUNCTION rag._search_hits(
     p_query       TEXT,
@@ -670,24 +602,14 @@ SET hnsw.ef_search = 40
 SET hnsw.iterative_scan = off
 AS $$
 /*
-Checks rag.search's arguments and returns the rows of the mode p_mode (rag.search_hit, best
-first, without cites and expansions):
-  'auto'       'two-stage' when p_levels allows paragraphs (NULL or {0}), 'hybrid' otherwise,
-               and 'hybrid' too when two-stage finds no paragraph
-  'two-stage'  rag._two_stage (paragraphs only: p_levels NULL or {0})
-  'hybrid'     rag._hybrid
-  'bm25'       rag._bm25 alone (p_vector unused)
-  'vector'     rag._knn alone (p_query unused, may be NULL; p_vector required)
-In 'two-stage' and 'hybrid' (and so 'auto'), when paragraphs are allowed and there is a query
-vector, the sentence branch's paragraphs (rag._sentences) take the places sentence_after and
-sentence_every give them (rag._interleave).
-Raises invalid_parameter_value naming the value: another mode; a bad query, k, book or levels
-(rag._check_search_args); an expand word other than parent and cited; a p_query_model other
-than the corpus model, or a vector of another length; a tuning setting (rag._settings); a
-within that names no node or another book (rag._subtree_ids).
-Settings: parallel query off (worker start-up costs more than the scans); sequential scans
-off (on small tables the planner prices the HNSW scan above a slower sequential scan); the
-HNSW settings that rag._set_hnsw raises are restored on return.
+Checks rag.search's arguments and returns the mode's rows (rag.search_hit, best first, without
+cites and expansions): 'auto' is 'two-stage' when p_levels allows paragraphs, else 'hybrid',
+and 'hybrid' when two-stage finds no paragraph; 'two-stage' rag._two_stage (p_levels NULL or
+{0}); 'hybrid' rag._hybrid; 'bm25' rag._bm25 alone; 'vector' rag._knn alone (p_vector required).
+In two-stage and hybrid, with a vector and paragraphs allowed, the sentence branch
+(rag._sentences) takes its places (rag._interleave). Raises invalid_parameter_value naming the
+value (mode, query, k, book, levels, expand, query model or vector length, a setting, within).
+Parallel query and sequential scans off; rag._set_hnsw's settings restored on return.
 */
 DECLARE
     v_mode  TEXT := p_mode;
@@ -762,7 +684,7 @@ BEGIN
 END
 $$;
 
--- function: _sentences sha256:b4fb67fcab8e051d3c83fa55f24dd8c835b5508f5fdde94a441484d493d6c289
+-- function: _sentences sha256:8af0b4492a6b355341b347760ad6cf7e06bf2afddefd5e10f8794a689eef8c5e
 -- rag._sentences: the sentence branch: paragraphs ranked by the chapter-summary sentences that cite them.
 CREATE OR REPLACE FUNCTION rag._sentences(
     p_model  TEXT,
@@ -774,15 +696,11 @@ CREATE OR REPLACE FUNCTION rag._sentences(
 LANGUAGE plpgsql STABLE
 AS $$
 /*
-Returns at most p_k paragraphs (level-0 chunks), best first: those cited by the 2 x p_k
-summary sentences (rag.sentences: each anchored sentence of a chapter summary, embedded alone)
-nearest to p_vector. A paragraph scores the best similarity among the sentences whose anchors
-cite it (score = sentence_score, rank = sentence_rank), ties broken by its own similarity; a
-paragraph split into chunks is represented by its chunk nearest to the query. Reworded
-questions meet the summaries' wording, and the anchors lead back to the book's paragraph.
-The nearest sentences come from the half-precision HNSW index (rag._knn_sentences), or, within
-a subtree (p_ids), exactly from the sentences citing its files. Filters p_book, p_ids.
-Cost: one HNSW scan of 2 x p_k sentences, then a lookup per paragraph kept.
+Returns at most p_k paragraphs, best first: those cited by the 2 x p_k chapter-summary
+sentences (rag.sentences) nearest to p_vector, each scored by its best citing sentence's
+similarity (sentence_score, sentence_rank; ties by its own similarity), by its chunk nearest the
+query. The sentences come from the halfvec HNSW index (rag._knn_sentences), or exactly within
+p_ids's subtree. Cost: one HNSW scan of 2 x p_k sentences, a lookup per paragraph.
 */
 BEGIN
     IF p_ids IS NULL THEN
@@ -825,7 +743,7 @@ BEGIN
 END
 $$;
 
--- function: _settings sha256:bf2ca9b651936367239e34afbed3002a2d4e5ddf718f9d93bcc14beaff02f008
+-- function: _settings sha256:5b12c383fbb63a4f63acc6f01d71441021554891a52a387356979358c09add3f
 -- rag._settings: the tuning of a search (names, defaults and bounds, defined here only).
 CREATE OR REPLACE FUNCTION rag._settings(
     p_tuning JSONB DEFAULT NULL
@@ -833,25 +751,14 @@ CREATE OR REPLACE FUNCTION rag._settings(
 LANGUAGE plpgsql STABLE
 AS $$
 /*
-Returns the settings a search runs with: the defaults, overridden by the named values of
-p_tuning (rag.search's p_tuning, for the evaluation scripts; NULL or '{}' = the defaults).
-`SELECT * FROM rag._settings()` shows them.
-  fusion          'convex' (default: a weighted sum of each branch's normalised scores) or 'rrf'
-  normalisation   'zscore' (default) or 'minmax': how 'convex' normalises a branch's scores
-  bm25_weight, vector_weight   0.5 and 0.5; finite, >= 0, not both 0
-  rrf_k           60; >= 1 ('rrf' only)
-  chapter_weight  0.4; 0..1: share of a paragraph's score taken from its chapter (hybrid)
-  hybrid_pool     40; 1..1000: candidates of each branch in hybrid (at least k)
-  sections        5; 1..100: sections two-stage keeps
-  section_weight  0.3; 0..1: share of a paragraph's score taken from its section (two-stage)
-  pool            100; 1..1000: BM25 candidates of two-stage's first search (at least k and
-                  10 x sections), and both branches' in its search inside the sections
-  vector_pool     40; 1..1000: kNN candidates of two-stage's first search (its ef_search)
-  sentence_after, sentence_every   1 and 3; 0..1000: the sentence branch's places in a hybrid
-                  or two-stage list (rag._interleave); sentence_every 0 = no sentence branch
-Raises invalid_parameter_value (22023) naming the setting: an unknown name, a value of the
-wrong type, a value out of bounds.
-Cost: microseconds.
+Returns the settings a search runs with: the defaults, overridden by p_tuning's named values
+(NULL or '{}' = the defaults; `SELECT * FROM rag._settings()` shows them).
+  fusion 'convex' | 'rrf'; normalisation 'zscore' | 'minmax'   (rag._fuse)
+  bm25_weight, vector_weight 0.5, 0.5 (finite, >= 0, not both 0); rrf_k 60 (>= 1)
+  chapter_weight 0.4 (0..1), hybrid_pool 40 (1..1000)            (rag._hybrid)
+  sections 5 (1..100), section_weight 0.3 (0..1), pool 100, vector_pool 40 (1..1000) (rag._two_stage)
+  sentence_after 1, sentence_every 3 (0..1000; every 0 = off)    (rag._interleave)
+Raises invalid_parameter_value naming the setting: unknown, of the wrong type, out of bounds.
 */
 DECLARE
     s      rag.search_settings := ROW('convex', 'zscore', 0.5, 0.5, 60, 0.4, 40, 5, 0.3, 100, 40, 1, 3);
@@ -916,7 +823,7 @@ BEGIN
 END
 $$;
 
--- function: _two_stage sha256:b889d7d339578785ce20eaf7e0c10f3d4bfcce09f5c64e02313ecdd2c7ff2086
+-- function: _two_stage sha256:6c479a3a4f5b88eaf799f4f7708c4a0edaff4d19afdb3feaa83e81549983efc5
 -- rag._two_stage: 'two-stage' mode: the best sections first, then their best paragraphs.
 CREATE OR REPLACE FUNCTION rag._two_stage(
     p_query  TEXT,
@@ -930,23 +837,17 @@ CREATE OR REPLACE FUNCTION rag._two_stage(
 LANGUAGE plpgsql STABLE
 AS $$
 /*
-Returns at most p_k paragraphs (level 0), best first, from one first search: rag._fuse over
-the BM25 branch's n = least(1000, greatest(pool, p_k, 10 x sections)) candidates and the kNN
-branch's vector_pool, every level, of which the n best rows are read.
-  1. Sections: a section (a level-1 summary's own file, a paragraph's parent) scores the best
-     fused score of its rows among those; the `sections` best are kept, their scores min-max
-     normalised over them (section_score, 1 for the best).
-  2. Paragraphs: the kept sections' paragraphs among those rows; when fewer than p_k, a search
-     inside the kept sections instead: rag._fuse over their paragraphs that the first search
-     read with a BM25 score (without a query vector: pg_search inside the sections) and their
-     exact kNN, greatest(p_k, pool) of each, the greatest(p_k, pool) best kept.
-  score = (1 - section_weight) * the paragraph's fused score min-max normalised over them
-          + section_weight * its section's score; ties by the fused rank, then id.
-No section found (no summary, no paragraph with a parent): a NOTICE, and rag._hybrid over
-paragraphs (its pool = pool, no chapter term). No paragraph found: no row. Filters p_book
-and p_ids (a `within` subtree) apply to both searches; p from rag._settings.
-Cost: the two index scans, statements in memory over their n rows; the search inside the
-sections, when it runs, reads their paragraphs through the parent index with one distance each.
+Returns at most p_k paragraphs, best first, from one first search: rag._fuse over the BM25
+branch's n = least(1000, greatest(pool, p_k, 10 x sections)) candidates and the kNN branch's
+vector_pool, every level, its n best rows read.
+  1. sections (a level-1 summary's file, a paragraph's parent) score their rows' best fused
+     score; the `sections` best are kept, min-max normalised (section_score).
+  2. their paragraphs among those rows; fewer than p_k: a search inside the kept sections,
+     rag._fuse over their paragraphs the first search read with a BM25 score (no vector:
+     pg_search inside them) and their exact kNN, greatest(p_k, pool) of each and kept.
+  score = (1 - section_weight) x fused min-max normalised over them + section_weight x section.
+No section: NOTICE, then rag._hybrid over paragraphs (pool, no chapter term). No paragraph: no row.
+Cost: two index scans, statements in memory; the inside search reads the sections' paragraphs.
 */
 DECLARE
     v_n      INT := least(1000, greatest(p.pool, p_k, 10 * p.sections));
@@ -1023,7 +924,7 @@ BEGIN
 END
 $$;
 
--- function: build_context sha256:3414e8f1c27e5f50b939e5b929021a2ff1effa02fcd1333e10a3a841b84b7546
+-- function: build_context sha256:872835a537dda31e654ab314f4caddffade9892ed8c7080ca6bef99bf0ce3922
 -- rag.build_context: search + parent expansion + deduplication within a token budget, ordered for reading.
 CREATE OR REPLACE FUNCTION rag.build_context(
     p_query           TEXT,
@@ -1039,18 +940,11 @@ CREATE OR REPLACE FUNCTION rag.build_context(
 LANGUAGE plpgsql STABLE
 AS $$
 /*
-Returns the context an LLM reads to answer p_query: the p_k hits of rag.search packed by
-rag.pack_context (each hit with its parent node's rows when p_expand, whole units while they
-fit, never more than p_budget tokens), in reading order, each row with its citation, its role
-('hit' or 'parent'), the rank of the hit that brought it and the running token total. It is
-  rag.pack_context(ARRAY(SELECT id FROM rag.search(p_query, p_query_embedding, p_mode, p_k,
-                   p_book, p_levels, p_within) ORDER BY rank), p_budget, p_expand)
-(write that composition to pass rag.search's other arguments).
-Parameters: p_query, p_query_embedding, p_mode, p_book, p_levels, p_within as rag.search's;
-p_budget tokens, 1..1,000,000 (default 3000); p_k hits, 1..1000 (default 8); p_expand adds
-each hit's parent node (default true).
-Raises what rag.search and rag.pack_context raise.
-Cost: one search plus two indexed lookups per hit.
+Returns the context an LLM reads: rag.pack_context(ARRAY(SELECT id FROM rag.search(p_query,
+p_query_embedding, p_mode, p_k, p_book, p_levels, p_within) ORDER BY rank), p_budget, p_expand)
+(write that composition to pass other rag.search arguments). p_budget 1..1,000,000 tokens
+(default 3000), p_k 1..1000 (default 8), p_expand each hit's parent (default true).
+Raises what rag.search and rag.pack_context raise. Cost: one search, two lookups per hit.
 */
 BEGIN
     -- PL/pgSQL, not SQL: a SQL body is checked when created, and rag.search is created after it.
@@ -1060,6 +954,61 @@ BEGIN
               FROM rag.search(p_query, p_query_embedding, p_mode, p_k, p_book, p_levels, p_within) h
               ORDER BY h.rank),
         p_budget, p_expand);
+END
+$$;
+
+-- function: get_children sha256:f84c1c235faf5803aec1bd94033076c21d4b57a06e6b7370e25ee8a63a67461b
+-- rag.get_children: a node's children in document order, as many whole nodes as fit a token budget.
+CREATE OR REPLACE FUNCTION rag.get_children(
+    p_source_file TEXT,
+    p_budget      INT DEFAULT 4000
+) RETURNS SETOF rag.context_row
+LANGUAGE plpgsql STABLE
+AS $$
+/*
+"Load the children" of p_source_file: its child nodes in document order, each whole, while the
+running total of their sizes stays within p_budget (0..1,000,000 tokens, default 4000); the
+first that does not fit and every one after it are left out, so the result reads as one
+contiguous stretch of the book. Rows (rag.context_row): an included child's rows in chunk order,
+role 'child', with their paragraph (§N) and used_tokens the running total; a child left out,
+one row, role 'omitted', no content, its size in content_token_count. A leaf or unknown file:
+no rows. Cost: one index range scan on parent_source_file plus the children's rows.
+*/
+BEGIN
+    IF p_budget IS NULL OR p_budget < 0 OR p_budget > 1000000 THEN
+        RAISE EXCEPTION 'budget must be between 0 and 1000000 tokens, got %', coalesce(p_budget::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    WITH kids AS (
+        SELECT n.source_file AS f, min(n.node_order) AS pos, min(n.level) AS lvl, min(n.node_type) AS nt,
+               min(n.heading_path) AS hp, min(n.book) AS bk, sum(coalesce(n.content_token_count, 0))::int AS tokens
+        FROM rag.hierarchical_content_nodes n
+        WHERE n.parent_source_file = p_source_file
+        GROUP BY n.source_file
+    ), cut AS (
+        SELECT k.*, sum(k.tokens) OVER (ORDER BY k.pos, k.f) AS running
+        FROM kids k
+    ), marked AS (
+        SELECT c.*, bool_and(c.running <= p_budget) OVER (ORDER BY c.pos, c.f) AS fits
+        FROM cut c
+    )
+    SELECT u.source_file, u.chunk_index, u.level, u.node_type, u.heading_path, u.content, u.content_token_count,
+           u.book, u.node_order, u.paragraph, u.role, NULL::int,
+           CASE WHEN u.role = 'child' THEN (sum(coalesce(u.content_token_count, 0)) FILTER (WHERE u.role = 'child')
+                OVER (ORDER BY u.pos, u.source_file, u.chunk_index))::int END
+    FROM (
+        SELECT m.pos, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path, n.content,
+               n.content_token_count, n.book, n.node_order, n.paragraph,
+               'child'::text AS role
+        FROM marked m JOIN rag.hierarchical_content_nodes n ON n.source_file = m.f
+        WHERE m.fits
+        UNION ALL
+        SELECT m.pos, m.f, NULL::int, m.lvl, m.nt, m.hp, NULL::text, m.tokens, m.bk, m.pos, NULL::int, 'omitted'
+        FROM marked m
+        WHERE NOT m.fits
+    ) u
+    ORDER BY u.pos, u.source_file, u.chunk_index;
 END
 $$;
 
@@ -1102,7 +1051,74 @@ BEGIN
 END
 $$;
 
--- function: search sha256:bf5405826546689f2aa178c19043026ee2c9dcd5e68c554a3d9b66753869cb01
+-- function: pack_context sha256:6dd1f3e8d28103bba1b1997e4cdd618ebc1f3ecc79df0e3c4a42ca794d60da95
+-- rag.pack_context: given hits in rank order, the reading-order context that fits a token budget.
+CREATE OR REPLACE FUNCTION rag.pack_context(
+    p_hit_ids INT[],
+    p_budget  INT DEFAULT 3000,
+    p_expand  BOOLEAN DEFAULT true
+) RETURNS SETOF rag.context_row
+LANGUAGE plpgsql STABLE
+AS $$
+/*
+Packs the rows p_hit_ids (best hit first; unknown ids and NULLs skipped) into a context within
+p_budget tokens (1..1,000,000, default 3000): for each hit, its parent node's rows (when
+p_expand, default true, and not a root) plus the hit, minus rows taken, added whole when it
+fits, else the hit alone if it fits, else skipped. Rows in reading order with their citation,
+role ('hit' or 'parent'), the hit's rank and the running total (rag.context_row). The MCP server
+packs the hits it holds without searching again. Cost: two index lookups per hit.
+*/
+DECLARE
+    v_hit       RECORD;
+    v_ids       INT[] := '{}';
+    v_roles     TEXT[] := '{}';
+    v_ranks     INT[] := '{}';
+    v_left      INT := p_budget;
+    v_unit_ids  INT[];
+    v_unit_tok  INT;
+BEGIN
+    IF p_budget IS NULL OR p_budget < 1 OR p_budget > 1000000 THEN
+        RAISE EXCEPTION 'budget must be between 1 and 1000000 tokens, got %', coalesce(p_budget::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    FOR v_hit IN
+        SELECT n.id, n.parent_source_file, n.content_token_count, u.rank::int AS rank
+        FROM unnest(p_hit_ids) WITH ORDINALITY AS u(id, rank)
+        JOIN rag.hierarchical_content_nodes n ON n.id = u.id
+        ORDER BY u.rank
+    LOOP
+        CONTINUE WHEN v_hit.id = ANY(v_ids);
+        -- The unit: parent rows not yet taken (in chunk order), then the hit.
+        SELECT coalesce(array_agg(p.id ORDER BY p.chunk_index), '{}'), coalesce(sum(p.content_token_count), 0)
+        INTO v_unit_ids, v_unit_tok
+        FROM rag.get_node(v_hit.parent_source_file) p
+        WHERE p_expand AND NOT (p.id = ANY(v_ids));
+        IF v_unit_tok + coalesce(v_hit.content_token_count, 0) <= v_left THEN
+            v_ids   := v_ids || v_unit_ids || v_hit.id;
+            v_roles := v_roles || array_fill('parent'::text, ARRAY[cardinality(v_unit_ids)]) || 'hit'::text;
+            v_ranks := v_ranks || array_fill(v_hit.rank, ARRAY[cardinality(v_unit_ids)]) || v_hit.rank;
+            v_left  := v_left - v_unit_tok - coalesce(v_hit.content_token_count, 0);
+        ELSIF coalesce(v_hit.content_token_count, 0) <= v_left THEN
+            v_ids   := v_ids || v_hit.id;
+            v_roles := v_roles || 'hit'::text;
+            v_ranks := v_ranks || v_hit.rank;
+            v_left  := v_left - coalesce(v_hit.content_token_count, 0);
+        END IF;
+        EXIT WHEN v_left <= 0;
+    END LOOP;
+
+    RETURN QUERY
+    SELECT n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path, n.content,
+           n.content_token_count, n.book, n.node_order, n.paragraph, u.role, u.hit_rank,
+           (sum(coalesce(n.content_token_count, 0)) OVER (ORDER BY n.book, n.node_order, n.source_file, n.chunk_index))::int
+    FROM unnest(v_ids, v_roles, v_ranks) AS u(id, role, hit_rank)
+    JOIN rag.hierarchical_content_nodes n ON n.id = u.id
+    ORDER BY n.book, n.node_order, n.source_file, n.chunk_index;
+END
+$$;
+
+-- function: search sha256:7e7c91102cc94246e9a74fa625def88fed6ebdbb287eed665a2d47e4bd4caed3
 -- rag.search: the search, in every mode, with each hit's cites and the expansions asked for.
 CREATE OR REPLACE FUNCTION rag.search(
     p_query           TEXT,
@@ -1121,25 +1137,17 @@ AS $$
 /*
 Returns the p_k best hits for p_query, best first (rag.search_hit: rank 1..k, score, each
 branch's rank and score, section_score, sentence_rank and sentence_score where they apply).
-  p_query           the words (<= 10,000 characters; tokenized, never parsed)
-  p_query_embedding its vector from the corpus model, query role (`bookrag embed`); NULL:
-                    BM25 alone
-  p_mode            'auto' (default: two-stage for paragraphs, hybrid when p_levels asks for
-                    summaries or two-stage finds nothing), 'two-stage', 'hybrid', and the
-                    branches alone, 'bm25' and 'vector' (rag._search_hits)
-  p_k               1..1000 (default 10)
-  p_book            NULL (every book) or one loaded book
-  p_levels          NULL (all) or some of 0..3: 0 paragraphs, 1 chapter summaries, 2 parts, 3 the book
-  p_within          NULL or a source_file: only that node's subtree (a chapter's summary.md:
-                    the chapter)
-  p_expand          any of 'parent' (the hit's parent node rows, as JSON) and 'cited' (the
-                    rows a summary hit's anchors cite, as JSON); cites is always filled
-  p_query_model     the model the vector was made with: refused when not the corpus model
+  p_query_embedding its vector from the corpus model, query role (`bookrag embed`); NULL: BM25 alone
+  p_mode            'auto' (default: 'two-stage' for paragraphs, 'hybrid' when p_levels asks for
+                    summaries or two-stage finds nothing), 'two-stage', 'hybrid', 'bm25', 'vector'
+  p_k               1..1000 (default 10); p_book one loaded book; p_levels some of 0..3;
+                    p_within a source_file: only its subtree
+  p_expand          'parent' fills parent, 'cited' fills cited (JSON); cites is always filled
+  p_query_model     the vector's model: refused when not the corpus model
   p_tuning          named settings for measurement, e.g. '{"sections": 7}' (rag._settings)
 Raises invalid_parameter_value naming the bad value (rag._search_hits).
-Cost: the mode's (two index scans and the sentence scan for the default), plus an indexed
-lookup per summary hit for cites, per distinct parent for 'parent', per hit for 'cited'. A
-SQL function: the caller's statement inlines it, and an expansion not asked for never runs.
+Cost: the mode's scans, plus a lookup per summary hit (cites), per distinct parent ('parent'),
+per hit ('cited'). A SQL function: inlined into the caller's statement.
 */
     WITH h AS MATERIALIZED (
         SELECT * FROM rag._search_hits(p_query, p_query_embedding, p_mode, p_k, p_book, p_levels, p_within,
@@ -1161,6 +1169,109 @@ SQL function: the caller's statement inlines it, and an expansion not asked for 
     ORDER BY h.rank;
 $$;
 
+-- function: search_phrasings sha256:f2b9d420f313ab5756381a8fec140c0dabc2cebe727a5c4429bb9eae9457db75
+-- rag.search_phrasings: one question searched in several phrasings at once, their lists fused.
+CREATE OR REPLACE FUNCTION rag.search_phrasings(
+    p_query               TEXT,
+    p_query_embedding     vector,
+    p_phrasings           TEXT[],
+    p_phrasing_embeddings vector[] DEFAULT NULL,
+    p_k                   INT DEFAULT 10,
+    p_book                TEXT DEFAULT NULL,
+    p_levels              INT[] DEFAULT NULL,
+    p_within              TEXT DEFAULT NULL,
+    p_expand              TEXT[] DEFAULT NULL,
+    p_query_model         TEXT DEFAULT NULL,
+    p_mode                TEXT DEFAULT 'auto',
+    p_fusion              TEXT DEFAULT 'rrf'
+) RETURNS TABLE (rank INT, score FLOAT8, found_by INT[], phrasing_ranks INT[], hit rag.search_hit)
+LANGUAGE plpgsql STABLE
+AS $$
+/*
+Returns the p_k best hits of one question searched as p_query and as each of p_phrasings (other
+wordings: the author's keywords, a passage in his style), best first: each wording one
+rag.search with the same filters, expansions and model check (its top max(p_k, 20)), the lists
+fused: rank, score; found_by (0 = p_query, i = p_phrasings[i]); phrasing_ranks (its rank in each,
+in found_by's order); hit (the rag.search_hit row of the list that ranked it best).
+  p_phrasings           0..4 wordings, none empty, over 10,000 characters, or repeating the query
+                        or another (case and outer spaces aside); none: rag.search's own rows
+  p_phrasing_embeddings their vectors, same order; required when the query has one and the mode
+                        reads vectors
+  p_mode                every search's mode (default 'auto', decision 0031)
+  p_fusion              'rrf' (default): sum of 1 / (60 + rank); 'best': the best rank. Ties:
+                        found by more lists, then the best list rank
+  the others            as rag.search's
+Raises invalid_parameter_value naming the phrasing and the rule it breaks; rag.search the rest.
+Cost: one rag.search per wording, and a sort of at most 5 x max(p_k, 20) rows.
+*/
+DECLARE
+    v_n    INT := coalesce(cardinality(p_phrasings), 0);
+    v_pool INT := CASE WHEN v_n = 0 THEN p_k ELSE greatest(p_k, 20) END;
+    v_key  TEXT;
+BEGIN
+    IF v_n > 4 THEN
+        RAISE EXCEPTION 'at most 4 phrasings besides the query, got %', v_n USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR i IN 1..v_n LOOP
+        v_key := lower(btrim(p_phrasings[i], E' \t\r\n'));
+        IF v_key IS NULL OR v_key = '' THEN
+            RAISE EXCEPTION 'phrasing % is empty', i USING ERRCODE = 'invalid_parameter_value';
+        ELSIF length(p_phrasings[i]) > 10000 THEN
+            RAISE EXCEPTION 'phrasing % is % characters long; the limit is 10000', i, length(p_phrasings[i])
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF v_key = lower(btrim(p_query, E' \t\r\n')) THEN
+            RAISE EXCEPTION 'phrasing % repeats the query: "%"', i, left(p_phrasings[i], 80)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        FOR j IN 1..i - 1 LOOP
+            IF v_key = lower(btrim(p_phrasings[j], E' \t\r\n')) THEN
+                RAISE EXCEPTION 'phrasing % repeats phrasing %: "%"', i, j, left(p_phrasings[i], 80)
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+        END LOOP;
+    END LOOP;
+    IF p_phrasing_embeddings IS NOT NULL AND coalesce(cardinality(p_phrasing_embeddings), 0) <> v_n THEN
+        RAISE EXCEPTION 'p_phrasing_embeddings has % vectors for % phrasings', coalesce(cardinality(p_phrasing_embeddings), 0), v_n
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_n > 0 AND p_phrasing_embeddings IS NULL AND p_query_embedding IS NOT NULL AND p_mode IS DISTINCT FROM 'bm25' THEN
+        RAISE EXCEPTION 'the phrasings have no vectors (p_phrasing_embeddings) while the query has one: mode % compares vectors',
+            p_mode USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_fusion IS NULL OR p_fusion NOT IN ('rrf', 'best') THEN
+        RAISE EXCEPTION 'fusion of phrasings must be ''rrf'' or ''best'', got "%"', coalesce(p_fusion, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    RETURN QUERY
+    WITH wordings AS (
+        SELECT 0 AS i, p_query AS text, p_query_embedding AS emb
+        UNION ALL
+        SELECT u.o::int, u.t, u.e
+        FROM unnest(p_phrasings, coalesce(p_phrasing_embeddings, array_fill(NULL::vector, ARRAY[v_n])))
+             WITH ORDINALITY AS u(t, e, o)
+    ), lists AS (
+        SELECT w.i, s AS row
+        FROM wordings w
+        CROSS JOIN LATERAL rag.search(w.text, w.emb, p_mode, v_pool, p_book, p_levels,
+                                      p_within => p_within, p_expand => p_expand, p_query_model => p_query_model) s
+    ), fused AS (
+        SELECT (l.row).id AS id,
+               CASE WHEN p_fusion = 'rrf' THEN sum(1.0 / (60 + (l.row).rank)) ELSE max(1.0 / (60 + (l.row).rank)) END AS score,
+               array_agg(l.i ORDER BY l.i) AS found_by,
+               array_agg((l.row).rank ORDER BY l.i) AS ranks,
+               (array_agg(l.row ORDER BY (l.row).rank, l.i))[1] AS best
+        FROM lists l
+        GROUP BY (l.row).id
+    )
+    SELECT (row_number() OVER (ORDER BY f.score DESC, cardinality(f.found_by) DESC, (f.best).rank, f.id))::int,
+           f.score::float8, f.found_by, f.ranks, f.best
+    FROM fused f
+    ORDER BY 1
+    LIMIT p_k;
+END
+$$;
+
 GRANT EXECUTE ON FUNCTION rag.build_context(text, vector, int, int, text, int[], boolean, text, text) TO bookrag_reader;
 GRANT EXECUTE ON FUNCTION rag.search(text, vector, text, int, text, int[], text, text[], text, jsonb) TO bookrag_reader;
 
@@ -1169,22 +1280,25 @@ REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default 
 DELETE FROM rag.function_versions WHERE name IN ('_branch_sql', '_collect_sql', '_default_search', '_fusion_settings', '_install_model_search', '_knn_args', '_search_in_sections', 'search_branch', 'search_hybrid', 'search_sentences', 'search_two_stage');
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
-    ('_types', 'e4399f95c1f5010bd946d3521f257c8a41292800eb0d71b0def78df6ab05695a', '0023_one_ranking_written_once'),
-    ('_bm25', '59d90fc27392527554815364c257e3a0c722590c2727f83d47499c29d8a989ae', '0023_one_ranking_written_once'),
+    ('_types', '5011f85d27841319077373bfc3cbc99660b2685391a9e099b0e51930b790f288', '0023_one_ranking_written_once'),
+    ('_bm25', '3ef59d40786c907d9b0292f1de0977fe2c1be68628aff9b2ef9e5ee1d7f08e98', '0023_one_ranking_written_once'),
     ('_check_search_args', '3581c748f88e63387c98ef4b26426ac7b2d5e5f04af081d9d413294324659ca6', '0023_one_ranking_written_once'),
-    ('_ensure_vector_index', '2241e4633bce058ad29d6ef1a1bd3545813bea18433e551d39aefd1f4c36be3b', '0023_one_ranking_written_once'),
-    ('_fuse', '2e02ec96a0de71f87d99e4c153778e94ef4c837e03a7b96ebbee16583982f4bc', '0023_one_ranking_written_once'),
-    ('_hybrid', 'c986bb5f695509c9aa00b1aa1b5f091c88a24d5718137be1d0f9f144d8af22e6', '0023_one_ranking_written_once'),
-    ('_install_model_scans', '24827acf50056298f8208c0415be23c8913f93e796ffc9211c603e579bbb54a1', '0023_one_ranking_written_once'),
-    ('_interleave', '43ae9034b9177abf46b9cb33815a3422c583c8aedf2ad7b4adac594cb6457be9', '0023_one_ranking_written_once'),
-    ('_knn', '46a34074e1db58a580a68a22a34abea630e8e7744b11c8c8058a7107f902555b', '0023_one_ranking_written_once'),
-    ('_knn_sentences', 'a1ed06c8b85ec7e548c3c6aff5a0c9fb170036ad1cf99d9f7630b84f4bda7bb6', '0023_one_ranking_written_once'),
-    ('_scan_sql', 'f9f157596097fcbc10313da0fd4b7cc607c446a938ac13f0593f1b40e46e7698', '0023_one_ranking_written_once'),
-    ('_search_hits', 'b1f45747ae4a1aa0d805d9d0197299e878bbd8b902429897c66f7af1bcfc6fc1', '0023_one_ranking_written_once'),
-    ('_sentences', 'b4fb67fcab8e051d3c83fa55f24dd8c835b5508f5fdde94a441484d493d6c289', '0023_one_ranking_written_once'),
-    ('_settings', 'bf2ca9b651936367239e34afbed3002a2d4e5ddf718f9d93bcc14beaff02f008', '0023_one_ranking_written_once'),
-    ('_two_stage', 'b889d7d339578785ce20eaf7e0c10f3d4bfcce09f5c64e02313ecdd2c7ff2086', '0023_one_ranking_written_once'),
-    ('build_context', '3414e8f1c27e5f50b939e5b929021a2ff1effa02fcd1333e10a3a841b84b7546', '0023_one_ranking_written_once'),
+    ('_ensure_vector_index', 'b0db4ec180d034e7e63f18a1aaa581b01e562c563ac4f10cd73426559b710b84', '0023_one_ranking_written_once'),
+    ('_fuse', '7a1484236b834b6ac14e1ea2a57010f9816a92ca233d84bf219a260f4181b2d1', '0023_one_ranking_written_once'),
+    ('_hybrid', 'cf8fee5e80e74b723a4c1fd36e16135d3128a2e74d5cbd6097609fbc0d41e433', '0023_one_ranking_written_once'),
+    ('_install_model_scans', 'fcac2b3f771f93c6cc694797766d2a4665acd185cdaef82e0a52ea63d013547e', '0023_one_ranking_written_once'),
+    ('_interleave', '60c3c19bcf5233725bfd16f029d8280ce39cfb37b1f79fb0029cb88780e9dbe3', '0023_one_ranking_written_once'),
+    ('_knn', 'e8619667b6974cc60e83221a568e802a05a171d3d9ce59e1d7b8f7e3e6957046', '0023_one_ranking_written_once'),
+    ('_knn_sentences', '460ea5835506509cae277878d831c0bdc17be0e56b1da13d31dd7f8984d8fed6', '0023_one_ranking_written_once'),
+    ('_scan_sql', 'b71a8596d8edf1663731951a3a2c9db4b8b3a89afcf49b8a3ea08cd75c9c45f1', '0023_one_ranking_written_once'),
+    ('_search_hits', '22ceee77191c2d4f058531ce98cf3130841868d2f3d0190ee90165dc054faaf1', '0023_one_ranking_written_once'),
+    ('_sentences', '8af0b4492a6b355341b347760ad6cf7e06bf2afddefd5e10f8794a689eef8c5e', '0023_one_ranking_written_once'),
+    ('_settings', '5b12c383fbb63a4f63acc6f01d71441021554891a52a387356979358c09add3f', '0023_one_ranking_written_once'),
+    ('_two_stage', '6c479a3a4f5b88eaf799f4f7708c4a0edaff4d19afdb3feaa83e81549983efc5', '0023_one_ranking_written_once'),
+    ('build_context', '872835a537dda31e654ab314f4caddffade9892ed8c7080ca6bef99bf0ce3922', '0023_one_ranking_written_once'),
+    ('get_children', 'f84c1c235faf5803aec1bd94033076c21d4b57a06e6b7370e25ee8a63a67461b', '0023_one_ranking_written_once'),
     ('outline', '725dc03a6d0c7ad286f65063c4a9893d5ac4f08c7836f80c7a5796293bf029f2', '0023_one_ranking_written_once'),
-    ('search', 'bf5405826546689f2aa178c19043026ee2c9dcd5e68c554a3d9b66753869cb01', '0023_one_ranking_written_once')
+    ('pack_context', '6dd1f3e8d28103bba1b1997e4cdd618ebc1f3ecc79df0e3c4a42ca794d60da95', '0023_one_ranking_written_once'),
+    ('search', '7e7c91102cc94246e9a74fa625def88fed6ebdbb287eed665a2d47e4bd4caed3', '0023_one_ranking_written_once'),
+    ('search_phrasings', 'f2b9d420f313ab5756381a8fec140c0dabc2cebe727a5c4429bb9eae9457db75', '0023_one_ranking_written_once')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();

@@ -11,14 +11,10 @@ LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan
 AS $$
 /*
-Returns the p_n rows whose content best matches p_query (pg_search BM25 over the French-stemmed
-content, any term matching: |||; the query is tokenized, never parsed), as rag.candidate: s the
-BM25 score, r 1..p_n (ties by id, the cut included). Filters, each NULL for none: p_book, p_levels, p_ids (the
-rows of a `within` subtree: rag._subtree_ids), p_parents (rows whose parent is one of these
-source_files). Arguments are the caller's, already checked.
-Cost: one pg_search top-N scan. Without filters a static statement (plan cached for the
-session); with filters a dynamic one, so that pg_search pushes each filter into its scan
-(planned per call, about 0.5 ms).
+Returns the p_n rows best matching p_query (pg_search BM25, French stemming, any term: |||;
+never parsed) as rag.candidate: s the score, r 1..p_n (ties by id, the cut included); filters
+p_book, p_levels, p_ids, p_parents (NULL for none). Cost: one top-N scan; without filters a
+static statement (cached plan), with filters a dynamic one, so pg_search pushes them down.
 */
 BEGIN
     IF num_nulls(p_book, p_levels, p_ids, p_parents) = 4 THEN

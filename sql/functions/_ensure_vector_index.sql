@@ -6,16 +6,12 @@ CREATE OR REPLACE FUNCTION rag._ensure_vector_index(
 LANGUAGE plpgsql VOLATILE
 AS $$
 /*
-Registers (p_model, p_dimension) in rag.embedding_models and creates, if missing, two partial
-HNSW cosine indexes for rows WHERE embedding_model = p_model: on the chunks'
-embedding::vector(p_dimension) (hcn_hnsw_…) and on the sentences' embedding::halfvec(p_dimension)
-(sent_halfvec_…; halfvec holds components up to 65504 in magnitude: a model whose sentence
-vectors go beyond fails the build, naming the value). Drops the sentences' former
-full-precision index (sent_hnsw_…) once the new one is built. Then writes the model's kNN scans
-(rag._install_model_scans), whose expressions are these indexes'. Returns the chunks' index name.
-A model already registered with another dimension is an error.
-Cost: index creation is O(rows of the model) (100k 384-d rows in 140 s with the default 64MB
-maintenance_work_mem); instant when they exist.
+Registers (p_model, p_dimension) and creates, if missing, the partial HNSW cosine indexes of its
+rows: chunks on embedding::vector(p_dimension) (hcn_hnsw_…), sentences on
+embedding::halfvec(p_dimension) (sent_halfvec_…; a component beyond 65504 fails the build,
+naming it); drops the former sent_hnsw_… index; writes the model's scans
+(rag._install_model_scans). Returns the chunks' index name. Another dimension for a registered
+model is an error. Cost: O(rows) to build (100k 384-d rows: 140 s), instant when they exist.
 */
 DECLARE
     v_dim   INT;

@@ -7,20 +7,13 @@ CREATE OR REPLACE FUNCTION rag._fuse(
 LANGUAGE sql STABLE
 AS $$
 /*
-Returns every candidate of either branch once, with its fused score and its rank in the fused
-list (1 = best; ties broken by the better branch rank, then id). Each branch gives each of its
-candidates a value x:
-  fusion 'rrf'     x = 1 / (rrf_k + branch rank); a missing branch adds 0;
-                   fused = bm25_weight * x_bm25 + vector_weight * x_vector
-  fusion 'convex'  x = the branch score normalised over that branch's candidates: 'zscore'
-                   (s - mean) / standard deviation, 'minmax' (s - min) / (max - min); 1 when all
-                   the branch's candidates score the same (a lone candidate included); a row
-                   missing from a branch gets that branch's floor, least(its lowest x, 0);
-                   fused = (bm25_weight * x_bm25 + vector_weight * x_vector) / (bm25_weight + vector_weight)
-floor is the fused score of a row no branch read (0 under 'rrf').
-Parameters: each branch's candidates (rag._bm25, rag._knn, or any rows of that shape: ids
-unique within a branch, r its 1-based ranks); p from rag._settings.
-Cost: a sort of the candidates in memory; inlined into the caller's statement.
+Returns each candidate of either branch once, with its fused score, floor (a row no branch read)
+and rank (ties: the better branch rank, then id). A branch's value x of a candidate:
+  'rrf'     1 / (rrf_k + branch rank), 0 when absent; fused = bm25_weight x_b + vector_weight x_v
+  'convex'  its score normalised over the branch ('zscore' or 'minmax'; 1 when all equal), the
+            branch's floor least(lowest x, 0) when absent;
+            fused = (bm25_weight x_b + vector_weight x_v) / (bm25_weight + vector_weight)
+Cost: a sort in memory; inlined into the caller's statement.
 */
     WITH c AS (
         SELECT 'b' AS branch, u.* FROM unnest(p_bm25) u

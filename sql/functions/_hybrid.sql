@@ -12,15 +12,12 @@ CREATE OR REPLACE FUNCTION rag._hybrid(
 LANGUAGE plpgsql STABLE
 AS $$
 /*
-Returns the p_k best rows of rag._fuse over the BM25 and kNN branches' greatest(hybrid_pool,
-p_k) candidates each (no kNN branch when p_model or p_vector is NULL), best first, with
-score = fused for a summary row and, for a paragraph (level 0),
-  score = (1 - chapter_weight) * fused + chapter_weight * chapter,
-chapter being the best fused score of its parent summary's chunks among the candidates (the
-fused floor when none is one; section_score carries it). When p_levels leaves level 1 out
-and chapter_weight > 0, the branches read level 1 too and the filter applies to the fused
-list. Ties: the fused list's order. Filters as rag._bm25's; p from rag._settings.
-Cost: the two index scans, a fusion in memory, p_k lookups of the rows returned.
+Returns the p_k best rows of rag._fuse over both branches' greatest(hybrid_pool, p_k)
+candidates, best first: score = fused, and for a paragraph (1 - chapter_weight) x fused +
+chapter_weight x its chapter's (its parent summary's best fused score among the candidates,
+else the floor; section_score). When p_levels leaves out level 1, the branches read it too and
+the filter applies after. Ties: the fused order.
+Cost: two index scans, a fusion in memory, p_k lookups.
 */
 DECLARE
     v_n      INT := greatest(p.hybrid_pool, p_k);

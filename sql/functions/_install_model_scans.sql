@@ -6,15 +6,10 @@ CREATE OR REPLACE FUNCTION rag._install_model_scans(
 LANGUAGE plpgsql VOLATILE
 AS $$
 /*
-Replaces the bodies of rag._knn and rag._knn_sentences (their files install stand-ins that
-EXECUTE the scan) with p_model's scans, rag._scan_sql's text with the model and dimension as
-literals, as SQL functions: the planner inlines them into the caller's static statement, whose
-plan, index scan included, is then cached for the session. They hold no ranking: only the scan.
-CREATE OR REPLACE keeps each function's identity and privileges. Returns p_model.
-Called by rag._ensure_vector_index (each load of embedded rows) and by `bookrag migrate`
-(after migrations, and when the installed scans are not this model's).
-A model name with a $ (rag._scan_sql refuses it) keeps the stand-ins (NOTICE).
-Cost: two function texts replaced (milliseconds).
+Writes rag._knn and rag._knn_sentences for p_model (rag._scan_sql's text as inlinable SQL
+functions, so callers' static statements cache the index scan; no ranking in them), keeping
+their identity and privileges; returns p_model. Run at each load (rag._ensure_vector_index) and
+by `bookrag migrate`. A model with a $ keeps the stand-ins (NOTICE). Cost: milliseconds.
 */
 BEGIN
     IF strpos(p_model, '$') > 0 THEN

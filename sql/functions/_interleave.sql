@@ -9,17 +9,12 @@ CREATE OR REPLACE FUNCTION rag._interleave(
 LANGUAGE plpgsql IMMUTABLE
 AS $$
 /*
-Returns at most p_k rows, ranked again 1..k: place p (1..k) is the sentence branch's
-(p_sentences, best first) when p > p_after and (p - p_after - 1) is a multiple of p_every, the
-mode's list's (p_rows, best first) otherwise; each place takes its list's next row whose
-paragraph (any of its chunks) is not placed yet (a row of p_rows: not placed by the branch, so
-two chunks of one long paragraph in that list both stay), so a paragraph both lists hold takes
-the better of its two places; when one list runs out, the other fills the remaining places. A
-placed sentence-branch row keeps its sentence score and takes the branch columns (bm25_*,
-vector_*, section_score) of the same chunk later in p_rows. A row's key: a paragraph's is its
-file and number; other rows keep their id. rag._search_hits calls it for hybrid and two-stage.
-Parameters: p_after >= 0 and p_every >= 1 (rag._fusion_settings checks them); p_k >= 1.
-Cost: a loop over at most k + 2k rows in memory (the ANY() checks are over at most k keys).
+Returns at most p_k rows ranked 1..k: place p is the sentence branch's (p_sentences) when
+p > p_after and (p - p_after - 1) % p_every = 0, p_rows's otherwise; each place takes its
+list's next row whose paragraph is not placed yet (a p_rows row: not placed by the branch), so
+a paragraph both hold takes the better place; a list that runs out leaves its places to the
+other. A placed branch row takes the branch columns of the same chunk later in p_rows.
+Cost: a loop over at most 3k rows in memory.
 */
 DECLARE
     f_keys  TEXT[] := '{}';

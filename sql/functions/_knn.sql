@@ -10,14 +10,10 @@ CREATE OR REPLACE FUNCTION rag._knn(
 LANGUAGE plpgsql STABLE
 AS $$
 /*
-Returns the p_n rows of model p_model nearest to p_vector (cosine), as rag.candidate: s the
-similarity, r 1..p_n; filters p_book, p_levels, p_ids as rag._bm25's. The scan is
-rag._scan_sql('nodes', …). rag._install_model_scans replaces this body, at each load of
-embedded rows and after migrations, with that scan as an inlinable SQL function for the corpus
-model (its model and dimension as literals), so a caller's static statement caches its plan;
-this version, which a migration installs, runs it through EXECUTE. No row for another model
-than the corpus's. The caller sets ef_search (rag._set_hnsw).
-Cost: one HNSW scan of the model's partial index.
+Returns the p_n rows of p_model nearest to p_vector (rag.candidate: s the cosine similarity),
+filtered by p_book, p_levels, p_ids. This file's version EXECUTEs rag._scan_sql('nodes', …);
+rag._install_model_scans replaces it with that text as inlinable SQL for the corpus model.
+The caller sets ef_search (rag._set_hnsw). Cost: one HNSW scan.
 */
 DECLARE
     v_dim INT;

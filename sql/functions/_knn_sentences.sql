@@ -8,11 +8,9 @@ CREATE OR REPLACE FUNCTION rag._knn_sentences(
 LANGUAGE plpgsql STABLE
 AS $$
 /*
-Returns the p_n sentences of rag.sentences (model p_model, book p_book or all) nearest to
-p_vector by the half-precision HNSW index, each as the file and paragraphs its anchors cite and
-its full-precision cosine distance. The scan is rag._scan_sql('sentences', …); replaced, as
-rag._knn is, by an inlinable SQL function for the corpus model (rag._install_model_scans).
-Cost: one HNSW scan of the sentences' partial halfvec index.
+Returns the p_n sentences of p_model nearest to p_vector (halfvec HNSW index), as the file and
+paragraphs they cite and the full-precision distance. Replaced as rag._knn is.
+Cost: one HNSW scan.
 */
 DECLARE
     v_dim INT;

@@ -7,17 +7,12 @@ CREATE OR REPLACE FUNCTION rag._scan_sql(
 LANGUAGE plpgsql IMMUTABLE
 AS $$
 /*
-Returns the SELECT of one kNN scan for model p_model of dimension p_dimension, with the
-model and the dimension written in as literals: the expression and predicate of the model's
-partial HNSW index (rag._ensure_vector_index), which a parameter cannot match.
-  'nodes'      rag._knn's: rows as rag.candidate (s = cosine similarity, r its rank), the $3
-               nearest to $2 among the rows of the model; $1 the model the caller expects
-               (no row when it is not p_model), $4 book, $5 levels, $6 ids, each NULL for none
-  'sentences'  rag._knn_sentences's: (cited source_file, cited paragraphs, cosine distance) of
-               the $3 summary sentences nearest to $2 by the half-precision index; $4 book
-rag._install_model_scans makes each the body of an inlinable SQL function, so a caller's
-static statement plans the index scan once; the stand-ins (the functions' files) EXECUTE it.
-Raises invalid_parameter_value for another scan name or a model name with a $ in it.
+Returns the SELECT of one kNN scan for p_model of p_dimension, both as literals (the partial
+HNSW index's expression and predicate, which a parameter cannot match):
+  'nodes'      rag.candidate rows: $3 nearest to $2; $1 the expected model (else no row),
+               $4 book, $5 levels, $6 ids, each NULL for none
+  'sentences'  (cited file, cited paragraphs, distance) of the $3 sentences nearest to $2; $4 book
+Raises invalid_parameter_value for another scan, a model with a $, a dimension out of 1..2000.
 */
 BEGIN
     IF strpos(p_model, '$') > 0 OR p_dimension NOT BETWEEN 1 AND 2000 THEN

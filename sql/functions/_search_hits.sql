@@ -18,24 +18,14 @@ SET hnsw.ef_search = 40
 SET hnsw.iterative_scan = off
 AS $$
 /*
-Checks rag.search's arguments and returns the rows of the mode p_mode (rag.search_hit, best
-first, without cites and expansions):
-  'auto'       'two-stage' when p_levels allows paragraphs (NULL or {0}), 'hybrid' otherwise,
-               and 'hybrid' too when two-stage finds no paragraph
-  'two-stage'  rag._two_stage (paragraphs only: p_levels NULL or {0})
-  'hybrid'     rag._hybrid
-  'bm25'       rag._bm25 alone (p_vector unused)
-  'vector'     rag._knn alone (p_query unused, may be NULL; p_vector required)
-In 'two-stage' and 'hybrid' (and so 'auto'), when paragraphs are allowed and there is a query
-vector, the sentence branch's paragraphs (rag._sentences) take the places sentence_after and
-sentence_every give them (rag._interleave).
-Raises invalid_parameter_value naming the value: another mode; a bad query, k, book or levels
-(rag._check_search_args); an expand word other than parent and cited; a p_query_model other
-than the corpus model, or a vector of another length; a tuning setting (rag._settings); a
-within that names no node or another book (rag._subtree_ids).
-Settings: parallel query off (worker start-up costs more than the scans); sequential scans
-off (on small tables the planner prices the HNSW scan above a slower sequential scan); the
-HNSW settings that rag._set_hnsw raises are restored on return.
+Checks rag.search's arguments and returns the mode's rows (rag.search_hit, best first, without
+cites and expansions): 'auto' is 'two-stage' when p_levels allows paragraphs, else 'hybrid',
+and 'hybrid' when two-stage finds no paragraph; 'two-stage' rag._two_stage (p_levels NULL or
+{0}); 'hybrid' rag._hybrid; 'bm25' rag._bm25 alone; 'vector' rag._knn alone (p_vector required).
+In two-stage and hybrid, with a vector and paragraphs allowed, the sentence branch
+(rag._sentences) takes its places (rag._interleave). Raises invalid_parameter_value naming the
+value (mode, query, k, book, levels, expand, query model or vector length, a setting, within).
+Parallel query and sequential scans off; rag._set_hnsw's settings restored on return.
 */
 DECLARE
     v_mode  TEXT := p_mode;

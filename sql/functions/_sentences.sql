@@ -9,15 +9,11 @@ CREATE OR REPLACE FUNCTION rag._sentences(
 LANGUAGE plpgsql STABLE
 AS $$
 /*
-Returns at most p_k paragraphs (level-0 chunks), best first: those cited by the 2 x p_k
-summary sentences (rag.sentences: each anchored sentence of a chapter summary, embedded alone)
-nearest to p_vector. A paragraph scores the best similarity among the sentences whose anchors
-cite it (score = sentence_score, rank = sentence_rank), ties broken by its own similarity; a
-paragraph split into chunks is represented by its chunk nearest to the query. Reworded
-questions meet the summaries' wording, and the anchors lead back to the book's paragraph.
-The nearest sentences come from the half-precision HNSW index (rag._knn_sentences), or, within
-a subtree (p_ids), exactly from the sentences citing its files. Filters p_book, p_ids.
-Cost: one HNSW scan of 2 x p_k sentences, then a lookup per paragraph kept.
+Returns at most p_k paragraphs, best first: those cited by the 2 x p_k chapter-summary
+sentences (rag.sentences) nearest to p_vector, each scored by its best citing sentence's
+similarity (sentence_score, sentence_rank; ties by its own similarity), by its chunk nearest the
+query. The sentences come from the halfvec HNSW index (rag._knn_sentences), or exactly within
+p_ids's subtree. Cost: one HNSW scan of 2 x p_k sentences, a lookup per paragraph.
 */
 BEGIN
     IF p_ids IS NULL THEN

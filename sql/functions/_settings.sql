@@ -5,25 +5,14 @@ CREATE OR REPLACE FUNCTION rag._settings(
 LANGUAGE plpgsql STABLE
 AS $$
 /*
-Returns the settings a search runs with: the defaults, overridden by the named values of
-p_tuning (rag.search's p_tuning, for the evaluation scripts; NULL or '{}' = the defaults).
-`SELECT * FROM rag._settings()` shows them.
-  fusion          'convex' (default: a weighted sum of each branch's normalised scores) or 'rrf'
-  normalisation   'zscore' (default) or 'minmax': how 'convex' normalises a branch's scores
-  bm25_weight, vector_weight   0.5 and 0.5; finite, >= 0, not both 0
-  rrf_k           60; >= 1 ('rrf' only)
-  chapter_weight  0.4; 0..1: share of a paragraph's score taken from its chapter (hybrid)
-  hybrid_pool     40; 1..1000: candidates of each branch in hybrid (at least k)
-  sections        5; 1..100: sections two-stage keeps
-  section_weight  0.3; 0..1: share of a paragraph's score taken from its section (two-stage)
-  pool            100; 1..1000: BM25 candidates of two-stage's first search (at least k and
-                  10 x sections), and both branches' in its search inside the sections
-  vector_pool     40; 1..1000: kNN candidates of two-stage's first search (its ef_search)
-  sentence_after, sentence_every   1 and 3; 0..1000: the sentence branch's places in a hybrid
-                  or two-stage list (rag._interleave); sentence_every 0 = no sentence branch
-Raises invalid_parameter_value (22023) naming the setting: an unknown name, a value of the
-wrong type, a value out of bounds.
-Cost: microseconds.
+Returns the settings a search runs with: the defaults, overridden by p_tuning's named values
+(NULL or '{}' = the defaults; `SELECT * FROM rag._settings()` shows them).
+  fusion 'convex' | 'rrf'; normalisation 'zscore' | 'minmax'   (rag._fuse)
+  bm25_weight, vector_weight 0.5, 0.5 (finite, >= 0, not both 0); rrf_k 60 (>= 1)
+  chapter_weight 0.4 (0..1), hybrid_pool 40 (1..1000)            (rag._hybrid)
+  sections 5 (1..100), section_weight 0.3 (0..1), pool 100, vector_pool 40 (1..1000) (rag._two_stage)
+  sentence_after 1, sentence_every 3 (0..1000; every 0 = off)    (rag._interleave)
+Raises invalid_parameter_value naming the setting: unknown, of the wrong type, out of bounds.
 */
 DECLARE
     s      rag.search_settings := ROW('convex', 'zscore', 0.5, 0.5, 60, 0.4, 40, 5, 0.3, 100, 40, 1, 3);

@@ -11,23 +11,17 @@ CREATE OR REPLACE FUNCTION rag._two_stage(
 LANGUAGE plpgsql STABLE
 AS $$
 /*
-Returns at most p_k paragraphs (level 0), best first, from one first search: rag._fuse over
-the BM25 branch's n = least(1000, greatest(pool, p_k, 10 x sections)) candidates and the kNN
-branch's vector_pool, every level, of which the n best rows are read.
-  1. Sections: a section (a level-1 summary's own file, a paragraph's parent) scores the best
-     fused score of its rows among those; the `sections` best are kept, their scores min-max
-     normalised over them (section_score, 1 for the best).
-  2. Paragraphs: the kept sections' paragraphs among those rows; when fewer than p_k, a search
-     inside the kept sections instead: rag._fuse over their paragraphs that the first search
-     read with a BM25 score (without a query vector: pg_search inside the sections) and their
-     exact kNN, greatest(p_k, pool) of each, the greatest(p_k, pool) best kept.
-  score = (1 - section_weight) * the paragraph's fused score min-max normalised over them
-          + section_weight * its section's score; ties by the fused rank, then id.
-No section found (no summary, no paragraph with a parent): a NOTICE, and rag._hybrid over
-paragraphs (its pool = pool, no chapter term). No paragraph found: no row. Filters p_book
-and p_ids (a `within` subtree) apply to both searches; p from rag._settings.
-Cost: the two index scans, statements in memory over their n rows; the search inside the
-sections, when it runs, reads their paragraphs through the parent index with one distance each.
+Returns at most p_k paragraphs, best first, from one first search: rag._fuse over the BM25
+branch's n = least(1000, greatest(pool, p_k, 10 x sections)) candidates and the kNN branch's
+vector_pool, every level, its n best rows read.
+  1. sections (a level-1 summary's file, a paragraph's parent) score their rows' best fused
+     score; the `sections` best are kept, min-max normalised (section_score).
+  2. their paragraphs among those rows; fewer than p_k: a search inside the kept sections,
+     rag._fuse over their paragraphs the first search read with a BM25 score (no vector:
+     pg_search inside them) and their exact kNN, greatest(p_k, pool) of each and kept.
+  score = (1 - section_weight) x fused min-max normalised over them + section_weight x section.
+No section: NOTICE, then rag._hybrid over paragraphs (pool, no chapter term). No paragraph: no row.
+Cost: two index scans, statements in memory; the inside search reads the sections' paragraphs.
 */
 DECLARE
     v_n      INT := least(1000, greatest(p.pool, p_k, 10 * p.sections));

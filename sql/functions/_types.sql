@@ -1,41 +1,6 @@
 -- Row types shared by the retrieval functions (named once, reused by every function).
 --
--- rag.search_hit: one ranked chunk. Every search function (rag.search included) returns SETOF rag.search_hit:
---   the node columns (id, source_file, chunk_index, level, node_type, heading_path,
---   parent_source_file, content, content_token_count, book, node_order, paragraph: the
---   chunk's 1-based paragraph number in its file, shared by the chunks of a long paragraph and
---   stable when the chunking threshold changes; for a source.md row, the §n that chapter
---   summaries' anchors cite), then
---   score       the function's final score, higher is better (BM25 score, cosine
---               similarity, RRF sum or two-stage boosted score);
---   rank        1-based final rank;
---   bm25_rank / bm25_score      rank and score in the BM25 branch (NULL if absent);
---   vector_rank / vector_score  rank and cosine similarity in the kNN branch (NULL if absent);
---   section_score               two-stage: the score of the section the chunk sits in; hybrid: the
---                               chapter value of a paragraph's score;
---   sentence_rank / sentence_score  rank and cosine similarity in the sentence branch
---               (rag.search_sentences: the best chapter-summary sentence citing the paragraph),
---               set on the rows that branch placed in a hybrid search (NULL otherwise).
---   cites   JSON [{source_file, paragraphs}]: what a summary hit's anchors cite ([] on a
---           paragraph); filled by rag.search, NULL from the functions it calls;
---   parent  JSON array of the hit's parent node rows in chunk order (rag.search with p_expand
---           'parent'), else NULL;
---   cited   JSON array of the rows its anchors cite, reading order (rag.search with p_expand
---           'cited'), else NULL.
--- rag.node_chunk: one row of a node, in reading order (get_node, get_parent): the node columns
---   above, paragraph included.
--- rag.context_row: one row of a read within a token budget, in reading order: a built context
---   (build_context, pack_context: role 'hit' or 'parent', hit_rank the rank of the hit that
---   brought it) or a node's children (get_children: role 'child', or 'omitted' for a child left
---   out, whose content is NULL and content_token_count its size; hit_rank NULL); used_tokens is
---   the running total of the rows returned.
--- rag.candidate: one row a retrieval branch read (rag._bm25, rag._knn): id, the branch's raw
---   score s (BM25 score, cosine similarity), its 1-based rank r in the branch, and the row's
---   level, source_file and parent_source_file (read with the row, for the stages above).
--- rag.fused: one candidate after rag._fuse: its branch ranks and raw scores (br, bs, vr, vs;
---   NULL where a branch did not read it), lvl, sf, pf, the fused score, floor (what a row no
---   branch read would score) and its rank in the fused list.
--- rag.search_settings: the tuning of one search (rag._settings: names, defaults, bounds).
+-- What each type holds: COMMENT ON TYPE below (\dT+ rag.*).
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
@@ -120,3 +85,9 @@ BEGIN
     END IF;
 END
 $$;
+COMMENT ON TYPE rag.search_hit IS 'One ranked chunk (every search): the node columns (paragraph: its 1-based paragraph number in its file, the §N anchors cite), score (higher is better), rank 1..k, bm25_rank/bm25_score and vector_rank/vector_score (NULL where a branch did not read it), section_score (two-stage: its section''s; hybrid: its chapter''s), sentence_rank/sentence_score (rows the sentence branch placed), cites (what a summary hit''s anchors cite, JSON), parent and cited (JSON, when rag.search expands them).';
+COMMENT ON TYPE rag.node_chunk IS 'One row of a node in reading order (get_node, get_parent): the node columns.';
+COMMENT ON TYPE rag.context_row IS 'One row of a read within a token budget, reading order: role hit or parent (build_context, pack_context; hit_rank the hit that brought it) or child / omitted (get_children: an omitted child has no content and its size in content_token_count); used_tokens the running total.';
+COMMENT ON TYPE rag.candidate IS 'One row a retrieval branch read (rag._bm25, rag._knn): id, raw score s, branch rank r, level, source_file, parent_source_file.';
+COMMENT ON TYPE rag.fused IS 'One candidate after rag._fuse: branch ranks and raw scores (br, bs, vr, vs), lvl, sf, pf, fused score, floor (a row no branch read), rank in the fused list.';
+COMMENT ON TYPE rag.search_settings IS 'The tuning of one search: names, defaults and bounds in rag._settings.';

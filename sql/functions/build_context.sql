@@ -13,18 +13,11 @@ CREATE OR REPLACE FUNCTION rag.build_context(
 LANGUAGE plpgsql STABLE
 AS $$
 /*
-Returns the context an LLM reads to answer p_query: the p_k hits of rag.search packed by
-rag.pack_context (each hit with its parent node's rows when p_expand, whole units while they
-fit, never more than p_budget tokens), in reading order, each row with its citation, its role
-('hit' or 'parent'), the rank of the hit that brought it and the running token total. It is
-  rag.pack_context(ARRAY(SELECT id FROM rag.search(p_query, p_query_embedding, p_mode, p_k,
-                   p_book, p_levels, p_within) ORDER BY rank), p_budget, p_expand)
-(write that composition to pass rag.search's other arguments).
-Parameters: p_query, p_query_embedding, p_mode, p_book, p_levels, p_within as rag.search's;
-p_budget tokens, 1..1,000,000 (default 3000); p_k hits, 1..1000 (default 8); p_expand adds
-each hit's parent node (default true).
-Raises what rag.search and rag.pack_context raise.
-Cost: one search plus two indexed lookups per hit.
+Returns the context an LLM reads: rag.pack_context(ARRAY(SELECT id FROM rag.search(p_query,
+p_query_embedding, p_mode, p_k, p_book, p_levels, p_within) ORDER BY rank), p_budget, p_expand)
+(write that composition to pass other rag.search arguments). p_budget 1..1,000,000 tokens
+(default 3000), p_k 1..1000 (default 8), p_expand each hit's parent (default true).
+Raises what rag.search and rag.pack_context raise. Cost: one search, two lookups per hit.
 */
 BEGIN
     -- PL/pgSQL, not SQL: a SQL body is checked when created, and rag.search is created after it.

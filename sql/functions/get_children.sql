@@ -6,22 +6,13 @@ CREATE OR REPLACE FUNCTION rag.get_children(
 LANGUAGE plpgsql STABLE
 AS $$
 /*
-"Load the children" of p_source_file: the nodes whose parent_source_file is p_source_file,
-in document order (node_order, then path). Children are taken whole, in that order, while the
-running total of their sizes (sum of content_token_count over a node's rows) stays within
-p_budget; the first child that does not fit, and every child after it, is left out, so what
-is returned always reads as a contiguous stretch of the book.
-Result (rag.context_row, the shape of every budgeted read): for each included child, its rows
-in chunk order with role 'child' and used_tokens the running total of the rows returned so far;
-for each child left out, one row with role 'omitted', chunk_index, content, paragraph and
-used_tokens NULL, and content_token_count the whole child's size, so the caller knows exactly
-what was omitted and how big it is. hit_rank is NULL. Every row carries its book; its parent
-is p_source_file. Included rows carry their paragraph number in their file (the §N anchors cite).
-Parameters:
-  p_source_file  the parent node's file.
-  p_budget       tokens, 0..1,000,000 (default 4000); 0 includes nothing and lists every child.
-Edge cases: a leaf or unknown file returns no rows.
-Cost: one index range scan on parent_source_file plus the children's rows.
+"Load the children" of p_source_file: its child nodes in document order, each whole, while the
+running total of their sizes stays within p_budget (0..1,000,000 tokens, default 4000); the
+first that does not fit and every one after it are left out, so the result reads as one
+contiguous stretch of the book. Rows (rag.context_row): an included child's rows in chunk order,
+role 'child', with their paragraph (§N) and used_tokens the running total; a child left out,
+one row, role 'omitted', no content, its size in content_token_count. A leaf or unknown file:
+no rows. Cost: one index range scan on parent_source_file plus the children's rows.
 */
 BEGIN
     IF p_budget IS NULL OR p_budget < 0 OR p_budget > 1000000 THEN

@@ -7,20 +7,12 @@ CREATE OR REPLACE FUNCTION rag.pack_context(
 LANGUAGE plpgsql STABLE
 AS $$
 /*
-Packs the rows p_hit_ids (ids of rag.hierarchical_content_nodes, best hit first; the hit's rank
-is its position) into a context: for each hit, the unit to add is its parent node's rows (when
-p_expand and the hit is not a root) plus the hit itself, minus rows already taken. A unit is
-added whole when it fits in what remains of p_budget; otherwise the hit alone if it fits;
-otherwise the hit is skipped and the next one tried. The total never exceeds p_budget (sum of
-content_token_count). Rows come out in reading order (book, node_order, chunk_index), each with
-its citation, its role ('hit' or 'parent'), the rank of the hit that brought it and the running
-token total. rag.build_context is rag.search followed by this; a caller that already holds the
-hits of a search (the MCP server) packs them without searching again.
-Parameters:
-  p_hit_ids  row ids in rank order (from rag.search's id column); unknown ids and NULLs are skipped.
-  p_budget   tokens, 1..1,000,000 (default 3000).
-  p_expand   add each hit's parent node (default true).
-Cost: one primary-key lookup and one (source_file, chunk_index) range scan per hit.
+Packs the rows p_hit_ids (best hit first; unknown ids and NULLs skipped) into a context within
+p_budget tokens (1..1,000,000, default 3000): for each hit, its parent node's rows (when
+p_expand, default true, and not a root) plus the hit, minus rows taken, added whole when it
+fits, else the hit alone if it fits, else skipped. Rows in reading order with their citation,
+role ('hit' or 'parent'), the hit's rank and the running total (rag.context_row). The MCP server
+packs the hits it holds without searching again. Cost: two index lookups per hit.
 */
 DECLARE
     v_hit       RECORD;

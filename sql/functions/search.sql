@@ -16,25 +16,17 @@ AS $$
 /*
 Returns the p_k best hits for p_query, best first (rag.search_hit: rank 1..k, score, each
 branch's rank and score, section_score, sentence_rank and sentence_score where they apply).
-  p_query           the words (<= 10,000 characters; tokenized, never parsed)
-  p_query_embedding its vector from the corpus model, query role (`bookrag embed`); NULL:
-                    BM25 alone
-  p_mode            'auto' (default: two-stage for paragraphs, hybrid when p_levels asks for
-                    summaries or two-stage finds nothing), 'two-stage', 'hybrid', and the
-                    branches alone, 'bm25' and 'vector' (rag._search_hits)
-  p_k               1..1000 (default 10)
-  p_book            NULL (every book) or one loaded book
-  p_levels          NULL (all) or some of 0..3: 0 paragraphs, 1 chapter summaries, 2 parts, 3 the book
-  p_within          NULL or a source_file: only that node's subtree (a chapter's summary.md:
-                    the chapter)
-  p_expand          any of 'parent' (the hit's parent node rows, as JSON) and 'cited' (the
-                    rows a summary hit's anchors cite, as JSON); cites is always filled
-  p_query_model     the model the vector was made with: refused when not the corpus model
+  p_query_embedding its vector from the corpus model, query role (`bookrag embed`); NULL: BM25 alone
+  p_mode            'auto' (default: 'two-stage' for paragraphs, 'hybrid' when p_levels asks for
+                    summaries or two-stage finds nothing), 'two-stage', 'hybrid', 'bm25', 'vector'
+  p_k               1..1000 (default 10); p_book one loaded book; p_levels some of 0..3;
+                    p_within a source_file: only its subtree
+  p_expand          'parent' fills parent, 'cited' fills cited (JSON); cites is always filled
+  p_query_model     the vector's model: refused when not the corpus model
   p_tuning          named settings for measurement, e.g. '{"sections": 7}' (rag._settings)
 Raises invalid_parameter_value naming the bad value (rag._search_hits).
-Cost: the mode's (two index scans and the sentence scan for the default), plus an indexed
-lookup per summary hit for cites, per distinct parent for 'parent', per hit for 'cited'. A
-SQL function: the caller's statement inlines it, and an expansion not asked for never runs.
+Cost: the mode's scans, plus a lookup per summary hit (cites), per distinct parent ('parent'),
+per hit ('cited'). A SQL function: inlined into the caller's statement.
 */
     WITH h AS MATERIALIZED (
         SELECT * FROM rag._search_hits(p_query, p_query_embedding, p_mode, p_k, p_book, p_levels, p_within,

@@ -17,30 +17,20 @@ LANGUAGE plpgsql STABLE
 AS $$
 /*
 Returns the p_k best hits of one question searched as p_query and as each of p_phrasings (other
-wordings of the same question: the author's keywords, a passage in his style), best first.
-Each phrasing is one rag.search call with the same filters, expansions and model check; the
-lists are fused:
-  rank, score     the fused rank (1..k) and score;
-  found_by        which searches found the hit: 0 = p_query, i = p_phrasings[i];
-  phrasing_ranks  its rank in each of them, in found_by's order;
-  hit             the hit's row (rag.search_hit, with cites, parent and cited as asked) from
-                  the list that ranked it best, with that list's rank and scores.
-Parameters:
-  p_query, p_query_embedding  the question and its vector, as rag.search takes them.
-  p_phrasings           0 to 4 more wordings: none empty, none longer than 10,000 characters,
-                        none repeating the query or another phrasing (case and outer spaces
-                        aside). NULL or '{}': p_query alone, rag.search's own rows and order.
-  p_phrasing_embeddings their vectors, in the same order (same model as p_query_embedding);
-                        required when p_query_embedding is given and the mode reads vectors.
-  p_mode                rag.search's mode for every search (default 'auto', rag.search's own
-                        default, which also ranks best with phrasings: decision 0031).
-  p_fusion              'rrf' (default): sum over the lists of 1 / (60 + rank); 'best': the
-                        best rank in any list. Ties: found by more lists, then best list rank.
-  p_k, p_book, p_levels, p_within, p_expand, p_query_model: as rag.search.
-With phrasings, each list reads the top max(p_k, 20) of its search. Raises invalid_parameter_value naming the
-phrasing and the rule it breaks; rag.search raises the rest.
-Cost: one rag.search per wording (1 + cardinality(p_phrasings)), each with its expansions, and
-a sort of at most 5 × max(p_k, 20) rows.
+wordings: the author's keywords, a passage in his style), best first: each wording one
+rag.search with the same filters, expansions and model check (its top max(p_k, 20)), the lists
+fused: rank, score; found_by (0 = p_query, i = p_phrasings[i]); phrasing_ranks (its rank in each,
+in found_by's order); hit (the rag.search_hit row of the list that ranked it best).
+  p_phrasings           0..4 wordings, none empty, over 10,000 characters, or repeating the query
+                        or another (case and outer spaces aside); none: rag.search's own rows
+  p_phrasing_embeddings their vectors, same order; required when the query has one and the mode
+                        reads vectors
+  p_mode                every search's mode (default 'auto', decision 0031)
+  p_fusion              'rrf' (default): sum of 1 / (60 + rank); 'best': the best rank. Ties:
+                        found by more lists, then the best list rank
+  the others            as rag.search's
+Raises invalid_parameter_value naming the phrasing and the rule it breaks; rag.search the rest.
+Cost: one rag.search per wording, and a sort of at most 5 x max(p_k, 20) rows.
 */
 DECLARE
     v_n    INT := coalesce(cardinality(p_phrasings), 0);
