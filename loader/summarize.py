@@ -300,12 +300,12 @@ EXTRACTIVE_MODEL = "extractive/centroid-tfidf"
 #: (French and English function words of three letters or more: shorter words are left out anyway).
 STOPWORDS = frozenset("""
     les des une aux ces ses mes tes nos vos leur leurs que qui quoi dont est sont été être était étaient
-    sera seront serait seraient soit sont avoir ont avait avaient aura auraient eût fut furent fût
+    sera seront serait seraient soit avoir ont avait avaient aura auraient eût fut furent fût
     pas plus moins non oui mais car donc puis ainsi aussi alors comme comment quand lorsque lorsqu
     puisque puisqu parce quelque quelques quel quelle quels quelles tout tous toute toutes autre autres
-    même mêmes cette cet celui celle ceux celles ceci cela ça elle elles lui eux nous vous ils leur
+    même mêmes cette cet celui celle ceux celles ceci cela elle elles lui eux nous vous ils
     son sur sous dans par pour avec sans entre vers chez contre depuis pendant avant après selon
-    très trop peu bien fort tant tel telle tels telles dont ici voici voilà encore déjà toujours jamais
+    très trop peu bien fort tant tel telle tels telles ici voici voilà encore déjà toujours jamais
     rien personne chaque aucun aucune plusieurs peut peuvent pourrait faire fait font doit
     the and for are but not you all any can had her was one our out has him his how its may who
     with that this from they will would there their what which when were been have into than then
