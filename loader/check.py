@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bookrag.config import Settings
-from loader import frontmatter
+from loader import endnotes, frontmatter
 from bookrag.errors import BookragError
 from loader.anchors import check_body, cited_units
 from loader.chunking import paragraphs
@@ -15,7 +15,8 @@ from loader.manifest import Node, all_books, book_tree, find_book
 def check_corpus(settings: Settings, books: list[str] | None = None) -> tuple[list[str], str]:
     """(problems, summary line). Problems name the file: missing nodes, frontmatter that is
     incomplete or disagrees with the tree (parent, level, node type, heading path), parents
-    that do not exist, more than one root, .md files the manifest does not know."""
+    that do not exist, more than one root, .md files the manifest does not know, end-note calls
+    without their note or notes nobody calls (loader.endnotes)."""
     problems: list[str] = []
     counts = {"books": 0, "files": 0, "missing_sources": 0}
     skipped: list[str] = []
@@ -64,6 +65,7 @@ def check_corpus(settings: Settings, books: list[str] | None = None) -> tuple[li
                 problems.append(f"{node.source_file}:1: summary without provenance (generator team, llm or extractive)")
             if node.node_type == "summary":
                 problems += check_anchors(settings.home, tree, node, meta, path)
+        problems += endnotes.corpus_problems(settings.home, book, tree)
         share = cited_share(settings.home, tree)
         if share is not None:
             cited.append(f"{book.slug} {share[0]}/{share[1]} ({100 * share[0] / max(share[1], 1):.0f} %)")

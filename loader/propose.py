@@ -15,7 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bookrag.errors import BookragError
-from loader.detect import Section, Structure, apply_toc_titles, check_structure, detect, normalize, text_blocks
+from loader import endnotes
+from loader.detect import Part as DetectedPart
+from loader.detect import (Section, Structure, apply_toc_titles, check_structure, count_words, detect, normalize,
+                           skip_blocks, text_blocks)
 
 START_RE = re.compile(r"^\*\*\* ?START OF (THIS|THE) PROJECT\s+GUTENBERG EBOOK.*$", re.M)
 END_RE = re.compile(r"^\*\*\* ?END OF (THIS|THE) PROJECT\s+GUTENBERG EBOOK.*$", re.M)
@@ -151,7 +154,9 @@ def propose(files: list[Path], *, slug: str | None = None, title: str | None = N
     book_slug = slug or slugify(" ".join([book_author.split()[-1] if book_author else "", book_title]).strip())
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", book_slug):
         raise BookragError(f"slug {book_slug!r} must be lower-case letters, digits and dashes")
-    warnings = check_structure(structure)
+    notes = end_notes(structure, books)
+    warnings = check_structure(structure)  # the notes are short by nature: no size warnings for them
+    structure.parts += notes
     for f, a, _b, words in structure.left_out:
         if words >= 100:
             raw = next(b for b in books if b.path.name == f)
@@ -162,6 +167,60 @@ def propose(files: list[Path], *, slug: str | None = None, title: str | None = N
                                language=language, ebook=ebook, sources=sources)
     warnings += verify(manifest, book_slug, structure, books)
     return Proposal(book_slug, book_title, book_author, book_year, language, books, structure, warnings, manifest)
+
+
+def end_notes(structure: Structure, books: list[RawBook]) -> list[DetectedPart]:
+    """A book's end notes (loader.endnotes) as a last part to add, "Notes", with one section per
+    note, titled by the sections and paragraphs that call it (the paragraph as `bookrag prepare`
+    numbers it); they no longer count as text left out, nor as a contents entry missing from the
+    tree. A call without its note, a note no text calls, a label given twice: BookragError naming
+    each file and line (nothing is written)."""
+    from loader.importers.gutenberg import to_paragraphs
+
+    out: list[DetectedPart] = []
+    for raw in books:
+        f, lines = raw.path.name, raw.lines
+        tree = [(p, sec) for p in [None] for sec in structure.front_matter] + \
+               [(p, sec) for p in structure.parts for sec in p.sections]
+        found = endnotes.find(f, lines)
+        if found is None or found.heading_line < max((sec.end for _p, sec in tree if sec.file == f), default=0):
+            continue  # no end notes, or the heading lies inside a section of the tree
+        problems = endnotes.raw_problems(found, str(raw.path), raw.offset)
+        if problems:
+            raise BookragError(f"{raw.path}: its end notes and their calls disagree ({len(problems)} "
+                               f"problem{'s' if len(problems) > 1 else ''}); fix the file or its manifest by hand:\n"
+                               + "\n".join(problems))
+        places: dict[str, list[str]] = {}
+        paragraphs: dict[int, list[str]] = {}
+        for call in found.calls:
+            where = next(((p, sec) for p, sec in tree if sec.file == f and sec.line <= call.line < sec.end), None)
+            if where is None:
+                continue  # a call in text the tree leaves out
+            p, sec = where
+            if id(sec) not in paragraphs:
+                paragraphs[id(sec)] = to_paragraphs(lines[sec.body:sec.end])
+            numbers = [k for k, para in enumerate(paragraphs[id(sec)], start=1) if f"(_{call.label}_)" in para]
+            place = ", ".join(x for x in [p.title if p else "", sec.label, f"§ {numbers[0]}" if numbers else ""] if x)
+            if place not in places.setdefault(call.label, []):
+                places[call.label].append(place)
+        notes = []
+        for k, note in enumerate(found.notes):
+            end = found.notes[k + 1].line if k + 1 < len(found.notes) else found.end
+            body = skip_blocks(lines, note.line, 1)
+            label = f"Note {note.label}"
+            title = "; ".join(places.get(note.label, [])) or (f"page {note.page}" if note.page else label)
+            notes.append(Section("note", label, title, None, f, note.line, body, end, note.start, 1,
+                                         count_words(lines[body:end])))
+        out.append(DetectedPart("Notes", "Notes", None, None, f, found.heading_line, found.end, found.heading, 1, notes))
+        structure.toc = [e for e in structure.toc if e.kind == "part" or normalize(e.title) != normalize(found.heading)]
+        kept = []  # the notes are no longer left out; text before them still is
+        for lf, a, b, words in structure.left_out:
+            if lf == f and a <= found.heading_line < b:
+                a, b, words = a, found.heading_line, count_words(lines[a:found.heading_line])
+            if words:
+                kept.append((lf, a, b, words))
+        structure.left_out = kept
+    return out
 
 
 def _first_text(lines: list[str], a: int) -> str:
@@ -180,6 +239,8 @@ def _q(text: str) -> str:
 def _section_slug(sec: Section, taken: set[str]) -> str:
     if sec.kind == "chapter" and sec.number is not None:
         base = f"chapitre-{sec.number:02d}-{slugify(sec.title, 6)}".rstrip("-")
+    elif sec.kind == "note":
+        base = slugify(sec.label)
     else:
         base = slugify(sec.title, 6) or sec.kind
     slug, n = base, 2

