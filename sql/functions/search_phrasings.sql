@@ -17,10 +17,11 @@ LANGUAGE plpgsql STABLE
 AS $$
 /*
 Returns the p_k best hits of one question searched as p_query and as each of p_phrasings (other
-wordings: the author's keywords, a passage in his style), best first: each wording one
-rag.search with the same filters, expansions and model check (its top max(p_k, 20)), the lists
+wordings: the author's keywords, a passage in his style), best first: each wording searched as
+rag.search searches (rag._search_hits: same checks and filters; its top max(p_k, 20)), the lists
 fused: rank, score; found_by (0 = p_query, i = p_phrasings[i]); phrasing_ranks (its rank in each,
-in found_by's order); hit (the rag.search_hit row of the list that ranked it best).
+in found_by's order); hit (the row of the list that ranked it best, with rag._dress's cites and
+expansions).
   p_phrasings           0..4 wordings, none empty, over 10,000 characters, or repeating the query
                         or another (case and outer spaces aside); none: rag.search's own rows
   p_phrasing_embeddings their vectors, same order; required when the query has one and the mode
@@ -30,7 +31,7 @@ in found_by's order); hit (the rag.search_hit row of the list that ranked it bes
                         found by more lists, then the best list rank
   the others            as rag.search's
 Raises invalid_parameter_value naming the phrasing and the rule it breaks; rag.search the rest.
-Cost: one rag.search per wording, and a sort of at most 5 x max(p_k, 20) rows.
+Cost: one search per wording, a sort of at most 5 x max(p_k, 20) rows, rag._dress over p_k.
 */
 DECLARE
     v_n    INT := coalesce(cardinality(p_phrasings), 0);
@@ -81,8 +82,8 @@ BEGIN
     ), lists AS (
         SELECT w.i, s AS row
         FROM wordings w
-        CROSS JOIN LATERAL rag.search(w.text, w.emb, p_mode, v_pool, p_book, p_levels,
-                                      p_within => p_within, p_expand => p_expand, p_query_model => p_query_model) s
+        CROSS JOIN LATERAL rag._search_hits(w.text, w.emb, p_mode, v_pool, p_book, p_levels, p_within, p_expand,
+                                            p_query_model, NULL) s
     ), fused AS (
         SELECT (l.row).id AS id,
                CASE WHEN p_fusion = 'rrf' THEN sum(1.0 / (60 + (l.row).rank)) ELSE max(1.0 / (60 + (l.row).rank)) END AS score,
@@ -91,11 +92,16 @@ BEGIN
                (array_agg(l.row ORDER BY (l.row).rank, l.i))[1] AS best
         FROM lists l
         GROUP BY (l.row).id
+    ), top AS MATERIALIZED (
+        SELECT (row_number() OVER (ORDER BY f.score DESC, cardinality(f.found_by) DESC, (f.best).rank, f.id))::int AS rank,
+               f.score::float8 AS score, f.found_by, f.ranks, f.best
+        FROM fused f
+        ORDER BY 1
+        LIMIT p_k
     )
-    SELECT (row_number() OVER (ORDER BY f.score DESC, cardinality(f.found_by) DESC, (f.best).rank, f.id))::int,
-           f.score::float8, f.found_by, f.ranks, f.best
-    FROM fused f
-    ORDER BY 1
-    LIMIT p_k;
+    SELECT t.rank, t.score, t.found_by, t.ranks, d
+    FROM top t
+    JOIN rag._dress(ARRAY(SELECT x.best FROM top x), p_expand) d ON d.id = (t.best).id
+    ORDER BY t.rank;
 END
 $$;

@@ -1,0 +1,189 @@
+-- 0024_dress_once: rag._dress holds the cites and expansions; rag.search_phrasings dresses its k fused hits once instead of every list's rows
+-- depends: 0023_one_ranking_written_once
+
+-- function: _dress sha256:6646cd2114f4a25349422f276a98b5b4fddab0c9d097caa216f611088efc123e
+-- rag._dress: search hits with their cites and the expansions asked for.
+CREATE OR REPLACE FUNCTION rag._dress(
+    p_hits   rag.search_hit[],
+    p_expand TEXT[]
+) RETURNS SETOF rag.search_hit
+LANGUAGE sql STABLE
+AS $$
+/*
+Returns p_hits in rank order with cites filled (what a summary hit's anchors cite; '[]' for a
+paragraph), parent when p_expand has 'parent' (the parent node's rows, JSON, '[]' without one)
+and cited when it has 'cited' (rag.get_citations, JSON); the other columns as given.
+Cost: a lookup per summary hit, per distinct parent ('parent'), per hit ('cited').
+*/
+    WITH h AS (
+        SELECT * FROM unnest(p_hits)
+    ), parents AS (  -- each parent node's rows as JSON, built once however many hits share it
+        SELECT f.file, (SELECT json_agg(row_to_json(p) ORDER BY p.chunk_index) FROM rag.get_node(f.file) p) AS rows
+        FROM (SELECT DISTINCT h.parent_source_file AS file FROM h
+              WHERE 'parent' = ANY(p_expand) AND h.parent_source_file IS NOT NULL) f
+    )
+    SELECT h.id, h.source_file, h.chunk_index, h.level, h.node_type, h.heading_path, h.parent_source_file,
+           h.content, h.content_token_count, h.book, h.node_order, h.paragraph, h.score, h.rank, h.bm25_rank,
+           h.bm25_score, h.vector_rank, h.vector_score, h.section_score, h.sentence_rank, h.sentence_score,
+           CASE WHEN h.level = 0 THEN '[]'::json ELSE rag.cites(h.source_file, h.chunk_index) END,
+           CASE WHEN 'parent' = ANY(p_expand) THEN coalesce(parents.rows, '[]'::json) END,
+           CASE WHEN 'cited' = ANY(p_expand) THEN
+               (SELECT coalesce(json_agg(row_to_json(g) ORDER BY g.node_order, g.chunk_index), '[]'::json)
+                FROM rag.get_citations(h.source_file, h.chunk_index) g) END
+    FROM h LEFT JOIN parents ON parents.file = h.parent_source_file
+    ORDER BY h.rank;
+$$;
+
+-- function: search sha256:0442fe50940be7ead9b5619c8dda35ad387b630564f8db8cee37e71bcd56e698
+-- rag.search: the search, in every mode, with each hit's cites and the expansions asked for.
+CREATE OR REPLACE FUNCTION rag.search(
+    p_query           TEXT,
+    p_query_embedding vector DEFAULT NULL,
+    p_mode            TEXT DEFAULT 'auto',
+    p_k               INT DEFAULT 10,
+    p_book            TEXT DEFAULT NULL,
+    p_levels          INT[] DEFAULT NULL,
+    p_within          TEXT DEFAULT NULL,
+    p_expand          TEXT[] DEFAULT NULL,
+    p_query_model     TEXT DEFAULT NULL,
+    p_tuning          JSONB DEFAULT NULL
+) RETURNS SETOF rag.search_hit
+LANGUAGE sql STABLE
+AS $$
+/*
+Returns the p_k best hits for p_query, best first (rag.search_hit: rank 1..k, score, each
+branch's rank and score, section_score, sentence_rank and sentence_score where they apply).
+  p_query_embedding its vector from the corpus model, query role (`bookrag embed`); NULL: BM25 alone
+  p_mode            'auto' (default: 'two-stage' for paragraphs, 'hybrid' when p_levels asks for
+                    summaries or two-stage finds nothing), 'two-stage', 'hybrid', 'bm25', 'vector'
+  p_k               1..1000 (default 10); p_book one loaded book; p_levels some of 0..3;
+                    p_within a source_file: only its subtree
+  p_expand          'parent' fills parent, 'cited' fills cited (JSON); cites is always filled
+  p_query_model     the vector's model: refused when not the corpus model
+  p_tuning          named settings for measurement, e.g. '{"sections": 7}' (rag._settings)
+Raises invalid_parameter_value naming the bad value (rag._search_hits).
+Cost: the mode's scans and rag._dress's lookups. A SQL function: inlined into the caller's statement.
+*/
+    SELECT d.*
+    FROM (SELECT array_agg(h ORDER BY h.rank) AS hits
+          FROM rag._search_hits(p_query, p_query_embedding, p_mode, p_k, p_book, p_levels, p_within, p_expand,
+                                p_query_model, p_tuning) h) x
+    CROSS JOIN LATERAL rag._dress(x.hits, p_expand) d;
+$$;
+
+-- function: search_phrasings sha256:7783e6a22883ebf79d6c9709100e51267763a1f47e7f96ac9fa35d4c0418cd2b
+-- rag.search_phrasings: one question searched in several phrasings at once, their lists fused.
+CREATE OR REPLACE FUNCTION rag.search_phrasings(
+    p_query               TEXT,
+    p_query_embedding     vector,
+    p_phrasings           TEXT[],
+    p_phrasing_embeddings vector[] DEFAULT NULL,
+    p_k                   INT DEFAULT 10,
+    p_book                TEXT DEFAULT NULL,
+    p_levels              INT[] DEFAULT NULL,
+    p_within              TEXT DEFAULT NULL,
+    p_expand              TEXT[] DEFAULT NULL,
+    p_query_model         TEXT DEFAULT NULL,
+    p_mode                TEXT DEFAULT 'auto',
+    p_fusion              TEXT DEFAULT 'rrf'
+) RETURNS TABLE (rank INT, score FLOAT8, found_by INT[], phrasing_ranks INT[], hit rag.search_hit)
+LANGUAGE plpgsql STABLE
+AS $$
+/*
+Returns the p_k best hits of one question searched as p_query and as each of p_phrasings (other
+wordings: the author's keywords, a passage in his style), best first: each wording searched as
+rag.search searches (rag._search_hits: same checks and filters; its top max(p_k, 20)), the lists
+fused: rank, score; found_by (0 = p_query, i = p_phrasings[i]); phrasing_ranks (its rank in each,
+in found_by's order); hit (the row of the list that ranked it best, with rag._dress's cites and
+expansions).
+  p_phrasings           0..4 wordings, none empty, over 10,000 characters, or repeating the query
+                        or another (case and outer spaces aside); none: rag.search's own rows
+  p_phrasing_embeddings their vectors, same order; required when the query has one and the mode
+                        reads vectors
+  p_mode                every search's mode (default 'auto', decision 0031)
+  p_fusion              'rrf' (default): sum of 1 / (60 + rank); 'best': the best rank. Ties:
+                        found by more lists, then the best list rank
+  the others            as rag.search's
+Raises invalid_parameter_value naming the phrasing and the rule it breaks; rag.search the rest.
+Cost: one search per wording, a sort of at most 5 x max(p_k, 20) rows, rag._dress over p_k.
+*/
+DECLARE
+    v_n    INT := coalesce(cardinality(p_phrasings), 0);
+    v_pool INT := CASE WHEN v_n = 0 THEN p_k ELSE greatest(p_k, 20) END;
+    v_key  TEXT;
+BEGIN
+    IF v_n > 4 THEN
+        RAISE EXCEPTION 'at most 4 phrasings besides the query, got %', v_n USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR i IN 1..v_n LOOP
+        v_key := lower(btrim(p_phrasings[i], E' \t\r\n'));
+        IF v_key IS NULL OR v_key = '' THEN
+            RAISE EXCEPTION 'phrasing % is empty', i USING ERRCODE = 'invalid_parameter_value';
+        ELSIF length(p_phrasings[i]) > 10000 THEN
+            RAISE EXCEPTION 'phrasing % is % characters long; the limit is 10000', i, length(p_phrasings[i])
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF v_key = lower(btrim(p_query, E' \t\r\n')) THEN
+            RAISE EXCEPTION 'phrasing % repeats the query: "%"', i, left(p_phrasings[i], 80)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        FOR j IN 1..i - 1 LOOP
+            IF v_key = lower(btrim(p_phrasings[j], E' \t\r\n')) THEN
+                RAISE EXCEPTION 'phrasing % repeats phrasing %: "%"', i, j, left(p_phrasings[i], 80)
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+        END LOOP;
+    END LOOP;
+    IF p_phrasing_embeddings IS NOT NULL AND coalesce(cardinality(p_phrasing_embeddings), 0) <> v_n THEN
+        RAISE EXCEPTION 'p_phrasing_embeddings has % vectors for % phrasings', coalesce(cardinality(p_phrasing_embeddings), 0), v_n
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF v_n > 0 AND p_phrasing_embeddings IS NULL AND p_query_embedding IS NOT NULL AND p_mode IS DISTINCT FROM 'bm25' THEN
+        RAISE EXCEPTION 'the phrasings have no vectors (p_phrasing_embeddings) while the query has one: mode % compares vectors',
+            p_mode USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_fusion IS NULL OR p_fusion NOT IN ('rrf', 'best') THEN
+        RAISE EXCEPTION 'fusion of phrasings must be ''rrf'' or ''best'', got "%"', coalesce(p_fusion, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    RETURN QUERY
+    WITH wordings AS (
+        SELECT 0 AS i, p_query AS text, p_query_embedding AS emb
+        UNION ALL
+        SELECT u.o::int, u.t, u.e
+        FROM unnest(p_phrasings, coalesce(p_phrasing_embeddings, array_fill(NULL::vector, ARRAY[v_n])))
+             WITH ORDINALITY AS u(t, e, o)
+    ), lists AS (
+        SELECT w.i, s AS row
+        FROM wordings w
+        CROSS JOIN LATERAL rag._search_hits(w.text, w.emb, p_mode, v_pool, p_book, p_levels, p_within, p_expand,
+                                            p_query_model, NULL) s
+    ), fused AS (
+        SELECT (l.row).id AS id,
+               CASE WHEN p_fusion = 'rrf' THEN sum(1.0 / (60 + (l.row).rank)) ELSE max(1.0 / (60 + (l.row).rank)) END AS score,
+               array_agg(l.i ORDER BY l.i) AS found_by,
+               array_agg((l.row).rank ORDER BY l.i) AS ranks,
+               (array_agg(l.row ORDER BY (l.row).rank, l.i))[1] AS best
+        FROM lists l
+        GROUP BY (l.row).id
+    ), top AS MATERIALIZED (
+        SELECT (row_number() OVER (ORDER BY f.score DESC, cardinality(f.found_by) DESC, (f.best).rank, f.id))::int AS rank,
+               f.score::float8 AS score, f.found_by, f.ranks, f.best
+        FROM fused f
+        ORDER BY 1
+        LIMIT p_k
+    )
+    SELECT t.rank, t.score, t.found_by, t.ranks, d
+    FROM top t
+    JOIN rag._dress(ARRAY(SELECT x.best FROM top x), p_expand) d ON d.id = (t.best).id
+    ORDER BY t.rank;
+END
+$$;
+
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default on new functions
+
+INSERT INTO rag.function_versions (name, sha256, migration) VALUES
+    ('_dress', '6646cd2114f4a25349422f276a98b5b4fddab0c9d097caa216f611088efc123e', '0024_dress_once'),
+    ('search', '0442fe50940be7ead9b5619c8dda35ad387b630564f8db8cee37e71bcd56e698', '0024_dress_once'),
+    ('search_phrasings', '7783e6a22883ebf79d6c9709100e51267763a1f47e7f96ac9fa35d4c0418cd2b', '0024_dress_once')
+ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();
