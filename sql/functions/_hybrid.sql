@@ -25,7 +25,7 @@ DECLARE
     b        rag.candidate[];
     v        rag.candidate[];
 BEGIN
-    b := ARRAY(SELECT c FROM rag._bm25(p_query, v_n, p_book, v_levels, p_ids) c);
+    b := ARRAY(SELECT x.c FROM rag._bm25(ARRAY[p_query], v_n, p_book, v_levels, p_ids) x);
     IF p_model IS NOT NULL AND p_vector IS NOT NULL THEN
         PERFORM rag._set_hnsw(v_n);
         v := ARRAY(SELECT c FROM rag._knn(p_model, p_vector, v_n, p_book, v_levels, p_ids) c);

@@ -28,8 +28,8 @@ Raises invalid_parameter_value naming the bad value (rag._search_hits).
 Cost: the mode's scans and rag._dress's lookups. A SQL function: inlined into the caller's statement.
 */
     SELECT d.*
-    FROM (SELECT array_agg(h ORDER BY h.rank) AS hits
-          FROM rag._search_hits(p_query, p_query_embedding, p_mode, p_k, p_book, p_levels, p_within, p_expand,
-                                p_query_model, p_tuning) h) x
+    FROM (SELECT array_agg(h.hit ORDER BY (h.hit).rank) AS hits
+          FROM rag._search_hits(ARRAY[p_query], ARRAY[p_query_embedding], p_mode, p_k, p_book, p_levels, p_within,
+                                p_expand, p_query_model, p_tuning) h) x
     CROSS JOIN LATERAL rag._dress(x.hits, p_expand) d;
 $$;

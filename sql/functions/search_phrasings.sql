@@ -18,7 +18,7 @@ AS $$
 /*
 Returns the p_k best hits of one question searched as p_query and as each of p_phrasings (other
 wordings: the author's keywords, a passage in his style), best first: each wording searched as
-rag.search searches (rag._search_hits: same checks and filters; its top max(p_k, 20)), the lists
+rag.search searches it (rag._search_hits: same checks and filters; its top max(p_k, 20)), the lists
 fused: rank, score; found_by (0 = p_query, i = p_phrasings[i]); phrasing_ranks (its rank in each,
 in found_by's order); hit (the row of the list that ranked it best, with rag._dress's cites and
 expansions).
@@ -31,7 +31,8 @@ expansions).
                         found by more lists, then the best list rank
   the others            as rag.search's
 Raises invalid_parameter_value naming the phrasing and the rule it breaks; rag.search the rest.
-Cost: one search per wording, a sort of at most 5 x max(p_k, 20) rows, rag._dress over p_k.
+Cost: one search per wording, their BM25 scans in one statement; a sort of at most 5 x max(p_k, 20)
+rows; rag._dress over p_k.
 */
 DECLARE
     v_n    INT := coalesce(cardinality(p_phrasings), 0);
@@ -73,17 +74,11 @@ BEGIN
     END IF;
 
     RETURN QUERY
-    WITH wordings AS (
-        SELECT 0 AS i, p_query AS text, p_query_embedding AS emb
-        UNION ALL
-        SELECT u.o::int, u.t, u.e
-        FROM unnest(p_phrasings, coalesce(p_phrasing_embeddings, array_fill(NULL::vector, ARRAY[v_n])))
-             WITH ORDINALITY AS u(t, e, o)
-    ), lists AS (
-        SELECT w.i, s AS row
-        FROM wordings w
-        CROSS JOIN LATERAL rag._search_hits(w.text, w.emb, p_mode, v_pool, p_book, p_levels, p_within, p_expand,
-                                            p_query_model, NULL) s
+    WITH lists AS (
+        SELECT s.wording - 1 AS i, s.hit AS row
+        FROM rag._search_hits(ARRAY[p_query] || p_phrasings,
+                              ARRAY[p_query_embedding] || coalesce(p_phrasing_embeddings, array_fill(NULL::vector, ARRAY[v_n])),
+                              p_mode, v_pool, p_book, p_levels, p_within, p_expand, p_query_model, NULL) s
     ), fused AS (
         SELECT (l.row).id AS id,
                CASE WHEN p_fusion = 'rrf' THEN sum(1.0 / (60 + (l.row).rank)) ELSE max(1.0 / (60 + (l.row).rank)) END AS score,

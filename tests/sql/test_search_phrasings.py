@@ -99,3 +99,36 @@ def test_tuning_settings_are_refused_with_phrasings_not_ignored(corpus):
     with pytest.raises(BookragError, match="phrasing 1 is empty"):
         search(corpus, SearchRequest(QUESTION, mode="bm25", phrasings=("\u00a0",)))
     assert search(corpus, SearchRequest(QUESTION, mode="bm25", k=2, phrasings=(KEYWORDS,)))  # what must pass
+
+
+HIT_COLUMNS = "id, rank, score, bm25_rank, vector_rank, section_score, sentence_rank"
+
+
+@pytest.mark.parametrize("mode", ["auto", "hybrid", "two-stage", "bm25", "vector"])
+@pytest.mark.parametrize("filters", [{}, {"book": "traite-des-echanges"},
+                                     {"within": "corpus/traite-des-echanges/premiere-partie/summary.md"}])
+def test_several_wordings_in_one_call_each_get_what_a_search_of_it_alone_returns(corpus, e5, mode, filters):
+    """rag._search_hits reads every wording's BM25 list in one statement; each wording's rows
+    are still rag.search's for that wording alone, in every mode, with and without filters."""
+    wordings = [QUESTION, KEYWORDS, PASSAGE]
+    vectors = [e5.query(w) for w in wordings]
+    together = corpus.execute(
+        f"SELECT s.wording, {', '.join(f'(s.hit).{c}' for c in HIT_COLUMNS.split(', '))} "
+        "FROM rag._search_hits(%s, %s::vector[], %s, 7, %s, NULL, %s, NULL, NULL, NULL) s",
+        (wordings, vectors, mode, filters.get("book"), filters.get("within"))).fetchall()
+    for w, (text, vector) in enumerate(zip(wordings, vectors), start=1):
+        alone = corpus.execute(f"SELECT {HIT_COLUMNS} FROM rag.search(%s, %s, %s, 7, p_book => %s, p_within => %s)",
+                               (text, vector, mode, filters.get("book"), filters.get("within"))).fetchall()
+        assert alone, (mode, text)
+        assert [r[1:] for r in together if r[0] == w] == alone
+
+
+def test_the_core_takes_one_vector_or_null_per_wording(corpus, e5):
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
+        corpus.execute("SELECT * FROM rag._search_hits(%s, %s::vector[], 'auto', 5, NULL, NULL, NULL, NULL, NULL, NULL)",
+                       ([QUESTION, KEYWORDS], [e5.query(QUESTION)]))
+    assert err.value.diag.message_primary == "give one vector (or NULL) per wording: 2 wordings, 1 vectors"
+    corpus.rollback()
+    rows = corpus.execute("SELECT s.wording, (s.hit).id FROM rag._search_hits(%s, ARRAY[NULL, NULL]::vector[], 'bm25', 3, "
+                          "NULL, NULL, NULL, NULL, NULL, NULL) s", ([QUESTION, KEYWORDS],)).fetchall()
+    assert {w for w, _ in rows} == {1, 2}
