@@ -293,7 +293,8 @@ def cmd_search(args: argparse.Namespace, s: Settings) -> None:
     conn = _conn(s, migrate=False)
     try:
         if args.budget is not None and req.phrasings:
-            _print_context(add_citations(conn, search_and_pack(conn, req, None, None, args.k)[1] or []), args.json)
+            packed = search_and_pack(conn, req, None, None, args.k, pack_parents=parents)[1]
+            _print_context(add_citations(conn, packed or []), args.json)
         elif args.budget is not None:
             _print_context(add_citations(conn, build_context(conn, req)), args.json)
         else:

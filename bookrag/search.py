@@ -172,7 +172,7 @@ SEARCH_AND_PACK = (
     "SELECT (SELECT coalesce(json_agg(h ORDER BY h.rank), '[]'::json) FROM h) AS hits, "
     "CASE WHEN %(budget)s::int IS NOT NULL THEN (SELECT coalesce(json_agg(c ORDER BY c.book, c.node_order, c.source_file, "
     "c.chunk_index), '[]'::json) FROM rag.pack_context(ARRAY(SELECT h.id FROM h WHERE h.rank <= %(context_k)s "
-    "ORDER BY h.rank), %(budget)s, true) c) END AS context")
+    "ORDER BY h.rank), %(budget)s, %(pack_parents)s) c) END AS context")
 
 
 #: rag.search_phrasings over the request (the query, its phrasings and their vectors): each hit
@@ -186,7 +186,7 @@ PHRASINGS_AND_PACK = (
     "'found_by', s.found_by, 'phrasing_ranks', s.phrasing_ranks) ORDER BY s.rank), '[]'::json) FROM s) AS hits, "
     "CASE WHEN %(budget)s::int IS NOT NULL THEN (SELECT coalesce(json_agg(c ORDER BY c.book, c.node_order, c.source_file, "
     "c.chunk_index), '[]'::json) FROM rag.pack_context(ARRAY(SELECT (s.hit).id FROM s WHERE s.rank <= %(context_k)s "
-    "ORDER BY s.rank), %(budget)s, true) c) END AS context")
+    "ORDER BY s.rank), %(budget)s, %(pack_parents)s) c) END AS context")
 
 
 def embed_all(conn: psycopg.Connection, req: SearchRequest) -> tuple[np.ndarray | None, list[np.ndarray] | None, str | None]:
@@ -235,10 +235,11 @@ def search(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray |
 
 
 def search_and_pack(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None, model: str | None,
-                    context_k: int, phrasing_embeddings: list[np.ndarray] | None = None
-                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+                    context_k: int, phrasing_embeddings: list[np.ndarray] | None = None, *,
+                    pack_parents: bool = True) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
     """rag.search's hits (rag.search_phrasings's when req.phrasings) and, when req.budget, the
-    context rag.pack_context builds from the first context_k of them (each with its parent), in
+    context rag.pack_context builds from the first context_k of them (each with its parent unless
+    not pack_parents), in
     one statement: one search, one round trip. Phrasings without their vectors are embedded here
     (with the query, in one batch) when the query has none."""
     query = check_query(req.query)
@@ -251,7 +252,7 @@ def search_and_pack(conn: psycopg.Connection, req: SearchRequest, embedding: np.
         embedding, phrasing_embeddings, model = embed_all(conn, req)
     _check_vector(req, embedding)
     params = {**req.params(), "query": query, "e": embedding, "model": model, "budget": req.budget,
-              "context_k": context_k, "phrasings": list(phrasings), "pe": phrasing_embeddings}
+              "context_k": context_k, "phrasings": list(phrasings), "pe": phrasing_embeddings, "pack_parents": pack_parents}
     row = _fetch(conn, PHRASINGS_AND_PACK if phrasings else SEARCH_AND_PACK, params)[0]
     return row["hits"], row["context"]
 

@@ -188,6 +188,11 @@ def test_search_budget_packs_parents_as_build_context_does(loaded_cli, capsys):
     assert roles == {"hit", "parent"}
     assert main(["search", "le prix du pain", "--budget", "2000", "--json", "--expand", "none"]) == 0
     assert {json.loads(line)["role"] for line in capsys.readouterr().out.splitlines()} == {"hit"}
+    also = ["--also", "boulanger farine cherté", "--budget", "2000", "--json"]
+    assert main(["search", "le prix du pain", *also]) == 0
+    assert {json.loads(line)["role"] for line in capsys.readouterr().out.splitlines()} == {"hit", "parent"}
+    assert main(["search", "le prix du pain", *also, "--expand", "none"]) == 0  # with phrasings too
+    assert {json.loads(line)["role"] for line in capsys.readouterr().out.splitlines()} == {"hit"}
 
 
 @pytest.fixture
