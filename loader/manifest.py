@@ -156,6 +156,7 @@ def load_book(path: Path) -> Book:
     """Parse corpus/<book>/book.toml; errors name the file."""
     try:
         text = path.read_text(encoding="utf-8")
+        check_nesting(text, path)  # before TOML's own complaint, which a skipped level may also raise
         data = tomllib.loads(text)
     except FileNotFoundError as exc:
         raise BookragError(f"{path}: no such manifest") from exc
