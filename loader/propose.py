@@ -396,8 +396,7 @@ def render_tree(p: Proposal) -> list[str]:
     total = sum(x.words for x in p.structure.front_matter) + sum(x.words for q in p.structure.parts for x in q.sections)
     files = ", ".join(b.path.name for b in p.books)
     out = [f"{p.title} — {p.author or 'unknown author'}{f', {p.year}' if p.year else ''}  ({files}, {total:,} words)",
-           "  level 2: parts, and chapters holding sections; level 1: sections holding the text (front matter, "
-           "chapters, their sections); line: where the heading is in the raw file"]
+           "  level 2: parts, chapters with sections; level 1: sections with text; line: where the heading is in the raw file"]
 
     def rows(indent: str, sec: Section) -> list[str]:
         head = sec.label if sec.title == sec.label else f"{sec.label} — {sec.title}"
