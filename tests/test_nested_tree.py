@@ -431,3 +431,47 @@ def test_sidecars_are_unchanged_on_a_second_run(built: Settings, tmp_path, e5):
     shutil.copytree(built.home, home)
     stats = write_sidecars(sorted((home / "corpus" / SLUG).rglob("*.md")), home, 400, e5, progress=False)
     assert stats.written == 0 and stats.unchanged == 24
+
+
+def test_direct_algorithm_reads_every_leaf_under_a_chapter(tmp_path):
+    from loader.summarize import input_nodes
+
+    tree = book_tree(find_book(write_book(tmp_path).corpus, SLUG))
+    credit = next(n for n in tree if n.source_file == f"{CREDIT}/summary.md")
+    assert [n.source_file for n in input_nodes(tree, credit, "direct")] == [
+        f"{CREDIT}/01-du-preteur/source.md", f"{EMPRUNTEUR}/00-debut/source.md", f"{EMPRUNTEUR}/01-le-paysan/source.md",
+        f"{EMPRUNTEUR}/02-l-artisan/source.md"]
+    assert [n.source_file for n in input_nodes(tree, credit, "bottom-up")] == [
+        f"{CREDIT}/01-du-preteur/summary.md", f"{EMPRUNTEUR}/summary.md"]
+
+
+def test_a_chapter_summary_cites_its_sections_in_the_database(nested):
+    rows = nested.execute("SELECT DISTINCT source_file, level FROM rag.get_citations(%s)", (f"{CREDIT}/summary.md",)).fetchall()
+    assert rows and {f for f, _l in rows} <= {f"{CREDIT}/01-du-preteur/summary.md", f"{EMPRUNTEUR}/summary.md"}
+    rows = nested.execute("SELECT DISTINCT source_file, level FROM rag.get_citations(%s)",
+                          (f"{EMPRUNTEUR}/01-le-paysan/summary.md",)).fetchall()
+    assert rows == [(f"{EMPRUNTEUR}/01-le-paysan/source.md", 0)]  # a section's summary cites its paragraphs
+
+
+def test_mcp_tools_on_a_nested_tree(nested_url, built):
+    import anyio
+
+    from tests.mcp_server.test_server import stdio_session
+
+    async def main() -> dict:
+        async with stdio_session(nested_url, built.home) as session:
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            outline = (await session.call_tool("outline", {"book": SLUG})).structured_content
+            kids = (await session.call_tool("get_children", {"source_file": f"{CREDIT}/summary.md"})).structured_content
+            parent = (await session.call_tool("get_parent", {"source_file": f"{EMPRUNTEUR}/01-le-paysan/summary.md"}))
+            return {"tools": tools, "outline": outline, "kids": kids, "parent": parent.structured_content}
+
+    got = anyio.run(main)
+    assert "a chapter's sections" in got["tools"]["get_children"].description
+    levels = json.dumps(got["tools"]["search"].input_schema["properties"]["levels"])
+    assert "chapters that hold sections" in levels
+    depth = {e["source_file"]: (e["level"], e["depth"]) for e in got["outline"]["entries"]}
+    assert depth[f"{EMPRUNTEUR}/summary.md"] == (2, 3) and depth[f"{EMPRUNTEUR}/01-le-paysan/source.md"] == (0, 5)
+    assert [n["source_file"] for n in got["kids"]["included"]] == [f"{CREDIT}/01-du-preteur/summary.md",
+                                                                   f"{EMPRUNTEUR}/summary.md"]
+    assert got["parent"]["source_file"] == f"{EMPRUNTEUR}/summary.md" and got["parent"]["level"] == 2
