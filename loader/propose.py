@@ -152,6 +152,7 @@ def propose(files: list[Path], *, slug: str | None = None, title: str | None = N
     listed = {id(e) for _sec, entries in chapter_subentries(structure) for e in entries}
     disagreements = find_subsections(structure, texts)
     structure.toc = [e for e in structure.toc if id(e) not in listed]  # each has its own warning when not found
+    empty_sections(structure, books)
     book_title = title or _title(structure, first)
     book_author = author or first.header.get("author", "")
     book_year = year or _year(first)
@@ -173,6 +174,19 @@ def propose(files: list[Path], *, slug: str | None = None, title: str | None = N
                                language=language, ebook=ebook, sources=sources)
     warnings += verify(manifest, book_slug, structure, books)
     return Proposal(book_slug, book_title, book_author, book_year, language, books, structure, warnings, manifest)
+
+
+def empty_sections(structure: Structure, books: list[RawBook]) -> None:
+    """A sub-section whose heading the next one follows with no text between them holds no
+    paragraph: BookragError naming each, with its line (nothing is written)."""
+    offsets = {b.path.name: (b.path, b.offset) for b in books}
+    tops = structure.front_matter + [x for p in structure.parts for x in p.sections]
+    empty = [leaf for top in tops if top.sections for leaf in leaf_sections(top) if not leaf.words]
+    if empty:
+        raise BookragError("sections without paragraphs (a heading followed by the next heading): "
+                           + "; ".join(f"{offsets[x.file][0]} line {offsets[x.file][1] + x.line + 1} {x.title!r}"
+                                       for x in empty)
+                           + "; fix the file or write the manifest by hand (docs/manifests.md)")
 
 
 def end_notes(structure: Structure, books: list[RawBook]) -> list[DetectedPart]:

@@ -348,3 +348,15 @@ def test_a_book_whose_contents_list_no_sections_keeps_its_chapters_whole(home, c
     assert main(["add", str(raw), "--slug", "foires", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "  1  Chapitre I — Des marchés" in out and "(début)" not in out and "warning" not in out
+
+
+def test_a_listed_section_without_paragraphs_stops_add(home, capsys):
+    text = sections_book().replace("DES PRIX.\n\n", "DES PRIX.\n\n\nDES GAGES.\n\n").replace(
+        "      Des mesures                              4\n\n", "      Des gages                                4\n\n")
+    raw = write(home, "foires.txt", text.encode("utf-8"))
+    assert main(["add", str(raw), "--slug", "foires"]) == 1
+    line = text.split("\n").index("DES PRIX.") + 1
+    assert capsys.readouterr().err == (f"error: sections without paragraphs (a heading followed by the next heading): "
+                                       f"{raw} line {line} 'Des prix et des gages'; fix the file or write the manifest "
+                                       "by hand (docs/manifests.md)\n")
+    assert not (home / "corpus" / "foires").exists()
