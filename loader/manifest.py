@@ -205,11 +205,6 @@ def _sections(raw: object, where: str, key: str, lines: dict[str, list[int]], se
     return tuple(_section(s, where, key, lines, seen) for s in raw)
 
 
-def leaves(s: Section) -> list[Section]:
-    """The sections holding paragraphs under s (s itself when it has no sub-sections), in order."""
-    return [s] if not s.sections else [x for c in s.sections for x in leaves(c)]
-
-
 def find_book(corpus: Path, slug: str) -> Book:
     path = corpus / slug / "book.toml"
     if not path.exists():
