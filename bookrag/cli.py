@@ -369,7 +369,6 @@ def cmd_outline(args: argparse.Namespace, s: Settings) -> None:
         rows = outline(conn, args.book)
     finally:
         conn.close()
-    top = max((r["level"] for r in rows), default=0)
     for r in rows:
         if args.levels is not None and r["level"] not in args.levels:
             continue
@@ -377,8 +376,8 @@ def cmd_outline(args: argparse.Namespace, s: Settings) -> None:
             print(json.dumps(r, ensure_ascii=False))
             continue
         title = r["heading_path"].rsplit(" > ", 1)[-1] if r["heading_path"] else r["source_file"]
-        print(f"{'  ' * (top - r['level'])}{title}  ({r['chunk_count']} chunks, {r['tokens']} tokens)")
-        print(f"{'  ' * (top - r['level'])}  {r['source_file']}")
+        print(f"{'  ' * r['depth']}{title}  ({r['chunk_count']} chunks, {r['tokens']} tokens)")
+        print(f"{'  ' * r['depth']}  {r['source_file']}")
 
 
 @command("ask", "Answer a question from the books with citations (context built in SQL; LLM optional).",

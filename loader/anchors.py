@@ -4,7 +4,8 @@ An anchor ends a summary sentence and names the units of the node's children tha
 condenses, numbered from 1 in document order:
   level 1  the paragraphs of the section's source.md (blank-line separated, as `prepare` writes
            them and `loader.chunking.paragraphs` reads them: footnote paragraphs count);
-  level 2  the part's sections (its level-1 summaries), in manifest order;
+  level 2  the node's children summaries in manifest order: a part's sections, a chapter's
+           sub-sections (level 1, or level 2 when they have sub-sections of their own);
   level 3  the book's children (front matter, then parts), in manifest order.
 Anchors name paragraphs, never chunk indices, so they survive a change of chunking threshold.
 They are stripped from the text that is embedded, indexed and counted.

@@ -57,7 +57,8 @@ def check_corpus(settings: Settings, books: list[str] | None = None) -> tuple[li
                 problems.append(f"{node.source_file}:1: parent_source_file {parent} does not exist")
             elif parent in known:
                 plevel = next(n.level for n in tree if n.source_file == parent)
-                if plevel <= meta.get("level", -1):
+                level = meta.get("level", -1)
+                if plevel < level or (plevel == level and level != 2):  # a level-2 chapter sits under a level-2 part
                     problems.append(f"{node.source_file}:1: level {meta.get('level')} under a parent of level {plevel}")
             if not body.strip():
                 problems.append(f"{node.source_file}: empty body")

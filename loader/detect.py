@@ -61,6 +61,7 @@ END_RE = re.compile(r"^(?:FIN\b[^a-zà-ÿ]*|THE END\.?)$")
 TOC_RE = re.compile(r"^(?:TABLE(?: DES MATIÈRES| ANALYTIQUE)?|SOMMAIRE|CONTENTS|TABLE OF CONTENTS)\b[^a-zà-ÿ]*$", re.I)
 TOC_END_RE = re.compile(r"^FIN DE LA TABLE", re.I)
 PAGE_RE = re.compile(r"^(?P<text>.*?)[\s.]+(?P<page>\d+)$")
+IB_RE = re.compile(r"^(?P<text>.*?)\s+(?P<page>_?Ib(?:id)?\._?)$")  # "… _Ib._": the same page as the entry above
 TOC_CHAPTER_RE = re.compile(
     rf"^(?:(?:CHAPITRE|CHAP\.?|CHAPTER)\s+|(?:--|—)\s*)?(?P<num>{NUMBER})\b\.?\s*(?:--|—|-|\.)?\s*(?P<title>[^\W\d_].*)$", re.I)
 
@@ -86,6 +87,8 @@ class TocEntry:
     number: int | None
     title: str
     part: int  # index of the part entry it follows (-1 before any)
+    indent: int = 0  # spaces before its first line: a sub-section is indented under its chapter
+    line: int = -1  # its first line in the file's text lines
 
 
 @dataclass
@@ -101,6 +104,7 @@ class Section:
     start: str  # the heading line, stripped (the manifest's `start`)
     heading_blocks: int
     words: int = 0
+    sections: list[Section] = field(default_factory=list)  # sub-sections (find_subsections)
 
 
 @dataclass
@@ -251,19 +255,23 @@ def parse_toc(lines: list[str], first: int, end: int, part_noun: str | None) -> 
     entries: list[TocEntry] = []
     part = -1
     pending: list[str] = []
-    for line in lines[first + 1:end]:
+    at = (0, -1)  # (indent, line) of the pending entry's first line
+    for i, line in enumerate(lines[first + 1:end], start=first + 1):
         s = line.strip()
         if not s:
             if pending and not PAGE_RE.match(pending[-1]):
-                entries += _toc_entry(" ".join(pending), None, part_noun, part)
+                entries += _toc_entry(" ".join(pending), None, part_noun, part, at)
                 part = _part_after(entries, part)
             pending = []
             continue
+        if not pending:
+            at = (len(line) - len(line.lstrip()), i)
         pending.append(s)
-        m = PAGE_RE.match(s)
+        m = PAGE_RE.match(s) or IB_RE.match(s)
         if m and not TOC_END_RE.match(s):
             text = " ".join(pending[:-1] + [m.group("text")]).strip(" .")
-            entries += _toc_entry(text, int(m.group("page")), part_noun, part)
+            page = int(m.group("page")) if m.group("page").isdigit() else 0
+            entries += _toc_entry(text, page, part_noun, part, at)
             part = _part_after(entries, part)
             pending = []
     return [e for e in entries if not TOC_END_RE.match(e.text)]
@@ -273,20 +281,22 @@ def _part_after(entries: list[TocEntry], part: int) -> int:
     return part + 1 if entries and entries[-1].kind == "part" and entries[-1].part == part else part
 
 
-def _toc_entry(text: str, page: int | None, part_noun: str | None, part: int) -> list[TocEntry]:
+def _toc_entry(text: str, page: int | None, part_noun: str | None, part: int,
+               at: tuple[int, int] = (0, -1)) -> list[TocEntry]:
     plain = strip_markers(text.replace("_", "")).strip(" .")
+    indent, line = at
     m = PART_RE.match(plain)
     if m and (part_noun is None or _noun(m) == part_noun):
-        return [TocEntry(plain, "part", _part_number(m), clean_title(plain), part)]
+        return [TocEntry(plain, "part", _part_number(m), clean_title(plain), part, indent, line)]
     if page is None:  # an unpaged line: a part's subtitle or a heading of the table itself
         return []
     m = TOC_CHAPTER_RE.match(plain)
     if m and parse_number(m.group("num")) is not None:
-        return [TocEntry(plain, "chapter", parse_number(m.group("num")), clean_title(m.group("title")), part)]
+        return [TocEntry(plain, "chapter", parse_number(m.group("num")), clean_title(m.group("title")), part, indent, line)]
     m = NAMED_RE.match(plain)
     if m:
-        return [TocEntry(plain, "named", None, clean_title(plain), part)]
-    return [TocEntry(plain, "other", None, clean_title(plain), part)]
+        return [TocEntry(plain, "named", None, clean_title(plain), part, indent, line)]
+    return [TocEntry(plain, "other", None, clean_title(plain), part, indent, line)]
 
 
 # --- candidates ---------------------------------------------------------------------------
@@ -610,12 +620,13 @@ def sections_in_order(s: Structure) -> list[tuple[int, Section]]:
 def check_structure(s: Structure, min_words: int = 50, max_words: int = 20_000) -> list[str]:
     """Warnings: section sizes, numbering gaps, and where the contents and the body disagree."""
     out = list(s.warnings)
-    for k, sec in sections_in_order(s):
-        where = f"{sec.label}" + (f" of {s.parts[k].title}" if k >= 0 else "")
-        if sec.words < min_words:
-            out.append(f"{where}: only {sec.words} words (under {min_words}): a heading inside the text, or a short piece?")
-        elif sec.words > max_words:
-            out.append(f"{where}: {sec.words:,} words (over {max_words:,}): a missed heading?")
+    for k, top in sections_in_order(s):
+        for sec in leaf_sections(top):
+            where = (f"{sec.title!r} in " if sec is not top else "") + f"{top.label}" + (f" of {s.parts[k].title}" if k >= 0 else "")
+            if sec.words < min_words:
+                out.append(f"{where}: only {sec.words} words (under {min_words}): a heading inside the text, or a short piece?")
+            elif sec.words > max_words:
+                out.append(f"{where}: {sec.words:,} words (over {max_words:,}): a missed heading?")
     groups: dict[int, list[Section]] = {}
     for k, sec in sections_in_order(s):
         if sec.kind == "chapter":
@@ -698,3 +709,89 @@ def _similar(a: str, b: str) -> bool:
 def _listing(items: list[str], n: int = 6) -> str:
     shown = ", ".join(repr(x) for x in items[:n])
     return shown + (f" and {len(items) - n} more" if len(items) > n else "")
+
+
+# --- sub-sections -------------------------------------------------------------------------
+
+def chapter_subentries(s: Structure) -> list[tuple[Section, list[TocEntry]]]:
+    """Each chapter the contents list with entries indented under it (before the next entry at
+    its indentation or less): the sub-sections the contents give it."""
+    out = []
+    index = {id(e): k for k, e in enumerate(s.toc)}
+    for sec, e in match_toc(s)[0]:
+        if sec.kind != "chapter":
+            continue
+        subs = []
+        for f in s.toc[index[id(e)] + 1:]:
+            if f.indent <= e.indent or f.kind in ("part", "chapter"):
+                break
+            subs.append(f)
+        if subs:
+            out.append((sec, subs))
+    return out
+
+
+def _heading_blocks_in(lines: list[str], a: int, b: int) -> list[tuple[int, int, str]]:
+    """Upper-case blocks of at most four unindented lines between a and b, with prose after
+    them: the headings a chapter's sub-sections may have."""
+    out = []
+    for x, y in text_blocks(lines, a, b):
+        text = " ".join(t.strip() for t in lines[x:y])
+        if y - x <= 4 and is_upper(text) and not lines[x].startswith("    ") and not text.startswith("[") \
+                and len(text.split()) >= 2:
+            out.append((x, y, text))
+    return out
+
+
+def _matches(body: str, listed: str) -> bool:
+    x, y = normalize(body), normalize(listed)
+    if x == y or x.startswith(y + " ") or y.startswith(x + " "):
+        return True
+    a, b = set(x.split()), set(y.split())
+    return len(a & b) * 4 >= 3 * len(a | b)
+
+
+def find_subsections(s: Structure, texts: dict[str, list[str]]) -> list[tuple[str, int, str]]:
+    """Give each chapter the sub-sections its contents list and its body confirms: an upper-case
+    heading block inside the chapter, in the contents' order, whose words are the entry's. Text
+    between the chapter's heading and its first sub-section becomes a leading sub-section titled
+    "<chapter title> (début)". Returns the disagreements as (file, line index, message): an
+    entry with no heading in the body (its line in the contents), and an upper-case heading
+    inside a chapter with sub-sections that the contents do not list (its line in the body)."""
+    problems: list[tuple[str, int, str]] = []
+    for sec, entries in chapter_subentries(s):
+        lines = texts[sec.file]
+        blocks = _heading_blocks_in(lines, sec.body, sec.end)
+        found: list[tuple[TocEntry, tuple[int, int, str]]] = []
+        k = 0
+        for e in entries:
+            hit = next((j for j in range(k, len(blocks)) if _matches(blocks[j][2], e.title)), None)
+            if hit is None:
+                problems.append((sec.file, e.line, f"the contents list {e.title!r} under {sec.label}, but no heading "
+                                                   f"inside {sec.label} matches it; left in the text around it"))
+                continue
+            found.append((e, blocks[hit]))
+            k = hit + 1
+        used = {b[0] for _e, b in found}
+        for x, _y, text in blocks:
+            if x not in used and found and x > found[0][1][0]:
+                problems.append((sec.file, x, f"upper-case heading {text[:60]!r} inside {sec.label} is not in the contents;"
+                                              f" left in the text of the sub-section before it"))
+        if not found:
+            continue
+        subs = []
+        first = found[0][1][0]
+        if count_words(lines[sec.body:first]):
+            subs.append(Section("section", f"{sec.title} (début)", f"{sec.title} (début)", None, sec.file, sec.line,
+                                sec.body, first, sec.start, sec.heading_blocks, count_words(lines[sec.body:first])))
+        for i, (e, (x, y, _text)) in enumerate(found):
+            end = found[i + 1][1][0] if i + 1 < len(found) else sec.end
+            subs.append(Section("section", e.title, e.title, None, sec.file, x, y, end, lines[x].strip(), 1,
+                                count_words(lines[y:end])))
+        sec.sections = subs
+    return problems
+
+
+def leaf_sections(sec: Section) -> list[Section]:
+    """The sections holding paragraphs under sec (itself when it has no sub-sections)."""
+    return [sec] if not sec.sections else [x for c in sec.sections for x in leaf_sections(c)]

@@ -9,6 +9,7 @@ Format: docs/manifests.md.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +34,10 @@ class Section:
     start: str | None = None
     end: str | None = None
     file: str | None = None
-    kind: str = "chapter"  # chapter | introduction | conclusion | front-matter
+    kind: str = "chapter"  # chapter | introduction | conclusion | front-matter | section | note
     heading_blocks: int | None = None
+    sections: tuple[Section, ...] = ()  # sub-sections: a node has paragraphs or sub-sections, never both
+    line: int = 0  # the line of its [[…sections]] / [[front_matter]] table in book.toml (0: unknown)
 
     @property
     def heading(self) -> str:
@@ -94,36 +97,79 @@ class Node:
     order: int  # preorder position in the book
     part: Part | None = None
     section: Section | None = None
+    depth: int = 0  # structural depth: 0 the book, 1 a part or front matter, 2 a part's chapter, …
 
     @property
     def folder(self) -> str:
         return self.source_file.rsplit("/", 1)[0]
 
 
-def _section(raw: dict, where: str) -> Section:
+HEADER_RE = re.compile(r"^\s*\[\[\s*([\w.]+)\s*\]\]")
+
+
+def table_lines(text: str) -> dict[str, list[int]]:
+    """Line numbers (from 1) of each array-of-tables header, by key, in file order: the k-th
+    `[[parts.sections]]` is the k-th section of depth 1 under the parts in preorder."""
+    out: dict[str, list[int]] = {}
+    for k, line in enumerate(text.splitlines(), start=1):
+        if m := HEADER_RE.match(line):
+            out.setdefault(m.group(1), []).append(k)
+    return out
+
+
+def check_nesting(text: str, path: Path) -> None:
+    """A `[[….sections]]` table must follow a table of the level just above it (its parent):
+    `[[parts.sections.sections]]` right after `[[parts]]` skips a level."""
+    chain: list[str] = []
+    for k, line in enumerate(text.splitlines(), start=1):
+        m = HEADER_RE.match(line)
+        if not m:
+            continue
+        key = m.group(1)
+        parent = key.rsplit(".", 1)[0] if "." in key else ""
+        if key.endswith(".sections") and parent not in chain:
+            raise BookragError(f"{path}:{k}: [[{key}]] has no [[{parent}]] above it: the nesting skips a level")
+        chain = chain[:chain.index(parent) + 1] + [key] if parent in chain else [key]
+
+
+def _section(raw: dict, where: str, key: str, lines: dict[str, list[int]], seen: dict[str, int]) -> Section:
+    n = seen.get(key, 0)
+    seen[key] = n + 1
+    at = lines.get(key, [])
+    line = at[n] if n < len(at) else 0
+    here = f"{where}:{line}" if line else where
+    subs = raw.get("sections", [])
+    if not isinstance(subs, list):
+        raise BookragError(f"{here}: its sub-sections skip a level (write [[{key}.sections]] under it)")
     try:
         return Section(
             slug=raw["slug"], title=raw["title"], label=raw.get("label", raw["title"]),
             start=raw.get("start"), end=raw.get("end"), file=raw.get("file"),
             kind=raw.get("kind", "chapter"), heading_blocks=raw.get("heading_blocks"),
+            sections=tuple(_section(s, where, f"{key}.sections", lines, seen) for s in subs), line=line,
         )
     except KeyError as exc:
-        raise BookragError(f"{where}: section lacks {exc.args[0]!r}") from exc
+        raise BookragError(f"{here}: section lacks {exc.args[0]!r}") from exc
 
 
 def load_book(path: Path) -> Book:
     """Parse corpus/<book>/book.toml; errors name the file."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        check_nesting(text, path)  # before TOML's own complaint, which a skipped level may also raise
+        data = tomllib.loads(text)
     except FileNotFoundError as exc:
         raise BookragError(f"{path}: no such manifest") from exc
     except tomllib.TOMLDecodeError as exc:
         raise BookragError(f"{path}: invalid TOML: {exc}") from exc
-    return parse_book(data, path)
+    return parse_book(data, path, text)
 
 
-def parse_book(data: dict, path: Path) -> Book:
-    """The Book a parsed manifest describes; `path` is where it lives (errors name it)."""
+def parse_book(data: dict, path: Path, text: str = "") -> Book:
+    """The Book a parsed manifest describes; `path` is where it lives, `text` its TOML (errors
+    name the file, and the line when the text is given)."""
+    check_nesting(text, path)
+    lines, seen = table_lines(text), {}
     try:
         b, src = data["book"], data.get("source", {})
         policy = data.get("embedding", {}).get("policy", "all")
@@ -134,7 +180,7 @@ def parse_book(data: dict, path: Path) -> Book:
         parts = tuple(
             Part(slug=p["slug"], title=p["title"], subtitle=p.get("subtitle"), file=p.get("file"),
                  start=p.get("start"), end=p.get("end"),
-                 sections=tuple(_section(s, f"{path}: part {p['slug']}") for s in p.get("sections", [])))
+                 sections=_sections(p.get("sections", []), str(path), "parts.sections", lines, seen))
             for p in data.get("parts", [])
         )
         return Book(
@@ -145,11 +191,18 @@ def parse_book(data: dict, path: Path) -> Book:
             heading_blocks=data.get("structure", {}).get("heading_blocks", 1),
             theme=Theme(**{k: v for k, v in data.get("theme", {}).items() if k in Theme.__dataclass_fields__}),
             policy=policy,
-            front_matter=tuple(_section(s, f"{path}: front_matter") for s in data.get("front_matter", [])),
+            front_matter=_sections(data.get("front_matter", []), str(path), "front_matter", lines, seen),
             parts=parts, path=path, extra={k: v for k, v in src.items() if k not in ("files",)},
         )
     except KeyError as exc:
         raise BookragError(f"{path}: missing field {exc.args[0]!r}") from exc
+
+
+def _sections(raw: object, where: str, key: str, lines: dict[str, list[int]], seen: dict[str, int]) -> tuple[Section, ...]:
+    if not isinstance(raw, list):
+        first = min((x for k, v in lines.items() if k.startswith(key) for x in v), default=0)
+        raise BookragError(f"{where}:{first}: [[{key}]] is missing above this table: the nesting skips a level")
+    return tuple(_section(s, where, key, lines, seen) for s in raw)
 
 
 def find_book(corpus: Path, slug: str) -> Book:
@@ -166,24 +219,32 @@ def all_books(corpus: Path) -> list[Book]:
 
 def book_tree(book: Book) -> list[Node]:
     """Every node of the book in document (pre)order: root summary, then each front-matter
-    section (summary, source), then each part (summary, then its sections' summary, source)."""
+    section, then each part (summary, then its sections). A leaf section (paragraphs) is a
+    level-1 summary and its level-0 source.md; a section with sub-sections is a level-2 summary
+    followed by its sub-sections, to any depth (docs/decisions/0034-trees-of-any-depth.md)."""
     base = f"corpus/{book.slug}"
     root = f"{base}/summary.md"
     nodes = [Node(root, None, 3, "summary", f"{book.title} (résumé)", book.title, 0)]
 
-    def add_section(folder: str, parent: str, path_prefix: str, part: Part | None, s: Section) -> None:
+    def add_section(folder: str, parent: str, path_prefix: str, part: Part | None, s: Section, depth: int) -> None:
         heading = f"{path_prefix} > {s.heading}"
         summary = f"{folder}/{s.slug}/summary.md"
-        nodes.append(Node(summary, parent, 1, "summary", f"{heading} (résumé)", s.title, len(nodes), part, s))
-        nodes.append(Node(f"{folder}/{s.slug}/source.md", summary, 0, "source", heading, s.title, len(nodes), part, s))
+        level = 2 if s.sections else 1
+        nodes.append(Node(summary, parent, level, "summary", f"{heading} (résumé)", s.title, len(nodes), part, s, depth))
+        if not s.sections:
+            nodes.append(Node(f"{folder}/{s.slug}/source.md", summary, 0, "source", heading, s.title, len(nodes), part, s,
+                              depth))
+        for c in s.sections:
+            add_section(f"{folder}/{s.slug}", summary, heading, part, c, depth + 1)
 
     for s in book.front_matter:
-        add_section(base, root, book.title, None, s)
+        add_section(base, root, book.title, None, s, 1)
     for p in book.parts:
         summary = f"{base}/{p.slug}/summary.md"
-        nodes.append(Node(summary, root, 2, "summary", f"{book.title} > {p.title} (résumé)", p.title, len(nodes), p))
+        nodes.append(Node(summary, root, 2, "summary", f"{book.title} > {p.title} (résumé)", p.title, len(nodes), p,
+                          None, 1))
         for s in p.sections:
-            add_section(f"{base}/{p.slug}", summary, f"{book.title} > {p.title}", p, s)
+            add_section(f"{base}/{p.slug}", summary, f"{book.title} > {p.title}", p, s, 2)
     return nodes
 
 

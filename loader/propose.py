@@ -17,8 +17,8 @@ from pathlib import Path
 from bookrag.errors import BookragError
 from loader import endnotes
 from loader.detect import Part as DetectedPart
-from loader.detect import (Section, Structure, apply_toc_titles, check_structure, count_words, detect, normalize,
-                           skip_blocks, text_blocks)
+from loader.detect import (Section, Structure, apply_toc_titles, chapter_subentries, check_structure, count_words,
+                           detect, find_subsections, leaf_sections, normalize, skip_blocks, text_blocks)
 
 START_RE = re.compile(r"^\*\*\* ?START OF (THIS|THE) PROJECT\s+GUTENBERG EBOOK.*$", re.M)
 END_RE = re.compile(r"^\*\*\* ?END OF (THIS|THE) PROJECT\s+GUTENBERG EBOOK.*$", re.M)
@@ -148,6 +148,11 @@ def propose(files: list[Path], *, slug: str | None = None, title: str | None = N
     if not structure.parts and not any(s.kind == "chapter" for s in structure.front_matter):
         raise no_headings_error(books)
     apply_toc_titles(structure)
+    texts = {b.path.name: b.lines for b in books}
+    listed = {id(e) for _sec, entries in chapter_subentries(structure) for e in entries}
+    disagreements = find_subsections(structure, texts)
+    structure.toc = [e for e in structure.toc if id(e) not in listed]  # each has its own warning when not found
+    empty_sections(structure, books)
     book_title = title or _title(structure, first)
     book_author = author or first.header.get("author", "")
     book_year = year or _year(first)
@@ -156,6 +161,8 @@ def propose(files: list[Path], *, slug: str | None = None, title: str | None = N
         raise BookragError(f"slug {book_slug!r} must be lower-case letters, digits and dashes")
     notes = end_notes(structure, books)
     warnings = check_structure(structure)  # the notes are short by nature: no size warnings for them
+    offsets = {b.path.name: b.offset for b in books}
+    warnings += [f"{f} line {offsets[f] + line + 1}: {message}" for f, line, message in disagreements]
     structure.parts += notes
     for f, a, _b, words in structure.left_out:
         if words >= 100:
@@ -169,6 +176,19 @@ def propose(files: list[Path], *, slug: str | None = None, title: str | None = N
     return Proposal(book_slug, book_title, book_author, book_year, language, books, structure, warnings, manifest)
 
 
+def empty_sections(structure: Structure, books: list[RawBook]) -> None:
+    """A sub-section whose heading the next one follows with no text between them holds no
+    paragraph: BookragError naming each, with its line (nothing is written)."""
+    offsets = {b.path.name: (b.path, b.offset) for b in books}
+    tops = structure.front_matter + [x for p in structure.parts for x in p.sections]
+    empty = [leaf for top in tops if top.sections for leaf in leaf_sections(top) if not leaf.words]
+    if empty:
+        raise BookragError("sections without paragraphs (a heading followed by the next heading): "
+                           + "; ".join(f"{offsets[x.file][0]} line {offsets[x.file][1] + x.line + 1} {x.title!r}"
+                                       for x in empty)
+                           + "; fix the file or write the manifest by hand (docs/manifests.md)")
+
+
 def end_notes(structure: Structure, books: list[RawBook]) -> list[DetectedPart]:
     """A book's end notes (loader.endnotes) as a last part to add, "Notes", with one section per
     note, titled by the sections and paragraphs that call it (the paragraph as `bookrag prepare`
@@ -180,8 +200,10 @@ def end_notes(structure: Structure, books: list[RawBook]) -> list[DetectedPart]:
     out: list[DetectedPart] = []
     for raw in books:
         f, lines = raw.path.name, raw.lines
-        tree = [(p, sec) for p in [None] for sec in structure.front_matter] + \
+        tops = [(p, sec) for p in [None] for sec in structure.front_matter] + \
                [(p, sec) for p in structure.parts for sec in p.sections]
+        tree = [(p, leaf) for p, sec in tops for leaf in leaf_sections(sec)]
+        chapter = {id(leaf): sec for _p, sec in tops for leaf in leaf_sections(sec)}
         found = endnotes.find(f, lines)
         if found is None or found.heading_line < max((sec.end for _p, sec in tree if sec.file == f), default=0):
             continue  # no end notes, or the heading lies inside a section of the tree
@@ -200,7 +222,9 @@ def end_notes(structure: Structure, books: list[RawBook]) -> list[DetectedPart]:
             if id(sec) not in paragraphs:
                 paragraphs[id(sec)] = to_paragraphs(lines[sec.body:sec.end])
             numbers = [k for k, para in enumerate(paragraphs[id(sec)], start=1) if f"(_{call.label}_)" in para]
-            place = ", ".join(x for x in [p.title if p else "", sec.label, f"§ {numbers[0]}" if numbers else ""] if x)
+            top = chapter[id(sec)]
+            place = ", ".join(x for x in [p.title if p else "", top.label, sec.title if sec is not top else "",
+                                          f"§ {numbers[0]}" if numbers else ""] if x)
             if place not in places.setdefault(call.label, []):
                 places[call.label].append(place)
         notes = []
@@ -308,7 +332,7 @@ def render_manifest(s: Structure, books: list[RawBook], *, slug: str, title: str
         out += ["[[front_matter]]"] + _section_lines(sec, taken, default_blocks, file=True)
         lines = next(b.lines for b in books if b.path.name == sec.file)
         out += [f"end = {_q(lines[sec.end].strip())}"] if sec.end < len(lines) else []
-        out += [f"# {sec.words:,} words", ""]
+        out += [f"# {sec.words:,} words", ""] + _subsection_tables(sec, "front_matter", default_blocks)
     part_slugs: set[str] = set()
     for p in s.parts:
         lines = next(b.lines for b in books if b.path.name == p.file)
@@ -325,8 +349,21 @@ def render_manifest(s: Structure, books: list[RawBook], *, slug: str, title: str
         taken = set()
         for sec in p.sections:
             out += ["[[parts.sections]]"] + _section_lines(sec, taken, default_blocks, file=False)
-            out += [f"# {sec.words:,} words", ""]
+            out += [f"# {sec.words:,} words", ""] + _subsection_tables(sec, "parts.sections", default_blocks)
     return "\n".join(out)
+
+
+def _subsection_tables(sec: Section, key: str, default_blocks: int) -> list[str]:
+    """The [[<key>.sections]] tables of sec's sub-sections, then theirs, in reading order. Slugs
+    are numbered in order ("01-du-vote-universel"); a leading sub-section is "00-debut"."""
+    out: list[str] = []
+    for k, sub in enumerate(sec.sections, start=0 if sec.sections and sec.sections[0].start == sec.start else 1):
+        slug = "00-debut" if k == 0 else f"{k:02d}-{slugify(sub.title, 6)}".rstrip("-")
+        out += [f"[[{key}.sections]]", f"slug = {_q(slug)}", f"title = {_q(sub.title)}", f"label = {_q(sub.label)}",
+                f"kind = {_q(sub.kind)}", f"start = {_q(sub.start)}"]
+        out += [f"heading_blocks = {sub.heading_blocks}"] if sub.heading_blocks != default_blocks else []
+        out += [f"# {sub.words:,} words", ""] + _subsection_tables(sub, f"{key}.sections", default_blocks)
+    return out
 
 
 def _section_lines(sec: Section, taken: set[str], default_blocks: int, file: bool) -> list[str]:
@@ -353,12 +390,13 @@ def verify(manifest: str, slug: str, s: Structure, books: list[RawBook]) -> list
         ranges = section_ranges(book, {b.path.name: b.lines for b in books})
     except BookragError as exc:
         return [f"the proposed manifest does not cut the text as shown: {str(exc).split(': ', 1)[-1]}"]
-    expected = [(sec.file, sec.line, sec.body, sec.end) for sec in s.front_matter]
-    expected += [(sec.file, sec.line, sec.body, sec.end) for p in s.parts for sec in p.sections]
+    leaves = [(leaf, top.label) for top in s.front_matter for leaf in leaf_sections(top)]
+    leaves += [(leaf, f"{top.label} of {p.title}") for p in s.parts for top in p.sections for leaf in leaf_sections(top)]
+    expected = [(leaf.file, leaf.line, leaf.body, leaf.end) for leaf, _label in leaves]
     got = list(ranges.values())
     out = []
-    for (e, g), label in zip(zip(expected, got), [sec.label for sec in s.front_matter] +
-                             [f"{sec.label} of {p.title}" for p in s.parts for sec in p.sections]):
+    for (e, g), label in zip(zip(expected, got), [label if leaf.label == top else f"{leaf.label!r} in {top}"
+                                                  for (leaf, top), label in zip(leaves, [x[1] for x in leaves])]):
         if e != g:
             out.append(f"{label}: `bookrag prepare` would cut lines {g[1] + 1}-{g[3]} instead of {e[1] + 1}-{e[3]}; "
                        f"edit its start/end in the manifest")
@@ -372,24 +410,25 @@ def render_tree(p: Proposal) -> list[str]:
     total = sum(x.words for x in p.structure.front_matter) + sum(x.words for q in p.structure.parts for x in q.sections)
     files = ", ".join(b.path.name for b in p.books)
     out = [f"{p.title} — {p.author or 'unknown author'}{f', {p.year}' if p.year else ''}  ({files}, {total:,} words)",
-           "  level 2: parts; level 1: sections (front matter, chapters); line: where the heading is in the raw file"]
+           "  level 2: parts, chapters with sections; level 1: sections with text; line: where the heading is in the raw file"]
 
-    def row(indent: str, sec: Section) -> str:
+    def rows(indent: str, sec: Section) -> list[str]:
         head = sec.label if sec.title == sec.label else f"{sec.label} — {sec.title}"
-        line = f"{indent}1  {head}"
+        line = f"{indent}{2 if sec.sections else 1}  {head}"
         if len(line) > 72:
             line = line[:71] + "…"
-        return f"{line:<73} line {offsets[sec.file] + sec.line + 1:>6}  {sec.words:>7,} words"
+        return [f"{line:<73} line {offsets[sec.file] + sec.line + 1:>6}  {sec.words:>7,} words"] + \
+            [r for sub in sec.sections for r in rows(indent + "  ", sub)]
 
     for sec in p.structure.front_matter:
-        out.append(row("  ", sec))
+        out += rows("  ", sec)
     for q in p.structure.parts:
         words = sum(x.words for x in q.sections)
         head = q.title + (f" — {q.subtitle}" if q.subtitle else "")
         head = head if len(head) <= 68 else head[:67] + "…"
         out.append(f"  2  {head:<68} line {offsets[q.file] + q.line + 1:>6}  {words:>7,} words")
         for sec in q.sections:
-            out.append(row("    ", sec))
+            out += rows("    ", sec)
     return out
 
 

@@ -2,9 +2,10 @@
 (the `openai` SDK) or the offline `extractive` provider.
 
 Algorithms (the spec's): bottom-up (default) builds level 1 from the section's source text,
-level 2 from its sections' level-1 summaries, level 3 from the parts' level-2 summaries and
-the front matter's level-1 summaries; direct builds level 2 from the full source text of the
-part's sections and level 3 from every level-1 summary.
+level 2 from its children's summaries (a part's sections, a chapter's sub-sections; a part
+whose chapters have sub-sections reads the chapters' level-2 summaries), level 3 from the
+book's children's summaries; direct builds level 2 from the full source text of the leaf
+sections under it and level 3 from every level-1 summary. Deeper nodes are summarised first.
 
 Incremental: each summary.md records its generator, model, algorithm, template (name and
 sha256) and the sha256 of its exact inputs; it is regenerated only when one of those
@@ -50,6 +51,7 @@ from loader.tokens import count_tokens
 
 PROMPTS = Path(__file__).resolve().parent / "prompts"
 TEMPLATES = {1: "section.md.j2", 2: "part.md.j2", 3: "book.md.j2"}
+CHAPTER_TEMPLATE = "chapter.md.j2"  # level 2 of a section with sub-sections (a chapter), not a part
 MERGE_TEMPLATE = "merge.md.j2"
 RETRY_TEMPLATE = "retry.md.j2"
 WORDS = {1: "120 à 250", 2: "250 à 400", 3: "300 à 500"}
@@ -193,13 +195,27 @@ def input_nodes(tree: list[Node], node: Node, algorithm: str) -> list[Node]:
     if node.level == 1:
         return [next(n for n in children if n.node_type == "source")]
     if node.level == 2:
-        sections = [n for n in children if n.level == 1]
         if algorithm == "direct":
-            return [next(n for n in tree if n.parent_source_file == s.source_file) for s in sections]
-        return sections
+            under = _descendants(tree, node)
+            return [n for n in tree if n.node_type == "source" and n.parent_source_file in under]
+        return [n for n in children if n.node_type == "summary"]
     if algorithm == "direct":
         return [n for n in tree if n.level == 1]
     return children
+
+
+def _descendants(tree: list[Node], node: Node) -> set[str]:
+    """The source_file of node and of every node under it."""
+    out = {node.source_file}
+    for n in tree:  # preorder: a parent comes before its children
+        if n.parent_source_file in out:
+            out.add(n.source_file)
+    return out
+
+
+def template_for(node: Node) -> str:
+    """The prompt template of a node: level 2 of a section (a chapter with sub-sections) is not a part."""
+    return CHAPTER_TEMPLATE if node.level == 2 and node.section is not None else TEMPLATES[node.level]
 
 
 def job_inputs(home: Path, tree: list[Node], node: Node, algorithm: str,
@@ -378,15 +394,16 @@ def extractive_summary(inputs: list[Item], level: int) -> str:
 # --- planning and running --------------------------------------------------------------
 
 def summary_nodes(tree: list[Node], levels: set[int] | None) -> list[Node]:
+    """The summaries to write, each after every summary it reads: by level, the deepest first."""
     nodes = [n for n in tree if n.node_type == "summary" and (levels is None or n.level in levels)]
-    return sorted(nodes, key=lambda n: (n.level, n.order))
+    return sorted(nodes, key=lambda n: (n.level, -n.depth if n.level == 2 else 0, n.order))
 
 
 def plan_job(home: Path, book: Book, tree: list[Node], node: Node, algorithm: str,
              pending: frozenset[str] | set[str] = frozenset()) -> Job:
     alg = "bottom-up" if node.level == 1 else algorithm
     inputs = job_inputs(home, tree, node, alg, pending)
-    name = TEMPLATES[node.level]
+    name = template_for(node)
     units = len(inputs) if node.level == 1 else len(child_units(tree, node))
     prompt = render_prompt(name, book, node, inputs, alg, units=units)
     return Job(node, inputs, name, template_sha256(name), inputs_sha256(inputs), count_tokens(prompt), "", units)

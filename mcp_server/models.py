@@ -94,6 +94,7 @@ class OutlineEntry(BaseModel):
     chunks: int
     tokens: int
     embedded: bool
+    depth: int  # 0 the book, 1 a part or front matter, 2 a chapter, 3 a chapter's section…; a text one below its summary
 
 
 class Outline(BaseModel):

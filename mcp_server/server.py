@@ -203,8 +203,8 @@ def search_tool(
     within: Annotated[str | None, Field(max_length=500, description=(
         "a source_file: search only inside that node and below it. Once a first search has found the chapter (a "
         "paragraph hit's parent summary.md, or a summary hit's own), search again within it to pin the passage"))] = None,
-    levels: Annotated[list[Annotated[int, Field(ge=0, le=3)]] | None, Field(min_length=1, description="0 paragraphs (the book's own words, to quote), 1 chapter summaries, 2 part summaries, 3 book summary; omitted: paragraphs first, summaries when no paragraph matches")] = None,
-    expand_parent: Annotated[bool, Field(description="attach each hit's parent node (a paragraph's chapter summary, a chapter summary's part summary)")] = False,
+    levels: Annotated[list[Annotated[int, Field(ge=0, le=3)]] | None, Field(min_length=1, description="0 paragraphs (the book's own words, to quote), 1 summaries of the sections holding them (a chapter, or a chapter's section when it has sections), 2 summaries of parts and of chapters that hold sections, 3 book summary; omitted: paragraphs first, summaries when no paragraph matches")] = None,
+    expand_parent: Annotated[bool, Field(description="attach each hit's parent node (a paragraph's section summary, a section summary's chapter or part summary)")] = False,
     expand_cited: Annotated[bool, Field(description="attach to each summary hit the book's paragraphs its sentences cite (quote those, not the summary)")] = False,
     token_budget: Annotated[int | None, Field(ge=50, le=20000, description="also build a reading-order context (hits + parents) within this many tokens")] = None,
 ) -> SearchResult:
@@ -289,7 +289,7 @@ def get_parent(
     ctx: Context,
     source_file: Annotated[str, Field(min_length=1, max_length=500, description="the node whose parent you want")],
 ) -> Node:
-    """The parent node (a paragraph's chapter summary, a chapter's part summary, a part's book summary)."""
+    """The parent node (a paragraph's section summary; a section's chapter summary, when the chapter has sections; a chapter's part summary; a part's book summary)."""
     def go(conn: psycopg.Connection) -> tuple[bool, list[dict[str, Any]]]:
         exists = conn.execute("SELECT 1 FROM rag.hierarchical_content_nodes WHERE source_file = %s LIMIT 1",
                               (source_file,)).fetchone() is not None
@@ -309,7 +309,7 @@ def get_children(
     source_file: Annotated[str, Field(min_length=1, max_length=500, description="the parent node")],
     token_budget: Annotated[int, Field(ge=0, le=50000, description="maximum tokens of children to return")] = 4000,
 ) -> Children:
-    """A node's children in document order, as many whole ones as fit in the token budget; says which were left out."""
+    """A node's children in document order (a part's chapters, a chapter's sections or its paragraphs), as many whole ones as fit in the token budget; says which were left out."""
     def go(conn: psycopg.Connection) -> tuple[bool, list[dict[str, Any]]]:
         exists = conn.execute("SELECT 1 FROM rag.hierarchical_content_nodes WHERE source_file = %s LIMIT 1",
                               (source_file,)).fetchone() is not None
@@ -336,11 +336,12 @@ def outline(
     ctx: Context,
     book: Annotated[str, Field(min_length=1, max_length=200, description="a book from list_books")],
 ) -> Outline:
-    """A book's table of contents: every node (book, parts, chapters, their texts) with level, heading, size in tokens."""
+    """A book's table of contents: every node (book, parts, chapters, their sections, their texts) with level, depth in the tree, heading, size in tokens."""
     rows = with_connection(_state(ctx), lambda conn: _rows(conn, "SELECT * FROM rag.outline(%s)", (book,)))
     return Outline(book=book, entries=[OutlineEntry(source_file=r["source_file"], parent_source_file=r["parent_source_file"],
                                                     level=r["level"], node_type=r["node_type"], heading_path=r["heading_path"],
-                                                    chunks=r["chunk_count"], tokens=r["tokens"], embedded=r["embedded"]) for r in rows])
+                                                    chunks=r["chunk_count"], tokens=r["tokens"], embedded=r["embedded"], depth=r["depth"])
+                                       for r in rows])
 
 
 def list_books(ctx: Context) -> Books:

@@ -39,9 +39,10 @@ class Prepare(Protocol):
 
 
 def section_key(node: Node) -> str:
-    """A section node's key: 'slug' for front matter, 'part/slug' for a section of a part."""
+    """A section node's key, its folder under the book: 'slug' for front matter, 'part/slug' for a
+    section of a part, 'part/chapter/slug' for a sub-section, and so on."""
     assert node.section is not None
-    return node.section.slug if node.part is None else f"{node.part.slug}/{node.section.slug}"
+    return node.folder.split("/", 2)[2]
 
 
 def source_meta(book: Book, node: Node) -> dict[str, Any]:

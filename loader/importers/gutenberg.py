@@ -122,19 +122,47 @@ def read_text(path: Path, encoding: str, markers: bool = True) -> list[str]:
     return text[start.end():end.start()].split("\n")
 
 
-def _find(lines: list[str], wanted: str, frm: int, where: str, file: str) -> int:
-    for i in range(frm, len(lines)):
+def _find(lines: list[str], wanted: str, frm: int, where: str, file: str, stop: int | None = None) -> int:
+    for i in range(frm, len(lines) if stop is None else stop):
         if lines[i].strip() == wanted:
             return i
-    raise BookragError(f"{where}: start line {wanted!r} not found in {file} after line {frm + 1}")
+    within = f" before line {stop + 1} (the end of the section holding it)" if stop is not None else ""
+    raise BookragError(f"{where}: start line {wanted!r} not found in {file} after line {frm + 1}{within}")
 
 
-def section_ranges(book: Book, texts: dict[str, list[str]]) -> dict[str, tuple[str, int, int, int]]:
-    """slug path -> (file, heading line, body start, end) for every section, by the manifest's
-    start lines searched in order (a cursor per file, so a table of contents never matches)."""
+Range = tuple[str, int, int, int]  # (file, heading line, body start, end)
+
+
+def section_ranges(book: Book, texts: dict[str, list[str]]) -> dict[str, Range]:
+    """Section key (its folder under the book, as base.section_key) -> (file, heading line, body
+    start, end) for every leaf section, by the manifest's start lines searched in order (a cursor
+    per file, so a table of contents never matches). A section with sub-sections spans them: they
+    are searched inside it, and text between its heading and its first sub-section is refused (a
+    leading sub-section whose start is the section's own takes it)."""
     where = str(book.path)
     cursor: dict[str, int] = {}
-    out: dict[str, tuple[str, int, int, int]] = {}
+    out: dict[str, Range] = {}
+
+    def here(s: Section) -> str:
+        return f"{where}:{s.line}" if s.line else where
+
+    def nest(s: Section, key: str, f: str, lines: list[str], head: int, end: int) -> None:
+        """Place s (heading at `head`, up to `end`) and, recursively, its sub-sections."""
+        body = skip_blocks(lines, head, s.heading_blocks or book.heading_blocks)
+        if not s.sections:
+            out[key] = (f, head, body, end)
+            return
+        heads, c = [], head
+        for sub in s.sections:
+            c = head if sub.start == s.start else _find(lines, sub.start or "", c + 1, f"{here(sub)}: section {key}/{sub.slug}",
+                                                        f, end)
+            heads.append(c)
+        if heads[0] != head and to_paragraphs(lines[body:heads[0]]):
+            raise BookragError(f"{here(s)}: section {key} has text between its heading ({f} line {head + 1}) and its first "
+                               f"sub-section (line {heads[0] + 1}) that belongs to no sub-section: add a leading "
+                               f"sub-section whose start is {s.start!r}")
+        for i, sub in enumerate(s.sections):
+            nest(sub, f"{key}/{sub.slug}", f, lines, heads[i], heads[i + 1] if i + 1 < len(heads) else end)
 
     def default_file(s: Section | None) -> str:
         if s is not None and s.file:
@@ -144,9 +172,9 @@ def section_ranges(book: Book, texts: dict[str, list[str]]) -> dict[str, tuple[s
     for s in book.front_matter:
         f = default_file(s)
         lines = texts[f]
-        h = _find(lines, s.start or "", cursor.get(f, 0), f"{where}: front matter {s.slug}", f)
-        e = _find(lines, s.end, h + 1, f"{where}: front matter {s.slug} end", f) if s.end else len(lines)
-        out[s.slug] = (f, h, skip_blocks(lines, h, s.heading_blocks or book.heading_blocks), e)
+        h = _find(lines, s.start or "", cursor.get(f, 0), f"{here(s)}: front matter {s.slug}", f)
+        e = _find(lines, s.end, h + 1, f"{here(s)}: front matter {s.slug} end", f) if s.end else len(lines)
+        nest(s, s.slug, f, lines, h, e)
         cursor[f] = e
     for p in book.parts:
         f = p.file or book.files[0].name
@@ -155,12 +183,11 @@ def section_ranges(book: Book, texts: dict[str, list[str]]) -> dict[str, tuple[s
         c, heads = p0, []
         for s in p.sections:
             c = p0 if s.start == p.start else _find(lines, s.start or "", c + (0 if c == p0 and not heads else 1),
-                                                    f"{where}: part {p.slug}, section {s.slug}", f)
+                                                    f"{here(s)}: part {p.slug}, section {s.slug}", f)
             heads.append(c)
         pe = _find(lines, p.end, heads[-1] + 1, f"{where}: part {p.slug} end", f) if p.end else len(lines)
         for i, s in enumerate(p.sections):
-            e = heads[i + 1] if i + 1 < len(heads) else pe
-            out[f"{p.slug}/{s.slug}"] = (f, heads[i], skip_blocks(lines, heads[i], s.heading_blocks or book.heading_blocks), e)
+            nest(s, f"{p.slug}/{s.slug}", f, lines, heads[i], heads[i + 1] if i + 1 < len(heads) else pe)
         cursor[f] = pe
     return out
 
@@ -232,7 +259,9 @@ def prepare_sections(settings: Settings, book: Book, download: bool = False) -> 
         raw_lines = texts[f][body:end]
         paras = to_paragraphs(raw_lines)
         if not paras:
-            raise BookragError(f"{book.path}: section {key} is empty in {f}; check its start and end lines")
+            at = f"{book.path}:{node.section.line}" if node.section and node.section.line else str(book.path)
+            raise BookragError(f"{at}: section {key} has no paragraphs in {f} (lines {_h + 1}-{end}); check its start "
+                               f"and end lines")
         out.append(PreparedSection(node, raw_lines, paras))
     return out
 

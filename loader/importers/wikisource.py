@@ -294,11 +294,17 @@ def page_paragraphs(page: WikiPage) -> list[str]:
 # --- finding the export ----------------------------------------------------------------------
 
 def section_pages(book: Book) -> dict[str, str]:
-    """Section key ('slug' for front matter, 'part/slug' in a part) -> its Wikisource page title,
+    """Section key of each leaf ('slug' for front matter, 'part/slug' in a part, deeper for a
+    sub-section) -> its Wikisource page title,
     from the `page` fields of book.toml."""
     data = tomllib.loads(book.path.read_text(encoding="utf-8"))
-    entries = [(s["slug"], s) for s in data.get("front_matter", [])]
-    entries += [(f"{p['slug']}/{s['slug']}", s) for p in data.get("parts", []) for s in p.get("sections", [])]
+
+    def leaves(prefix: str, sections: list[dict]) -> list[tuple[str, dict]]:
+        return [x for s in sections for x in (leaves(f"{prefix}{s['slug']}/", s["sections"]) if s.get("sections")
+                                              else [(f"{prefix}{s['slug']}", s)])]
+
+    entries = leaves("", data.get("front_matter", []))
+    entries += [x for p in data.get("parts", []) for x in leaves(f"{p['slug']}/", p.get("sections", []))]
     missing = [key for key, s in entries if not str(s.get("page", "")).strip()]
     if missing:
         raise BookragError(f"{book.path}: section(s) without a page field (their Wikisource page title): {', '.join(missing)}")

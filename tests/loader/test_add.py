@@ -8,13 +8,14 @@ book written here for the tests covers the warnings, the plain-text path and eve
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from bookrag.cli import main
 from bookrag.config import DEFAULT_HOME, Settings
-from loader.detect import normalize
+from loader.detect import count_words, normalize
 from loader.importers.gutenberg import prepare, read_text, section_ranges
 from loader.manifest import Book, find_book, load_book
 from loader.propose import propose
@@ -238,3 +239,124 @@ def test_bad_input_is_one_sentence_and_nothing_is_written(home, capsys, data, me
     assert captured.err == f"error: {message.format(path=raw)}\n"
     assert captured.out == ""
     assert list((home / "corpus").iterdir()) == []
+
+
+# --- sub-sections (issue 36) ---------------------------------------------------------------------
+
+def contents_1835(lines: list[str]) -> list[tuple[str, list[str]]]:
+    """The 1835 volume's table of contents read plainly (not with loader.detect): each chapter
+    entry ("CHAP. V.--…", indented four spaces) with the entries indented further under it."""
+    first = next(i for i, x in enumerate(lines) if x.strip() == "TABLE DES MATIÈRES")
+    last = next(i for i, x in enumerate(lines) if x.strip().startswith("FIN DE LA TABLE"))
+    chapters: list[tuple[str, list[str]]] = []
+    block: list[str] = []
+    for line in lines[first + 1:last] + [""]:
+        if line.strip():
+            block.append(line)
+            continue
+        if block:
+            text = re.sub(r"\s+(\d+|_Ib\._)$", "", " ".join(x.strip() for x in block))
+            if text.startswith("CHAP."):
+                chapters.append((text, []))
+            elif len(block[0]) - len(block[0].lstrip()) > 4 and chapters:
+                chapters[-1][1].append(text)
+        block = []
+    return chapters
+
+
+@needs_books
+def test_1835_volume_every_listed_sub_section_becomes_a_node(tmp_path):
+    raw = Path(SOURCES) / "tocqueville-democratie-1835" / "pg30514-8.txt"
+    lines = raw.read_bytes().decode("iso-8859-1").replace("\r\n", "\n").split("\n")
+    listed = contents_1835(lines)
+    assert len(listed) == 10 and sum(len(subs) for _c, subs in listed) == 44
+    p = propose([raw], sources=Path(SOURCES))
+    chapters = [x for x in p.structure.front_matter if x.kind == "chapter"]
+    assert len(chapters) == len(listed)
+    for sec, (entry, subs) in zip(chapters, listed):
+        got = [normalize(x.title) for x in sec.sections if not x.title.endswith(" (début)")]
+        assert got == [normalize(t) for t in subs], entry
+    assert not [w for w in p.warnings if "contents" in w]  # the contents and the body agree
+    book = proposed_book(tmp_path, [raw])
+    texts = texts_of(book)
+    ranges = section_ranges(book, texts)
+    words = {key: count_words(texts[f][body:end]) for key, (f, _h, body, end) in ranges.items()}
+    assert max(words.values()) <= 20_000  # 46,399 words in chapter X before it had sections
+    assert len(words) == 59
+    chapter_v = next(s for s in book.front_matter if s.label == "Chapitre V")
+    assert [s.slug for s in chapter_v.sections][:3] == ["00-debut", "01-du-vote-universel",
+                                                       "02-des-choix-du-peuple-et-des"]
+    assert chapter_v.sections[0].start == chapter_v.start  # the text before "DU VOTE UNIVERSEL." leads the chapter
+    files = prepare(settings(tmp_path, Path(SOURCES)), book).files
+    assert len(files) == 59 and (tmp_path / f"corpus/{book.slug}/{chapter_v.slug}/01-du-vote-universel/source.md") in files
+
+
+def sections_book() -> str:
+    """A book whose first chapter has sections: the contents list one the body lacks ("Des
+    mesures"), and the body has one the contents do not list ("DES POIDS.")."""
+    return (
+        "The Project " "Gutenberg EBook of Essai sur les foires, by Jean Essai\n\n"
+        "Title: Essai sur les foires\n\nAuthor: Jean Essai\n\nLanguage: French\n\n"
+        "*** START OF THIS PROJECT " "GUTENBERG EBOOK ESSAI SUR LES FOIRES ***\n\n\n1902\n\n\n\n"
+        f"CHAPITRE I.\n\n    Des marchés.\n\n\n{para(120)}\n\n\nDES ÉTALS.\n\n{para(90)}\n\n\n"
+        f"DES PRIX.\n\n{para(90)}\n\n\nDES POIDS.\n\n{para(60)}\n\n\n"
+        f"CHAPITRE II.\n\n    Des foires.\n\n\n{para(150)}\n\n\n"
+        "FIN.\n\n\n\nTABLE DES MATIÈRES.\n\n"
+        "    CHAPITRE I.--Des marchés.                  1\n\n"
+        "      Des étals                                2\n\n"
+        "      Des prix et des\n        gages                                 _Ib._\n\n"
+        "      Des mesures                              4\n\n"
+        "    CHAPITRE II.--Des foires.                  5\n\n"
+        "FIN DE LA TABLE.\n\n"
+        "*** END OF THIS PROJECT " "GUTENBERG EBOOK ESSAI SUR LES FOIRES ***\n"
+    )
+
+
+def test_sub_sections_confirmed_by_the_contents_and_the_disagreements(home, capsys):
+    text = sections_book()
+    raw = write(home, "foires.txt", text.encode("utf-8"))
+    lines = text.split("\n")
+    assert main(["add", str(raw), "--slug", "foires"]) == 0
+    out = capsys.readouterr().out
+    assert "  2  Chapitre I — Des marchés" in out and "    1  Des marchés (début)" in out and "    1  Des étals" in out
+    assert "  1  Chapitre II — Des foires" in out
+    mesures = lines.index("      Des mesures                              4") + 1
+    poids = lines.index("DES POIDS.") + 1
+    assert (f"warning: foires.txt line {mesures}: the contents list 'Des mesures' under Chapitre I, but no heading "
+            "inside Chapitre I matches it; left in the text around it\n") in out
+    assert (f"warning: foires.txt line {poids}: upper-case heading 'DES POIDS.' inside Chapitre I is not in the "
+            "contents; left in the text of the sub-section before it\n") in out
+    assert "in the contents, not in the tree" not in out  # said once, with its line, above
+    manifest = (home / "corpus/foires/book.toml").read_text(encoding="utf-8")
+    assert manifest.count("[[front_matter.sections]]") == 3
+    book = find_book(home / "corpus", "foires")
+    chapter = book.front_matter[0]
+    assert [(s.slug, s.title, s.start) for s in chapter.sections] == [
+        ("00-debut", "Des marchés (début)", "CHAPITRE I."), ("01-des-etals", "Des étals", "DES ÉTALS."),
+        ("02-des-prix-et-des-gages", "Des prix et des gages", "DES PRIX.")]
+    files = prepare(settings(home, raw.parent.parent), book).files
+    assert len(files) == 4
+    prix = (home / "corpus/foires/chapitre-01-des-marches/02-des-prix-et-des-gages/source.md").read_text(encoding="utf-8")
+    assert "DES POIDS." in prix  # a heading the contents do not list stays in the text, as the warning says
+
+
+def test_a_book_whose_contents_list_no_sections_keeps_its_chapters_whole(home, capsys):
+    text = sections_book().replace("      Des étals                                2\n\n", "").replace(
+        "      Des prix et des\n        gages                                 _Ib._\n\n", "").replace(
+        "      Des mesures                              4\n\n", "")
+    raw = write(home, "foires.txt", text.encode("utf-8"))
+    assert main(["add", str(raw), "--slug", "foires", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "  1  Chapitre I — Des marchés" in out and "(début)" not in out and "warning" not in out
+
+
+def test_a_listed_section_without_paragraphs_stops_add(home, capsys):
+    text = sections_book().replace("DES PRIX.\n\n", "DES PRIX.\n\n\nDES GAGES.\n\n").replace(
+        "      Des mesures                              4\n\n", "      Des gages                                4\n\n")
+    raw = write(home, "foires.txt", text.encode("utf-8"))
+    assert main(["add", str(raw), "--slug", "foires"]) == 1
+    line = text.split("\n").index("DES PRIX.") + 1
+    assert capsys.readouterr().err == (f"error: sections without paragraphs (a heading followed by the next heading): "
+                                       f"{raw} line {line} 'Des prix et des gages'; fix the file or write the manifest "
+                                       "by hand (docs/manifests.md)\n")
+    assert not (home / "corpus" / "foires").exists()

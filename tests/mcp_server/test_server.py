@@ -164,6 +164,7 @@ async def exercise(session: ClientSession) -> None:
     r = await session.call_tool("outline", {"book": "traite-des-echanges"})
     entries = r.structured_content["entries"]
     assert len(entries) == 13 and entries[0]["level"] == 3 and entries[0]["source_file"] == f"{C}/summary.md"
+    assert [e["depth"] for e in entries[:4]] == [0, 1, 2, 1]  # book, front matter, its text, a part
 
     r = await session.call_tool("read_only_sql", {"sql": "SELECT level, count(*) AS n FROM rag.hierarchical_content_nodes GROUP BY level ORDER BY level"})
     assert r.structured_content["columns"] == ["level", "n"] and [row[0] for row in r.structured_content["rows"]] == [0, 1, 2, 3]

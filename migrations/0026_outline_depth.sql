@@ -1,0 +1,56 @@
+-- 0026_outline_depth: rag.outline returns each node's depth in the tree (issue 36: trees of any depth)
+-- depends: 0025_shared_bm25_scan
+
+-- Signatures or row types changed: drop what CREATE OR REPLACE cannot change.
+DROP FUNCTION IF EXISTS rag.outline(text);  -- arguments or result changed
+
+-- function: outline sha256:9e4e28cb3fd45fef5531814c4c2313bbc6f3e12f9b071080a8357bb455578612
+-- rag.outline: a book's table of contents: one row per node, in document order.
+CREATE OR REPLACE FUNCTION rag.outline(
+    p_book TEXT
+) RETURNS TABLE (
+    source_file        TEXT,
+    parent_source_file TEXT,
+    level              INT,
+    node_type          TEXT,
+    heading_path       TEXT,
+    node_order           INT,
+    chunk_count        INT,
+    tokens             INT,
+    embedded           BOOLEAN,
+    depth              INT
+)
+LANGUAGE plpgsql STABLE
+AS $$
+/*
+Returns every node (file) of p_book in document order (preorder of the summary tree: the book
+summary, then each front-matter or part summary followed by what it covers), with its size in
+chunks and tokens, whether it carries vectors, and its depth in the tree (0 the book, 1 a part or
+front matter, 2 a chapter, 3 a chapter's section…; a source.md one below its summary), read from
+its folder, since levels stop at 3. Unknown book: error naming the known books.
+Cost: one index scan over the book's rows, grouped by file.
+*/
+BEGIN
+    PERFORM rag._check_search_args(NULL, 1, p_book, NULL, false);
+    IF p_book IS NULL THEN
+        RAISE EXCEPTION 'book is required' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    SELECT n.source_file, min(n.parent_source_file), min(n.level), min(n.node_type), min(n.heading_path),
+           min(n.node_order), count(*)::int, sum(coalesce(n.content_token_count, 0))::int,
+           bool_or(n.embedding IS NOT NULL),
+           cardinality(string_to_array(n.source_file, '/')) - 3 + (min(n.node_type) = 'source')::int
+    FROM rag.hierarchical_content_nodes n
+    WHERE n.book = p_book
+    GROUP BY n.source_file
+    ORDER BY min(n.node_order), n.source_file;
+END
+$$;
+
+GRANT EXECUTE ON FUNCTION rag.outline(text) TO bookrag_reader;
+
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default on new functions
+
+INSERT INTO rag.function_versions (name, sha256, migration) VALUES
+    ('outline', '9e4e28cb3fd45fef5531814c4c2313bbc6f3e12f9b071080a8357bb455578612', '0026_outline_depth')
+ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();
