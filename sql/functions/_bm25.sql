@@ -13,9 +13,9 @@ AS $$
 Returns, for each p_queries[wording], the p_n rows best matching it (pg_search BM25, French
 stemming, any term: |||; never parsed) as rag.candidate: s the score, r 1..p_n (ties by id, the
 cut included); filters p_book, p_levels, p_ids, p_parents (NULL for none). Rows by wording, then r.
-Cost: one statement, one top-N scan per wording (pg_search opens its index once per statement:
-three wordings cost about 1.4 x one); without filters static (cached plan), with filters dynamic,
-so pg_search pushes them down.
+Cost: one statement, one top-N scan per wording. Planned at each call with the limit and the
+filters written in: pg_search then runs its top-N scan and pushes the filters down (a cached
+generic plan, the limit a parameter, read and sorted every match).
 */
 BEGIN
     RETURN QUERY EXECUTE format(

@@ -35,6 +35,8 @@ DECLARE
     v_model TEXT;
     v_ids   INT[];
     p       rag.search_settings;
+    b_of    INT[];
+    b_all   rag.candidate[];
     f_of    INT[];
     f_all   rag.search_hit[];
     f_rows  rag.search_hit[];
@@ -79,14 +81,16 @@ BEGIN
     v_ids := rag._subtree_ids(p_within, p_book);
 
     IF v_mode = 'bm25' THEN
-        RETURN QUERY
-        SELECT x.wording, ROW(n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
+        SELECT array_agg(x.wording ORDER BY x.wording, (x.c).r), array_agg(x.c ORDER BY x.wording, (x.c).r)
+        INTO b_of, b_all FROM rag._bm25(p_queries, p_k, p_book, p_levels, v_ids) x;
+        RETURN QUERY  -- (from arrays: the planner sees a few rows and looks each one up)
+        SELECT u.w, ROW(n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
                n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph,
-               (x.c).s, (x.c).r, (x.c).r, (x.c).s, NULL::int, NULL::float8,
+               u.s, u.r, u.r, u.s, NULL::int, NULL::float8,
                NULL::float8, NULL::int, NULL::float8, NULL::json, NULL::json, NULL::json)::rag.search_hit
-        FROM rag._bm25(p_queries, p_k, p_book, p_levels, v_ids) x
-        JOIN rag.hierarchical_content_nodes n ON n.id = (x.c).id
-        ORDER BY x.wording, (x.c).r;
+        FROM unnest(b_of, b_all) AS u(w, id, s, r, lvl, sf, pf)
+        JOIN rag.hierarchical_content_nodes n ON n.id = u.id
+        ORDER BY u.w, u.r;
         RETURN;
     END IF;
     IF v_mode = 'vector' THEN
