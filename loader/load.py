@@ -21,7 +21,7 @@ from pathlib import Path
 import psycopg
 
 from bookrag.errors import BookragError, database_reason
-from loader import frontmatter
+from loader import endnotes, frontmatter
 from loader.anchors import strip_anchors
 from loader.chunking import paragraphs
 from loader.embedding import known_models
@@ -153,14 +153,27 @@ def _ranges(numbers: list[int]) -> str:
 
 
 def _check_cites(home: Path, path: Path, sc: Sidecar) -> None:
-    """Every cited paragraph or child exists: a dangling anchor refuses the load."""
+    """Every cited paragraph or child exists: a dangling anchor refuses the load. A source
+    chunk cites exactly the end notes its text calls (loader.endnotes)."""
     cache: dict[str, int] = {}
+    notes: dict[str, str] | None = None
     for n, c in enumerate(sc.chunks, start=2):
+        if sc.manifest["node_type"] == "source" and (c.get("cites") or "(_" in c["text"]):
+            if notes is None:
+                notes = _note_files(home, sc.source_file.split("/")[1])
+            labels = endnotes.called_labels(c["text"]) if notes else []
+            cited_files = [cite["source_file"] for cite in c.get("cites") or []]
+            if cited_files != [notes.get(label) for label in labels]:
+                calls = ", ".join(f"(_{label}_)" for label in labels) or "no end note"
+                raise BookragError(f"{path}:{n}: cites {', '.join(cited_files) or 'nothing'}, but its text calls {calls}; "
+                                   f"run `bookrag sidecars {sc.source_file}`")
         for cite in c.get("cites") or []:
             cited = cite["source_file"]
             md = home / cited
             if not md.exists():
                 raise BookragError(f"{path}:{n}: cites {cited}, which does not exist (prepare the book, or fix the anchor)")
+            if sc.manifest["node_type"] == "source":
+                continue  # an end note the text calls (checked above)
             if "paragraphs" in cite:
                 if cited not in cache:
                     cache[cited] = len(paragraphs(frontmatter.read(md)[1]))
@@ -177,6 +190,12 @@ def _check_cites(home: Path, path: Path, sc: Sidecar) -> None:
             if stray:
                 raise BookragError(f"{path}:{n}: sentence {i} cites paragraph {stray[0]}, which its chunk's cites do not "
                                    "(regenerate the sidecar with `bookrag sidecars`)")
+
+
+def _note_files(home: Path, book: str) -> dict[str, str]:
+    """label -> source.md of the book's end notes ({} for a book without a manifest or notes)."""
+    toml = home / "corpus" / book / "book.toml"
+    return endnotes.note_files(load_book(toml)) if toml.exists() else {}
 
 
 def load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport:

@@ -5,7 +5,7 @@ Line 1 is the manifest (the spec's fields, then `chunking` and, for embedded fil
 then one line per chunk: chunk_index, content_token_count, text, paragraph (the 1-based
 paragraph of the .md it comes from), `cites` on summary chunks carrying anchors (the
 paragraphs or child nodes they cite, docs/anchors.md; the anchors themselves are stripped
-from `text`), embedding when the file is embedded, and, on an embedded chapter (level-1)
+from `text`) and on source chunks calling end notes ("(_A_)": the note's source.md, whole), embedding when the file is embedded, and, on an embedded chapter (level-1)
 summary written by the team or an LLM (not extractive), `sentences`: each anchored sentence
 of the chunk without its anchors, the paragraphs it cites and its own embedding (the sentence
 branch of the search; the manifest then names `sentence_recipe`). Same .md + same settings ->
@@ -169,6 +169,8 @@ def _plan(md: Path, home: Path, max_tokens: int, embedder: Embedder | None,
         raise BookragError(f"{md}: the body is empty; nothing to chunk")
     cites: list[list[dict[str, Any]]] = []
     sentences: list[list[dict[str, Any]]] = []
+    if meta["node_type"] == "source":
+        cites = _note_cites(md, home, rel, chunks, body)
     if meta["node_type"] == "summary":
         first_line = _body_first_line(md)
         cites = [_cites(md, home, rel, meta["level"], c, first_line, body) for c in chunks]
@@ -210,6 +212,56 @@ def _cites(md: Path, home: Path, rel: str, level: int, chunk: Chunk, first_line:
     if beyond:
         raise BookragError(f"{md}:{line}: anchor §{beyond[0]} is beyond the last child (§{len(children)})")
     return [{"source_file": children[u - 1]} for u in units]
+
+
+def _call_line(md: Path, body: str, paragraph: int, call: str) -> int:
+    """The .md line (1-based, frontmatter counted) of `call` in that paragraph of the body."""
+    number, inside, start = 0, False, 0
+    lines = body.split("\n")
+    for i, ln in enumerate(lines):
+        if ln.strip() and not inside:
+            number += 1
+            start = i
+        inside = bool(ln.strip())
+        if number == paragraph and call in ln:
+            return _body_first_line(md) + i
+    return _body_first_line(md) + start
+
+
+def _note_cites(md: Path, home: Path, rel: str, chunks: list[Chunk], body: str) -> list[list[dict[str, Any]]]:
+    """What each chunk of a source.md cites: the end notes it calls, "(_A_)" -> that note's
+    source.md, whole (loader.endnotes; decision 0036). [] for a book without note sections and
+    for the notes themselves; a call whose note the manifest lacks names the .md line."""
+    from loader import endnotes
+
+    tree = _tree(home, rel.split("/")[1])
+    notes = endnotes.note_files(_book(home, rel.split("/")[1]), tree) if tree else {}
+    if not notes or rel in notes.values():
+        return []
+    out: list[list[dict[str, Any]]] = []
+    for c in chunks:
+        labels = endnotes.called_labels(c.text)
+        missing = [label for label in labels if label not in notes]
+        if missing:
+            raise BookragError(f"{md}:{_call_line(md, body, c.paragraph, f'(_{missing[0]}_)')}: calls note (_{missing[0]}_), which the notes do not "
+                               "hold (the manifest's Notes part has no such section)")
+        out.append([{"source_file": notes[label]} for label in labels])
+    return out if any(out) else []
+
+
+def _book(home: Path, slug: str) -> Any:
+    from loader.manifest import find_book
+
+    return find_book(home / "corpus", slug)
+
+
+def _tree(home: Path, slug: str) -> list[Any]:
+    """The book's manifest tree, [] when the book has no manifest (a corpus written by hand)."""
+    from loader.manifest import book_tree
+
+    if not (home / "corpus" / slug / "book.toml").exists():
+        return []
+    return book_tree(_book(home, slug))
 
 
 def _children(home: Path, rel: str) -> list[str]:
@@ -381,8 +433,10 @@ def _check_chunk(path: Path, n: int, obj: dict[str, Any], m: dict[str, Any] | No
                            "format 2: run `bookrag sidecars` again)")
     cites = obj.get("cites")
     if cites is not None:
-        if m.get("node_type") != "summary":
-            raise BookragError(f"{path}:{n}: cites on a source chunk; only summaries cite")
+        if m.get("node_type") != "summary" and (not isinstance(cites, list) or any(
+                not isinstance(c, dict) or "paragraphs" in c for c in cites)):
+            raise BookragError(f"{path}:{n}: cites on a source chunk must name whole end notes ({{source_file}} "
+                               "objects without paragraphs)")
         if not isinstance(cites, list) or not all(
                 isinstance(c, dict) and isinstance(c.get("source_file"), str)
                 and all(isinstance(p, int) and p >= 1 for p in c.get("paragraphs", [])) for c in cites):

@@ -20,7 +20,7 @@ class Citation(BaseModel):
 
 
 class Cites(BaseModel):
-    source_file: str = Field(description="the cited file: the section's source.md, or a child summary")
+    source_file: str = Field(description="the cited file: the section's source.md, a child summary, or the end note a paragraph calls")
     paragraphs: list[int] | None = Field(None, description="its paragraphs (§N, 1-based) the anchors name; none = the whole node")
 
 
@@ -30,7 +30,7 @@ class Chunk(BaseModel):
     node_type: str
     content: str
     tokens: int
-    cites: list[Cites] | None = Field(None, description="summaries: what this chunk's anchors cite (the book's own paragraphs)")
+    cites: list[Cites] | None = Field(None, description="summaries: what this chunk's anchors cite (the book's own paragraphs); paragraphs: the author's end notes they call")
 
 
 class Hit(Chunk):
@@ -43,7 +43,7 @@ class Hit(Chunk):
     found_by: list[int] | None = Field(None, description="with phrasings: the wordings that found this hit (0 = the query, i = phrasings[i-1])")
     phrasing_ranks: list[int] | None = Field(None, description="with phrasings: its rank in each of those wordings' searches, in found_by's order")
     parent: list[Chunk] | None = Field(None, description="the parent node's rows, when expand_parent")
-    cited: list[Chunk] | None = Field(None, description="a summary hit: the rows its anchors cite, when expand_cited")
+    cited: list[Chunk] | None = Field(None, description="when expand_cited: a summary hit's rows its anchors cite, a paragraph hit's end notes")
 
 
 class ContextChunk(Chunk):

@@ -205,7 +205,7 @@ def search_tool(
         "paragraph hit's parent summary.md, or a summary hit's own), search again within it to pin the passage"))] = None,
     levels: Annotated[list[Annotated[int, Field(ge=0, le=3)]] | None, Field(min_length=1, description="0 paragraphs (the book's own words, to quote), 1 chapter summaries, 2 part summaries, 3 book summary; omitted: paragraphs first, summaries when no paragraph matches")] = None,
     expand_parent: Annotated[bool, Field(description="attach each hit's parent node (a paragraph's chapter summary, a chapter summary's part summary)")] = False,
-    expand_cited: Annotated[bool, Field(description="attach to each summary hit the book's paragraphs its sentences cite (quote those, not the summary)")] = False,
+    expand_cited: Annotated[bool, Field(description="attach to each summary hit the book's paragraphs its sentences cite (quote those, not the summary); to a paragraph hit, the author's end notes it calls")] = False,
     token_budget: Annotated[int | None, Field(ge=50, le=20000, description="also build a reading-order context (hits + parents) within this many tokens")] = None,
 ) -> SearchResult:
     """Search the loaded books; returns ranked passages, each with its citation (cite the paragraph: heading_path, §N).
@@ -270,7 +270,7 @@ def get_node(
     ctx: Context,
     source_file: Annotated[str, Field(min_length=1, max_length=500, description="a citation's source_file, e.g. corpus/<book>/.../summary.md")],
 ) -> Node:
-    """A node's full text (all its chunks, in order) and metadata, by source file; a summary's chunks list the book's paragraphs their anchors cite."""
+    """A node's full text (all its chunks, in order) and metadata, by source file; a summary's chunks list the book's paragraphs their anchors cite, a paragraph that calls an end note ("(_A_)") lists that note's source_file."""
     def go(conn: psycopg.Connection) -> list[dict[str, Any]]:
         return _rows(conn, "SELECT g.*, rag.cites(g.source_file, g.chunk_index) AS cites FROM rag.get_node(%s) g",
                      (source_file,))
