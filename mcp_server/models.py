@@ -31,6 +31,7 @@ class Chunk(BaseModel):
     content: str
     tokens: int
     cites: list[Cites] | None = Field(None, description="summaries: what this chunk's anchors cite (the book's own paragraphs); paragraphs: the author's end notes they call")
+    kind: Literal["text", "author_summary"] | None = Field(None, description="'author_summary': the author's own summary of the section (his outline of what follows, in his words: quotable); 'text': the book's text or a summary; absent where the tool does not say")
 
 
 class Hit(Chunk):
@@ -94,6 +95,7 @@ class OutlineEntry(BaseModel):
     chunks: int
     tokens: int
     embedded: bool
+    author_summaries: list[int] | None = Field(None, description="a text node's paragraphs (§N) that are the author's own summaries of what follows")
 
 
 class Outline(BaseModel):

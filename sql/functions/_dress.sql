@@ -25,7 +25,8 @@ Cost: a lookup per hit, per distinct parent ('parent'), per hit ('cited').
            CASE WHEN 'parent' = ANY(p_expand) THEN coalesce(parents.rows, '[]'::json) END,
            CASE WHEN 'cited' = ANY(p_expand) THEN
                (SELECT coalesce(json_agg(row_to_json(g) ORDER BY g.node_order, g.chunk_index), '[]'::json)
-                FROM rag.get_citations(h.source_file, h.chunk_index) g) END
+                FROM rag.get_citations(h.source_file, h.chunk_index) g) END,
+           h.kind
     FROM h LEFT JOIN parents ON parents.file = h.parent_source_file
     ORDER BY h.rank;
 $$;

@@ -75,7 +75,7 @@ BEGIN
                n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph,
                c.s, c.r, CASE WHEN v_mode = 'bm25' THEN c.r END, CASE WHEN v_mode = 'bm25' THEN c.s END,
                CASE WHEN v_mode = 'vector' THEN c.r END, CASE WHEN v_mode = 'vector' THEN c.s END,
-               NULL::float8, NULL::int, NULL::float8, NULL::json, NULL::json, NULL::json
+               NULL::float8, NULL::int, NULL::float8, NULL::json, NULL::json, NULL::json, n.kind
         FROM (SELECT * FROM rag._bm25(p_query, p_k, p_book, p_levels, v_ids) WHERE v_mode = 'bm25'
               UNION ALL
               SELECT * FROM rag._knn(v_model, p_vector, p_k, p_book, p_levels, v_ids) WHERE v_mode = 'vector') c

@@ -10,14 +10,16 @@ CREATE OR REPLACE FUNCTION rag.outline(
     node_order           INT,
     chunk_count        INT,
     tokens             INT,
-    embedded           BOOLEAN
+    embedded           BOOLEAN,
+    author_summaries   INT[]
 )
 LANGUAGE plpgsql STABLE
 AS $$
 /*
 Returns every node (file) of p_book in document order (preorder of the summary tree: the book
 summary, then each front-matter or part summary followed by what it covers), with its size in
-chunks and tokens and whether it carries vectors. Unknown book: error naming the known books.
+chunks and tokens, whether it carries vectors, and the paragraphs (§N) that are the author's own
+summaries (kind 'author_summary'; NULL when none). Unknown book: error naming the known books.
 Cost: one index scan over the book's rows, grouped by file.
 */
 BEGIN
@@ -28,7 +30,8 @@ BEGIN
     RETURN QUERY
     SELECT n.source_file, min(n.parent_source_file), min(n.level), min(n.node_type), min(n.heading_path),
            min(n.node_order), count(*)::int, sum(coalesce(n.content_token_count, 0))::int,
-           bool_or(n.embedding IS NOT NULL)
+           bool_or(n.embedding IS NOT NULL),
+           array_agg(DISTINCT n.paragraph ORDER BY n.paragraph) FILTER (WHERE n.kind = 'author_summary')
     FROM rag.hierarchical_content_nodes n
     WHERE n.book = p_book
     GROUP BY n.source_file

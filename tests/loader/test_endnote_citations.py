@@ -73,6 +73,9 @@ def test_1835_volume_every_call_cites_its_note(tmp_path: Path, pg_url: str, monk
             title = conn.execute("SELECT heading_path FROM rag.hierarchical_content_nodes WHERE source_file = %s "
                                  "AND chunk_index = 0", (cited,)).fetchone()[0]
             assert title.endswith(f", § {paragraph})"), title  # "… > Note B (Chapitre VIII, § 80)"
+        # the author's own summaries (decision 0035) are marked on their rows
+        assert conn.execute("SELECT count(DISTINCT (source_file, paragraph)) FROM rag.hierarchical_content_nodes "
+                            "WHERE book = %s AND kind = 'author_summary'", (slug,)).fetchone() == (45,)
         # no paragraph without a call cites anything
         assert conn.execute("SELECT count(*) FROM rag.citations c JOIN rag.hierarchical_content_nodes n "
                             "USING (source_file, chunk_index) WHERE n.level = 0 AND n.content !~ '\\(_[A-Z0-9]+_\\)'"
