@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
-import anyio
 import pytest
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
 
 from bookrag import db
 from bookrag.cli import main
@@ -112,22 +108,6 @@ def test_prepared_marked_loaded_and_shown(built, pg_url, capsys) -> None:
     assert main(["outline", SLUG]) == 0
     assert "  the author's own summaries: §1, §6\n" in capsys.readouterr().out
 
-    async def through_mcp() -> None:
-        params = StdioServerParameters(command=sys.executable, args=["-m", "bookrag.cli", "mcp"],
-                                       env={"DATABASE_URL": pg_url, "BOOKRAG_HOME": str(home), "PATH": "/usr/bin:/bin"})
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            r = await session.call_tool("search", {"query": "culées poussée forme", "k": 3, "levels": [0]})
-            assert not r.is_error, r.content
-            hit = next(h for h in r.structured_content["hits"] if h["citation"]["paragraph"] == 6)
-            assert hit["kind"] == "author_summary"
-            r = await session.call_tool("get_node", {"source_file": f"{chapter}/source.md"})
-            assert [c["kind"] for c in r.structured_content["chunks"]][:2] == ["author_summary", "text"]
-            r = await session.call_tool("outline", {"book": SLUG})
-            entry = next(e for e in r.structured_content["entries"] if e["source_file"] == f"{chapter}/source.md")
-            assert entry["author_summaries"] == [1, 6]
-
-    anyio.run(through_mcp)
 
 
 def test_the_llm_prompt_names_the_authors_outline(built) -> None:

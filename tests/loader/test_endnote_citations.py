@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
-import anyio
 import psycopg
 import pytest
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
 
 from bookrag import db
 from bookrag.cli import main
@@ -136,27 +132,6 @@ def test_search_shows_the_call_and_the_note_names_its_caller(small, pg_url, caps
     hit = json.loads(capsys.readouterr().out.splitlines()[0])
     assert hit["source_file"] == f"{base}/notes/note-a/source.md"
     assert hit["heading_path"].endswith("> Notes > Note A (Chapitre I, § 2)") and "Chapitre I, § 2" in hit["citation"]
-
-
-def test_the_mcp_tools_show_the_call_and_the_caller(small, pg_url) -> None:
-    home, base = small
-
-    async def go() -> None:
-        params = StdioServerParameters(command=sys.executable, args=["-m", "bookrag.cli", "mcp"],
-                                       env={"DATABASE_URL": pg_url, "BOOKRAG_HOME": str(home), "PATH": "/usr/bin:/bin"})
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            r = await session.call_tool("search", {"query": "péages", "k": 2, "levels": [0], "expand_cited": True})
-            assert not r.is_error, r.content
-            hit = next(h for h in r.structured_content["hits"] if "(_B_)" in h["content"])
-            assert hit["cites"] == [{"source_file": f"{base}/notes/note-b/source.md", "paragraphs": None}]
-            assert {c["citation"]["source_file"] for c in hit["cited"]} == {f"{base}/notes/note-b/source.md"}
-            r = await session.call_tool("search", {"query": "pieux de chêne", "k": 1})
-            citation = r.structured_content["hits"][0]["citation"]
-            assert citation["source_file"] == f"{base}/notes/note-a/source.md"
-            assert citation["heading_path"].endswith("Note A (Chapitre I, § 2)") and "Chapitre I, § 2" in citation["scholarly"]
-
-    anyio.run(go)
 
 
 def test_a_call_without_its_note_stops_sidecars_with_the_line(small, capsys) -> None:
