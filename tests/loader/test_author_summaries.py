@@ -169,6 +169,12 @@ def test_a_malformed_frontmatter_field_names_its_line(built, capsys) -> None:
     assert main(["sidecars", str(md)]) == 1
     assert capsys.readouterr().err == (f"error: {md}:{line}: author_summaries must be a non-empty, sorted list of "
                                        "distinct paragraph numbers (1-based), got [6, 1]\n")
+    assert main(["check", SLUG]) == 1
+    assert (f"{chapter}/source.md:{line}: author_summaries must be a non-empty, sorted list of distinct paragraph "
+            "numbers (1-based), got [6, 1]\n") in capsys.readouterr().out
+    md.write_text(text.replace("author_summaries:\n- 1\n- 6\n", "author_summaries:\n- 1\n- 60\n"), encoding="utf-8")
+    assert main(["sidecars", str(md)]) == 1
+    assert capsys.readouterr().err == f"error: {md}:{line}: author_summaries names paragraph 60, but the body has 7\n"
 
 
 def test_the_1835_volume(tmp_path: Path, monkeypatch, capsys) -> None:
