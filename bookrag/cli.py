@@ -326,6 +326,8 @@ def _print_hits(rows: list[dict], as_json: bool, room: str | None = None) -> Non
                                                     for i, rank in zip(r["found_by"], r["phrasing_ranks"])))
         print(f"{r['rank']:>2}. [{r['score']:.4f}] {r['heading_path']}  ({', '.join(branches)})")
         print(f"    cite: {r['citation']}")
+        if r.get("kind") == "author_summary":
+            print("    the author's own summary of the section (his outline of what follows)")
         print(f"    {r['source_file']} {locator(r)}  level {r['level']}, {r['content_token_count']} tokens")
         if r.get("url"):
             print(f"    {r['url']}")
@@ -378,6 +380,9 @@ def cmd_outline(args: argparse.Namespace, s: Settings) -> None:
         title = r["heading_path"].rsplit(" > ", 1)[-1] if r["heading_path"] else r["source_file"]
         print(f"{'  ' * r['depth']}{title}  ({r['chunk_count']} chunks, {r['tokens']} tokens)")
         print(f"{'  ' * r['depth']}  {r['source_file']}")
+        if r.get("author_summaries"):
+            marks = ", ".join(f"§{p}" for p in r["author_summaries"])
+            print(f"{'  ' * r['depth']}  the author's own summaries: {marks}")
 
 
 @command("ask", "Answer a question from the books with citations (context built in SQL; LLM optional).",

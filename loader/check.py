@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bookrag.config import Settings
-from loader import endnotes, frontmatter
+from loader import author_summary, endnotes, frontmatter
 from bookrag.errors import BookragError
 from loader.anchors import check_body, cited_units
 from loader.chunking import paragraphs
@@ -62,6 +62,10 @@ def check_corpus(settings: Settings, books: list[str] | None = None) -> tuple[li
                     problems.append(f"{node.source_file}:1: level {meta.get('level')} under a parent of level {plevel}")
             if not body.strip():
                 problems.append(f"{node.source_file}: empty body")
+            try:  # the author's own summaries: a well-formed list of its paragraphs (decision 0035)
+                author_summary.paragraphs_of(meta, path, len(paragraphs(body)))
+            except BookragError as exc:
+                problems.append(str(exc).replace(str(path), node.source_file, 1))
             if node.node_type == "summary" and meta.get("generator") not in ("team", "llm", "extractive"):
                 problems.append(f"{node.source_file}:1: summary without provenance (generator team, llm or extractive)")
             if node.node_type == "summary":

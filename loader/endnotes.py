@@ -6,7 +6,9 @@
 summarised, embedded and searched like a chapter), titled by the places that call it
 (loader.propose). A call whose note is missing, a note no text calls and a label given twice are
 errors that name the file and line: `raw_problems` on the raw file (`add` writes nothing then),
-`corpus_problems` on the prepared corpus (`bookrag check`).
+`corpus_problems` on the prepared corpus (`bookrag check`). The paragraph that calls a note cites
+it: `note_files` and `called_labels` give its sidecar chunk's `cites` (loader.sidecars), loaded
+into rag.citations like a summary's anchors (decision 0036).
 """
 
 from __future__ import annotations
@@ -111,6 +113,22 @@ def note_label(section_start: str | None) -> str | None:
     """The label of a manifest section that is an end note (its start is a note heading)."""
     m = NOTE_RE.match((section_start or "").strip())
     return m.group("label") if m else None
+
+
+def note_files(book: Book, tree: list[Node] | None = None) -> dict[str, str]:
+    """label -> the source.md of that end note, for a manifest with note sections ({} without)."""
+    out: dict[str, str] = {}
+    for n in tree or book_tree(book):
+        if n.node_type == "source" and n.section is not None and n.section.kind == "note":
+            label = note_label(n.section.start)
+            if label is not None:
+                out.setdefault(label, n.source_file)
+    return out
+
+
+def called_labels(text: str) -> list[str]:
+    """The labels a text calls, in order, each once: "(_B_) … (_C_)" -> ["B", "C"]."""
+    return list(dict.fromkeys(m.group("label") for m in CALL_RE.finditer(text)))
 
 
 def _body_lines(path: Path) -> tuple[list[str], int]:

@@ -21,7 +21,7 @@ from pathlib import Path
 import psycopg
 
 from bookrag.errors import BookragError, database_reason
-from loader import frontmatter
+from loader import author_summary, endnotes, frontmatter
 from loader.anchors import strip_anchors
 from loader.chunking import paragraphs
 from loader.embedding import known_models
@@ -129,9 +129,16 @@ def check(home: Path, sidecars: list[Path]) -> list[Sidecar]:
 
 
 def _check_text(home: Path, path: Path, sc: Sidecar) -> None:
-    """The chunks, joined per paragraph, are the .md's paragraphs (anchors stripped)."""
-    body = frontmatter.read(home / sc.source_file)[1]
+    """The chunks, joined per paragraph, are the .md's paragraphs (anchors stripped), and those
+    marked `kind: author_summary` are the ones its frontmatter lists as the author's summaries."""
+    meta, body = frontmatter.read(home / sc.source_file)
     paras = paragraphs(body)
+    marked = set(author_summary.paragraphs_of(meta, home / sc.source_file, len(paras)))
+    for n, c in enumerate(sc.chunks, start=2):
+        if (c.get("kind") == author_summary.KIND) != (c["paragraph"] in marked):
+            raise BookragError(f"{path}:{n}: kind {c.get('kind', 'text')!r}, but {sc.source_file} "
+                               f"{'lists' if c['paragraph'] in marked else 'does not list'} paragraph {c['paragraph']} "
+                               f"in {author_summary.FIELD}; run `bookrag sidecars {sc.source_file}`")
     if sc.manifest["node_type"] == "summary":
         paras = [strip_anchors(p) for p in paras]
     joined: dict[int, list[str]] = {}
@@ -153,14 +160,27 @@ def _ranges(numbers: list[int]) -> str:
 
 
 def _check_cites(home: Path, path: Path, sc: Sidecar) -> None:
-    """Every cited paragraph or child exists: a dangling anchor refuses the load."""
+    """Every cited paragraph or child exists: a dangling anchor refuses the load. A source
+    chunk cites exactly the end notes its text calls (loader.endnotes)."""
     cache: dict[str, int] = {}
+    notes: dict[str, str] | None = None
     for n, c in enumerate(sc.chunks, start=2):
+        if sc.manifest["node_type"] == "source" and (c.get("cites") or "(_" in c["text"]):
+            if notes is None:
+                notes = _note_files(home, sc.source_file.split("/")[1])
+            labels = endnotes.called_labels(c["text"]) if notes else []
+            cited_files = [cite["source_file"] for cite in c.get("cites") or []]
+            if cited_files != [notes.get(label) for label in labels]:
+                calls = ", ".join(f"(_{label}_)" for label in labels) or "no end note"
+                raise BookragError(f"{path}:{n}: cites {', '.join(cited_files) or 'nothing'}, but its text calls {calls}; "
+                                   f"run `bookrag sidecars {sc.source_file}`")
         for cite in c.get("cites") or []:
             cited = cite["source_file"]
             md = home / cited
             if not md.exists():
                 raise BookragError(f"{path}:{n}: cites {cited}, which does not exist (prepare the book, or fix the anchor)")
+            if sc.manifest["node_type"] == "source":
+                continue  # an end note the text calls (checked above)
             if "paragraphs" in cite:
                 if cited not in cache:
                     cache[cited] = len(paragraphs(frontmatter.read(md)[1]))
@@ -177,6 +197,12 @@ def _check_cites(home: Path, path: Path, sc: Sidecar) -> None:
             if stray:
                 raise BookragError(f"{path}:{n}: sentence {i} cites paragraph {stray[0]}, which its chunk's cites do not "
                                    "(regenerate the sidecar with `bookrag sidecars`)")
+
+
+def _note_files(home: Path, book: str) -> dict[str, str]:
+    """label -> source.md of the book's end notes ({} for a book without a manifest or notes)."""
+    toml = home / "corpus" / book / "book.toml"
+    return endnotes.note_files(load_book(toml)) if toml.exists() else {}
 
 
 def load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport:
@@ -333,7 +359,7 @@ def _fallback_orders(sidecars: list[Sidecar], orders: dict[str, int]) -> dict[st
 def _copy_rows(conn: psycopg.Connection, sc: Sidecar, order: int) -> int:
     m = sc.manifest
     cols = ("level, parent_source_file, node_type, source_file, source_file_hash, chunk_index, heading_path, "
-            "content, content_token_count, embedding_model, embedding, node_order, paragraph")
+            "content, content_token_count, embedding_model, embedding, node_order, paragraph, kind")
     with conn.cursor() as cur, cur.copy(f"COPY rag.hierarchical_content_nodes ({cols}) FROM STDIN") as copy:
         for c in sc.chunks:
             emb = c.get("embedding")
@@ -341,7 +367,7 @@ def _copy_rows(conn: psycopg.Connection, sc: Sidecar, order: int) -> int:
                 m["level"], m["parent_source_file"], m["node_type"], m["source_file"], m["source_file_hash"],
                 c["chunk_index"], m["heading_path"], c["text"], c["content_token_count"],
                 m.get("embedding_model"), None if emb is None else _vector_literal(emb),
-                order, c["paragraph"],
+                order, c["paragraph"], c.get("kind", "text"),
             ))
     cites = [(m["source_file"], c["chunk_index"], cite["source_file"], p)
              for c in sc.chunks for cite in c.get("cites") or [] for p in cite.get("paragraphs") or [None]]

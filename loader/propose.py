@@ -429,7 +429,21 @@ def render_tree(p: Proposal) -> list[str]:
         out.append(f"  2  {head:<68} line {offsets[q.file] + q.line + 1:>6}  {words:>7,} words")
         for sec in q.sections:
             out += rows("    ", sec)
-    return out
+    return out + author_summary_lines(p)
+
+
+def author_summary_lines(p: Proposal) -> list[str]:
+    """What `add` says of the author's own summaries it recognised (loader.author_summary)."""
+    from loader.importers.gutenberg import author_summaries
+
+    lines = {b.path.name: b.lines for b in p.books}
+    sections = [*p.structure.front_matter, *(x for q in p.structure.parts for x in q.sections if x.kind != "note")]
+    found = [author_summaries(lines[sec.file][sec.body:sec.end]) for sec in sections]
+    total, heads = sum(len(a) for a in found), sum(1 for a in found if a and a[0] == 1)
+    if not total:
+        return []
+    return [f"  the author's own summaries: {total} in {sum(1 for a in found if a)} sections ({heads} opening a section, "
+            f"{total - heads} after a heading inside one); each stays a paragraph of its own, marked author_summary"]
 
 
 def check_free(corpus: Path, slug: str, force: bool = False) -> None:

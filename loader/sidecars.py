@@ -5,7 +5,9 @@ Line 1 is the manifest (the spec's fields, then `chunking` and, for embedded fil
 then one line per chunk: chunk_index, content_token_count, text, paragraph (the 1-based
 paragraph of the .md it comes from), `cites` on summary chunks carrying anchors (the
 paragraphs or child nodes they cite, docs/anchors.md; the anchors themselves are stripped
-from `text`), embedding when the file is embedded, and, on an embedded chapter (level-1)
+from `text`) and on source chunks calling end notes ("(_A_)": the note's source.md, whole),
+`kind: "author_summary"` on the chunks of a paragraph that is the author's own summary (the
+source.md frontmatter's `author_summaries`; absent for the text: loader.author_summary), embedding when the file is embedded, and, on an embedded chapter (level-1)
 summary written by the team or an LLM (not extractive), `sentences`: each anchored sentence
 of the chunk without its anchors, the paragraphs it cites and its own embedding (the sentence
 branch of the search; the manifest then names `sentence_recipe`). Same .md + same settings ->
@@ -25,7 +27,7 @@ from typing import Any, Iterable
 from tqdm import tqdm
 
 from bookrag.errors import BookragError
-from loader import frontmatter
+from loader import author_summary, frontmatter
 from loader.anchors import AnchorError, anchored_sentences, find_anchors, strip_anchors
 from loader.chunking import Chunk, chunk_body
 from loader.embedding import RECIPE, Embedder, embedding_input
@@ -93,13 +95,16 @@ def _vector(v: Any) -> list[float]:
 
 def render_sidecar(manifest: dict[str, Any], chunks: list[Chunk], vectors: Any | None,
                    cites: list[list[dict[str, Any]]] | None = None,
-                   sentences: list[list[dict[str, Any]]] | None = None) -> str:
+                   sentences: list[list[dict[str, Any]]] | None = None,
+                   author_paragraphs: frozenset[int] = frozenset()) -> str:
     """The sidecar's text; `sentences[i]` are chunk i's anchored sentences, each with its
-    `embedding` already computed."""
+    `embedding` already computed; chunks of `author_paragraphs` get `"kind": "author_summary"`."""
     lines = [_dump(manifest)]
     for c in chunks:
         row: dict[str, Any] = {"chunk_index": c.index, "content_token_count": c.tokens, "text": c.text,
                                "paragraph": c.paragraph}
+        if c.paragraph in author_paragraphs:
+            row["kind"] = author_summary.KIND
         if cites and cites[c.index]:
             row["cites"] = cites[c.index]
         if vectors is not None:
@@ -128,6 +133,7 @@ class _Plan:
     embed: bool
     cites: list[list[dict[str, Any]]]
     sentences: list[list[dict[str, Any]]]  # per chunk: {text, paragraphs} (level-1 summaries, embedded)
+    author_paragraphs: frozenset[int] = frozenset()  # the author's own summaries (source.md)
 
 
 def _plan(md: Path, home: Path, max_tokens: int, embedder: Embedder | None,
@@ -169,6 +175,10 @@ def _plan(md: Path, home: Path, max_tokens: int, embedder: Embedder | None,
         raise BookragError(f"{md}: the body is empty; nothing to chunk")
     cites: list[list[dict[str, Any]]] = []
     sentences: list[list[dict[str, Any]]] = []
+    author_paragraphs: frozenset[int] = frozenset()
+    if meta["node_type"] == "source":
+        cites = _note_cites(md, home, rel, chunks, body)
+        author_paragraphs = frozenset(author_summary.paragraphs_of(meta, md, chunks[-1].paragraph))
     if meta["node_type"] == "summary":
         first_line = _body_first_line(md)
         cites = [_cites(md, home, rel, meta["level"], c, first_line, body) for c in chunks]
@@ -183,7 +193,7 @@ def _plan(md: Path, home: Path, max_tokens: int, embedder: Embedder | None,
         manifest["embedding_recipe"] = recipe
     if with_sentences:
         manifest["sentence_recipe"] = SENTENCE_RECIPE
-    return _Plan(manifest, chunks, embed, cites, sentences)
+    return _Plan(manifest, chunks, embed, cites, sentences, author_paragraphs)
 
 
 def _body_first_line(md: Path) -> int:
@@ -210,6 +220,56 @@ def _cites(md: Path, home: Path, rel: str, level: int, chunk: Chunk, first_line:
     if beyond:
         raise BookragError(f"{md}:{line}: anchor §{beyond[0]} is beyond the last child (§{len(children)})")
     return [{"source_file": children[u - 1]} for u in units]
+
+
+def _call_line(md: Path, body: str, paragraph: int, call: str) -> int:
+    """The .md line (1-based, frontmatter counted) of `call` in that paragraph of the body."""
+    number, inside, start = 0, False, 0
+    lines = body.split("\n")
+    for i, ln in enumerate(lines):
+        if ln.strip() and not inside:
+            number += 1
+            start = i
+        inside = bool(ln.strip())
+        if number == paragraph and call in ln:
+            return _body_first_line(md) + i
+    return _body_first_line(md) + start
+
+
+def _note_cites(md: Path, home: Path, rel: str, chunks: list[Chunk], body: str) -> list[list[dict[str, Any]]]:
+    """What each chunk of a source.md cites: the end notes it calls, "(_A_)" -> that note's
+    source.md, whole (loader.endnotes; decision 0036). [] for a book without note sections and
+    for the notes themselves; a call whose note the manifest lacks names the .md line."""
+    from loader import endnotes
+
+    tree = _tree(home, rel.split("/")[1])
+    notes = endnotes.note_files(_book(home, rel.split("/")[1]), tree) if tree else {}
+    if not notes or rel in notes.values():
+        return []
+    out: list[list[dict[str, Any]]] = []
+    for c in chunks:
+        labels = endnotes.called_labels(c.text)
+        missing = [label for label in labels if label not in notes]
+        if missing:
+            raise BookragError(f"{md}:{_call_line(md, body, c.paragraph, f'(_{missing[0]}_)')}: calls note (_{missing[0]}_), which the notes do not "
+                               "hold (the manifest's Notes part has no such section)")
+        out.append([{"source_file": notes[label]} for label in labels])
+    return out if any(out) else []
+
+
+def _book(home: Path, slug: str) -> Any:
+    from loader.manifest import find_book
+
+    return find_book(home / "corpus", slug)
+
+
+def _tree(home: Path, slug: str) -> list[Any]:
+    """The book's manifest tree, [] when the book has no manifest (a corpus written by hand)."""
+    from loader.manifest import book_tree
+
+    if not (home / "corpus" / slug / "book.toml").exists():
+        return []
+    return book_tree(_book(home, slug))
 
 
 def _children(home: Path, rel: str) -> list[str]:
@@ -248,7 +308,8 @@ def write_sidecars(mds: Iterable[Path], home: Path, max_tokens: int, embedder: E
                 bar.update(len(fresh) + len(fresh_sentences))
                 stats.chunks_embedded += len(fresh)
                 stats.sentences_embedded += len(fresh_sentences)
-            frontmatter.write_atomic(sidecar_path(md), render_sidecar(p.manifest, p.chunks, vectors, p.cites, sentences))
+            frontmatter.write_atomic(sidecar_path(md), render_sidecar(p.manifest, p.chunks, vectors, p.cites, sentences,
+                                                                      p.author_paragraphs))
             stats.written += 1
             stats.files.append(md)
     return stats
@@ -379,10 +440,18 @@ def _check_chunk(path: Path, n: int, obj: dict[str, Any], m: dict[str, Any] | No
     if not isinstance(para, int) or para < 1:
         raise BookragError(f"{path}:{n}: paragraph missing or not a positive integer (a sidecar from before "
                            "format 2: run `bookrag sidecars` again)")
+    kind = obj.get("kind")
+    if kind is not None and kind not in author_summary.KINDS:
+        raise BookragError(f"{path}:{n}: kind must be {author_summary.KIND!r} (the author's own summary) or absent "
+                           f"(the text), got {kind!r}")
+    if kind == author_summary.KIND and m.get("node_type") != "source":
+        raise BookragError(f"{path}:{n}: kind {kind!r} on a summary chunk; only a source.md holds the author's summaries")
     cites = obj.get("cites")
     if cites is not None:
-        if m.get("node_type") != "summary":
-            raise BookragError(f"{path}:{n}: cites on a source chunk; only summaries cite")
+        if m.get("node_type") != "summary" and (not isinstance(cites, list) or any(
+                not isinstance(c, dict) or "paragraphs" in c for c in cites)):
+            raise BookragError(f"{path}:{n}: cites on a source chunk must name whole end notes ({{source_file}} "
+                               "objects without paragraphs)")
         if not isinstance(cites, list) or not all(
                 isinstance(c, dict) and isinstance(c.get("source_file"), str)
                 and all(isinstance(p, int) and p >= 1 for p in c.get("paragraphs", [])) for c in cites):

@@ -43,8 +43,9 @@ from tqdm import tqdm
 
 from bookrag.config import Settings
 from bookrag.errors import BookragError
-from loader import frontmatter
+from loader import author_summary, frontmatter
 from loader.anchors import check_body, cited_units, strip_anchors
+from loader.anchors import sentences as anchor_split
 from loader.chunking import paragraphs, split_sentences
 from loader.manifest import Book, Node, book_tree, embed_flag
 from loader.tokens import count_tokens
@@ -76,6 +77,7 @@ class Item:
     heading: str
     text: str
     number: int | None = None  # the unit (§N) it belongs to; None: its position in the list
+    author: bool = False  # the author's own summary of the section (loader.author_summary)
 
 
 @dataclass
@@ -141,7 +143,7 @@ def render_prompt(name: str, book: Book, node: Node, inputs: list[Item], algorit
         book={"title": book.title, "author": book.author, "year": book.year, "language": book.language},
         theme=book.theme,
         node={"heading_path": node.heading_path.removesuffix(" (résumé)"), "title": node.title, "level": node.level},
-        inputs=[{"heading": i.heading, "text": i.text, "number": n} for i, n in zip(inputs, nums)],
+        inputs=[{"heading": i.heading, "text": i.text, "number": n, "author": i.author} for i, n in zip(inputs, nums)],
         algorithm=algorithm, slice=slice_, words=WORDS[node.level], units=units or max(nums, default=0),
     )
 
@@ -227,7 +229,10 @@ def job_inputs(home: Path, tree: list[Node], node: Node, algorithm: str,
     PENDING_TEXT instead of an error."""
     picked = input_nodes(tree, node, algorithm)
     if node.level == 1:
-        return [Item("", p, k) for k, p in enumerate(paragraphs(_body(home, picked[0].source_file, node.source_file)), start=1)]
+        paras = paragraphs(_body(home, picked[0].source_file, node.source_file))
+        meta = frontmatter.read(home / picked[0].source_file)[0]
+        marked = set(author_summary.paragraphs_of(meta, home / picked[0].source_file, len(paras)))
+        return [Item("", p, k, k in marked) for k, p in enumerate(paras, start=1)]
     if node.level == 2:
         return [Item(n.heading_path.split(" > ")[-1].removesuffix(" (résumé)"),
                      strip_anchors(_body(home, n.source_file, node.source_file, pending)), unit_number(tree, node, n))
@@ -238,7 +243,9 @@ def job_inputs(home: Path, tree: list[Node], node: Node, algorithm: str,
 
 
 def inputs_sha256(inputs: list[Item]) -> str:
-    return hashlib.sha256(json.dumps([[i.heading, i.text] for i in inputs], ensure_ascii=False).encode()).hexdigest()
+    """The inputs' digest; an author's summary is marked (other inputs hash as before it existed)."""
+    return hashlib.sha256(json.dumps([[i.heading, i.text, *(["author_summary"] if i.author else [])] for i in inputs],
+                                     ensure_ascii=False).encode()).hexdigest()
 
 
 def summary_meta(book: Book, node: Node, *, generator: str, model: str | None, algorithm: str,
@@ -370,15 +377,25 @@ def extractive_summary(inputs: list[Item], level: int) -> str:
     """Deterministic offline summary: the input's most central sentences (lexical centrality:
     `centrality`, TF-IDF cosine to the centroid of all; no embedding, docs/decisions/0032),
     kept in text order within a word budget, three sentences per paragraph, each anchored to the
-    unit (paragraph, child) it came from."""
-    found = [(s, n) for item, n in zip(inputs, numbers(inputs)) for p in paragraphs(item.text) for s in split_sentences(p)
-             if len(s.split()) >= 4 and not s.startswith("[^")]
-    if not found:
+    unit (paragraph, child) it came from. A section holding the author's own summaries starts
+    with their phrases, in order, each anchored to its paragraph (decision 0035); they count in
+    the budget, and the central sentences of the other paragraphs fill what is left (one at least)."""
+    units = numbers(inputs)
+    budget, own, used = EXTRACTIVE_WORDS[level], [], 0
+    for s, n in ((s, n) for item, n in zip(inputs, units) if item.author
+                 for phrase in author_summary.phrases(item.text) for _off, s in anchor_split(phrase)):
+        if own and used + len(s.split()) > budget:
+            break  # the author's phrases in order, within the budget
+        own.append(anchor_sentence(s, n))
+        used += len(s.split())
+    found = [(s, n) for item, n in zip(inputs, units) if not item.author for p in paragraphs(item.text)
+             for s in split_sentences(p) if len(s.split()) >= 4 and not s.startswith("[^")]
+    if not found and not own:
         raise RuntimeError("no sentence to extract")
     sentences = [s for s, _ in found]
-    scores = centrality(sentences)
+    scores = centrality(sentences) if sentences else []
     order = sorted(range(len(sentences)), key=lambda i: -scores[i])  # stable: ties keep text order
-    budget, used, chosen = EXTRACTIVE_WORDS[level], 0, []
+    chosen: list[int] = []
     for i in order:
         n = len(sentences[i].split())
         if used + n > budget and chosen:
@@ -388,7 +405,8 @@ def extractive_summary(inputs: list[Item], level: int) -> str:
         if used >= budget * 0.9:
             break
     picked = [anchor_sentence(*found[i]) for i in sorted(chosen)]
-    return "\n\n".join(" ".join(picked[i:i + 3]) for i in range(0, len(picked), 3))
+    blocks = [" ".join(own)] if own else []
+    return "\n\n".join(blocks + [" ".join(picked[i:i + 3]) for i in range(0, len(picked), 3)])
 
 
 # --- planning and running --------------------------------------------------------------

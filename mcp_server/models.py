@@ -20,7 +20,7 @@ class Citation(BaseModel):
 
 
 class Cites(BaseModel):
-    source_file: str = Field(description="the cited file: the section's source.md, or a child summary")
+    source_file: str = Field(description="the cited file: the section's source.md, a child summary, or the end note a paragraph calls")
     paragraphs: list[int] | None = Field(None, description="its paragraphs (§N, 1-based) the anchors name; none = the whole node")
 
 
@@ -30,7 +30,8 @@ class Chunk(BaseModel):
     node_type: str
     content: str
     tokens: int
-    cites: list[Cites] | None = Field(None, description="summaries: what this chunk's anchors cite (the book's own paragraphs)")
+    cites: list[Cites] | None = Field(None, description="summaries: what this chunk's anchors cite (the book's own paragraphs); paragraphs: the author's end notes they call")
+    kind: Literal["text", "author_summary"] | None = Field(None, description="'author_summary': the author's own summary of the section (his outline of what follows, in his words: quotable); 'text': the book's text or a summary; absent where the tool does not say")
 
 
 class Hit(Chunk):
@@ -43,7 +44,7 @@ class Hit(Chunk):
     found_by: list[int] | None = Field(None, description="with phrasings: the wordings that found this hit (0 = the query, i = phrasings[i-1])")
     phrasing_ranks: list[int] | None = Field(None, description="with phrasings: its rank in each of those wordings' searches, in found_by's order")
     parent: list[Chunk] | None = Field(None, description="the parent node's rows, when expand_parent")
-    cited: list[Chunk] | None = Field(None, description="a summary hit: the rows its anchors cite, when expand_cited")
+    cited: list[Chunk] | None = Field(None, description="when expand_cited: a summary hit's rows its anchors cite, a paragraph hit's end notes")
 
 
 class ContextChunk(Chunk):
@@ -95,6 +96,7 @@ class OutlineEntry(BaseModel):
     tokens: int
     embedded: bool
     depth: int  # 0 the book, 1 a part or front matter, 2 a chapter, 3 a chapter's section…; a text one below its summary
+    author_summaries: list[int] | None = Field(None, description="a text node's paragraphs (§N) that are the author's own summaries of what follows")
 
 
 class Outline(BaseModel):

@@ -170,7 +170,7 @@ def _chunk(r: dict[str, Any]) -> dict[str, Any]:
         "citation": {"book": r["book"], "heading_path": r["heading_path"], "source_file": r["source_file"],
                      "chunk_index": r["chunk_index"], "paragraph": r.get("paragraph"), "scholarly": r.get("scholarly"),
                      "url": r.get("url")},
-        "level": r["level"], "node_type": r["node_type"], "tokens": r["content_token_count"] or 0,
+        "level": r["level"], "node_type": r["node_type"], "tokens": r["content_token_count"] or 0, "kind": r.get("kind"),
         "content": content if len(content) <= MAX_CONTENT_CHARS else content[:MAX_CONTENT_CHARS] + "…",
     }
 
@@ -205,10 +205,11 @@ def search_tool(
         "paragraph hit's parent summary.md, or a summary hit's own), search again within it to pin the passage"))] = None,
     levels: Annotated[list[Annotated[int, Field(ge=0, le=3)]] | None, Field(min_length=1, description="0 paragraphs (the book's own words, to quote), 1 summaries of the sections holding them (a chapter, or a chapter's section when it has sections), 2 summaries of parts and of chapters that hold sections, 3 book summary; omitted: paragraphs first, summaries when no paragraph matches")] = None,
     expand_parent: Annotated[bool, Field(description="attach each hit's parent node (a paragraph's section summary, a section summary's chapter or part summary)")] = False,
-    expand_cited: Annotated[bool, Field(description="attach to each summary hit the book's paragraphs its sentences cite (quote those, not the summary)")] = False,
+    expand_cited: Annotated[bool, Field(description="attach to each summary hit the book's paragraphs its sentences cite (quote those, not the summary); to a paragraph hit, the author's end notes it calls")] = False,
     token_budget: Annotated[int | None, Field(ge=50, le=20000, description="also build a reading-order context (hits + parents) within this many tokens")] = None,
 ) -> SearchResult:
     """Search the loaded books; returns ranked passages, each with its citation (cite the paragraph: heading_path, §N).
+    A hit with kind "author_summary" is the author's own summary of its section (his outline, in his words).
 
     Send the question with `phrasings` in the author's own language: the search matches words and a small
     embedding model that pairs modern wordings poorly with 19th-century prose, and the author's words find
@@ -270,10 +271,10 @@ def get_node(
     ctx: Context,
     source_file: Annotated[str, Field(min_length=1, max_length=500, description="a citation's source_file, e.g. corpus/<book>/.../summary.md")],
 ) -> Node:
-    """A node's full text (all its chunks, in order) and metadata, by source file; a summary's chunks list the book's paragraphs their anchors cite."""
+    """A node's full text (all its chunks, in order) and metadata, by source file; a summary's chunks list the book's paragraphs their anchors cite, a paragraph that calls an end note ("(_A_)") lists that note's source_file."""
     def go(conn: psycopg.Connection) -> list[dict[str, Any]]:
-        return _rows(conn, "SELECT g.*, rag.cites(g.source_file, g.chunk_index) AS cites FROM rag.get_node(%s) g",
-                     (source_file,))
+        return _rows(conn, "SELECT g.*, rag.cites(g.source_file, g.chunk_index) AS cites, n.kind FROM rag.get_node(%s) g "
+                           "JOIN rag.hierarchical_content_nodes n ON n.id = g.id ORDER BY g.chunk_index", (source_file,))
 
     rows = with_connection(_state(ctx), go)
     if not rows:
@@ -336,12 +337,12 @@ def outline(
     ctx: Context,
     book: Annotated[str, Field(min_length=1, max_length=200, description="a book from list_books")],
 ) -> Outline:
-    """A book's table of contents: every node (book, parts, chapters, their sections, their texts) with level, depth in the tree, heading, size in tokens."""
+    """A book's table of contents: every node (book, parts, chapters, their sections, their texts) with level, depth in the tree, heading, size in tokens, and the paragraphs that are the author's own summaries."""
     rows = with_connection(_state(ctx), lambda conn: _rows(conn, "SELECT * FROM rag.outline(%s)", (book,)))
     return Outline(book=book, entries=[OutlineEntry(source_file=r["source_file"], parent_source_file=r["parent_source_file"],
                                                     level=r["level"], node_type=r["node_type"], heading_path=r["heading_path"],
-                                                    chunks=r["chunk_count"], tokens=r["tokens"], embedded=r["embedded"], depth=r["depth"])
-                                       for r in rows])
+                                                    chunks=r["chunk_count"], tokens=r["tokens"], embedded=r["embedded"], depth=r["depth"],
+                                                    author_summaries=r.get("author_summaries")) for r in rows])
 
 
 def list_books(ctx: Context) -> Books:

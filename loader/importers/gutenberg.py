@@ -10,7 +10,9 @@ Gutenberg's `--` becomes an em dash. Footnotes stay where Gutenberg puts them, r
 the paragraph they annotate, as Markdown footnote definitions (`[^12]: …`, one paragraph even
 when the note has several), and their markers become `[^12]`; transcriber markers pointing
 to end notes we skip (`[TN-A]`) are removed. The section's heading block(s) are not part of
-the body: the title lives in the frontmatter and the heading path.
+the body: the title lives in the frontmatter and the heading path. The author's own summaries
+(an indented run of phrases separated by `--` after a heading: loader.author_summary) stay
+paragraphs of their own, listed in the frontmatter's `author_summaries`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 
 from bookrag.config import Settings
 from bookrag.errors import BookragError
+from loader import author_summary
 from loader.detect import skip_blocks
 from loader.importers.base import PreparedBook, section_key, write_sources
 from loader.manifest import Book, Node, RawFile, Section, book_tree
@@ -41,6 +44,7 @@ class PreparedSection:
     node: Node  # the source.md node
     raw_lines: list[str]  # the section's body lines in the raw file (after the heading)
     paragraphs: list[str]
+    author_summaries: list[int]  # the paragraphs that are the author's own summaries (1-based)
 
 
 def raw_path(settings: Settings, book: Book, raw: RawFile, download: bool = False) -> Path:
@@ -194,15 +198,37 @@ def section_ranges(book: Book, texts: dict[str, list[str]]) -> dict[str, Range]:
 
 def to_paragraphs(lines: list[str]) -> list[str]:
     """Blank-line separated blocks, hard wraps joined; footnote blocks become `[^N]: …`."""
-    paras: list[str] = []
+    return [p for p, _raw in _blocks(lines)]
+
+
+def author_summaries(lines: list[str]) -> list[int]:
+    """The 1-based numbers of the to_paragraphs paragraphs that are the author's own summaries
+    (loader.author_summary): a summary-shaped block opening the section, or following a heading
+    in capitals (footnotes between them skipped)."""
+    out: list[int] = []
+    previous: list[str] | None = None  # the raw lines of the last block that is not a footnote
+    for number, (_text, raw) in enumerate(_blocks(lines), start=1):
+        if raw is None:
+            continue
+        if author_summary.is_summary_block(raw) and (previous is None or author_summary.is_heading_block(previous)):
+            out.append(number)
+        previous = raw
+    return out
+
+
+def _blocks(lines: list[str]) -> list[tuple[str, list[str] | None]]:
+    """(paragraph, its raw lines) for each paragraph; a footnote's raw lines are None."""
+    paras: list[tuple[str, list[str] | None]] = []
     block: list[str] = []
+    raw: list[str] = []
     note: list[str] | None = None
     depth = 0
 
     def flush() -> None:
         if block:
-            paras.append(_clean(" ".join(block)))
+            paras.append((_clean(" ".join(block)), list(raw)))
             block.clear()
+            raw.clear()
 
     for line in lines:
         s = line.strip()
@@ -216,7 +242,7 @@ def to_paragraphs(lines: list[str]) -> list[str]:
                 assert m is not None
                 body = text[m.end():]
                 body = body[:-1] if body.endswith("]") else body
-                paras.append(f"[^{m.group(1)}]: {_clean(body)}")
+                paras.append((f"[^{m.group(1)}]: {_clean(body)}", None))
                 note = None
             continue
         if NOTE_START_RE.match(s):
@@ -227,16 +253,17 @@ def to_paragraphs(lines: list[str]) -> list[str]:
                 m = NOTE_START_RE.match(s)
                 assert m is not None
                 body = s[m.end():]
-                paras.append(f"[^{m.group(1)}]: {_clean(body[:-1] if body.endswith(']') else body)}")
+                paras.append((f"[^{m.group(1)}]: {_clean(body[:-1] if body.endswith(']') else body)}", None))
             continue
         if s:
             block.append(s)
+            raw.append(line)
         else:
             flush()
     flush()
     if note is not None:
         raise BookragError(f"unterminated footnote starting {' '.join(note)[:60]!r}")
-    return [p for p in paras if p]
+    return [(p, r) for p, r in paras if p]
 
 
 def _clean(text: str) -> str:
@@ -262,12 +289,14 @@ def prepare_sections(settings: Settings, book: Book, download: bool = False) -> 
             at = f"{book.path}:{node.section.line}" if node.section and node.section.line else str(book.path)
             raise BookragError(f"{at}: section {key} has no paragraphs in {f} (lines {_h + 1}-{end}); check its start "
                                f"and end lines")
-        out.append(PreparedSection(node, raw_lines, paras))
+        out.append(PreparedSection(node, raw_lines, paras, author_summaries(raw_lines)))
     return out
 
 
 def prepare(settings: Settings, book: Book, *, download: bool = False, source: Path | None = None) -> PreparedBook:
     """Write every source.md of a Gutenberg (or plain-text) book; `source` is not used: the raw
     files are named by the manifest."""
-    return write_sources(settings, book, [(sec.node, "\n\n".join(sec.paragraphs))
-                                          for sec in prepare_sections(settings, book, download)])
+    sections = prepare_sections(settings, book, download)
+    return write_sources(settings, book, [(sec.node, "\n\n".join(sec.paragraphs)) for sec in sections],
+                         {sec.node.source_file: {author_summary.FIELD: sec.author_summaries}
+                          for sec in sections if sec.author_summaries})

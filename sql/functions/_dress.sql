@@ -6,10 +6,10 @@ CREATE OR REPLACE FUNCTION rag._dress(
 LANGUAGE sql STABLE
 AS $$
 /*
-Returns p_hits in rank order with cites filled (what a summary hit's anchors cite; '[]' for a
-paragraph), parent when p_expand has 'parent' (the parent node's rows, JSON, '[]' without one)
+Returns p_hits in rank order with cites filled (rag.cites: what a summary hit's anchors cite,
+the end notes a paragraph calls), parent when p_expand has 'parent' (the parent node's rows, JSON, '[]' without one)
 and cited when it has 'cited' (rag.get_citations, JSON); the other columns as given.
-Cost: a lookup per summary hit, per distinct parent ('parent'), per hit ('cited').
+Cost: a lookup per hit, per distinct parent ('parent'), per hit ('cited').
 */
     WITH h AS (
         SELECT * FROM unnest(p_hits)
@@ -21,11 +21,12 @@ Cost: a lookup per summary hit, per distinct parent ('parent'), per hit ('cited'
     SELECT h.id, h.source_file, h.chunk_index, h.level, h.node_type, h.heading_path, h.parent_source_file,
            h.content, h.content_token_count, h.book, h.node_order, h.paragraph, h.score, h.rank, h.bm25_rank,
            h.bm25_score, h.vector_rank, h.vector_score, h.section_score, h.sentence_rank, h.sentence_score,
-           CASE WHEN h.level = 0 THEN '[]'::json ELSE rag.cites(h.source_file, h.chunk_index) END,
+           rag.cites(h.source_file, h.chunk_index),
            CASE WHEN 'parent' = ANY(p_expand) THEN coalesce(parents.rows, '[]'::json) END,
            CASE WHEN 'cited' = ANY(p_expand) THEN
                (SELECT coalesce(json_agg(row_to_json(g) ORDER BY g.node_order, g.chunk_index), '[]'::json)
-                FROM rag.get_citations(h.source_file, h.chunk_index) g) END
+                FROM rag.get_citations(h.source_file, h.chunk_index) g) END,
+           h.kind
     FROM h LEFT JOIN parents ON parents.file = h.parent_source_file
     ORDER BY h.rank;
 $$;

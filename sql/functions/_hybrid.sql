@@ -49,7 +49,7 @@ BEGIN
     SELECT n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
            n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph,
            top.score, (row_number() OVER (ORDER BY top.score DESC, top.rank))::int,
-           top.br, top.bs, top.vr, top.vs, top.cs, NULL::int, NULL::float8, NULL::json, NULL::json, NULL::json
+           top.br, top.bs, top.vr, top.vs, top.cs, NULL::int, NULL::float8, NULL::json, NULL::json, NULL::json, n.kind
     FROM top JOIN rag.hierarchical_content_nodes n ON n.id = top.id
     ORDER BY top.score DESC, top.rank;
 END

@@ -87,7 +87,7 @@ BEGIN
         SELECT u.w, ROW(n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
                n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph,
                u.s, u.r, u.r, u.s, NULL::int, NULL::float8,
-               NULL::float8, NULL::int, NULL::float8, NULL::json, NULL::json, NULL::json)::rag.search_hit
+               NULL::float8, NULL::int, NULL::float8, NULL::json, NULL::json, NULL::json, n.kind)::rag.search_hit
         FROM unnest(b_of, b_all) AS u(w, id, s, r, lvl, sf, pf)
         JOIN rag.hierarchical_content_nodes n ON n.id = u.id
         ORDER BY u.w, u.r;
@@ -104,7 +104,7 @@ BEGIN
             SELECT w, ROW(n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
                    n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph,
                    c.s, c.r, NULL::int, NULL::float8, c.r, c.s,
-                   NULL::float8, NULL::int, NULL::float8, NULL::json, NULL::json, NULL::json)::rag.search_hit
+                   NULL::float8, NULL::int, NULL::float8, NULL::json, NULL::json, NULL::json, n.kind)::rag.search_hit
             FROM rag._knn(v_model, p_vectors[w], p_k, p_book, p_levels, v_ids) c
             JOIN rag.hierarchical_content_nodes n ON n.id = c.id
             ORDER BY c.r;

@@ -39,7 +39,7 @@ BEGIN
         SELECT c.*, para.sim FROM para
         CROSS JOIN LATERAL (
             SELECT n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
-                   n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph,
+                   n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph, n.kind,
                    CASE WHEN n.embedding_model = p_model THEN 1 - (n.embedding <=> p_vector) END AS own
             FROM rag.hierarchical_content_nodes n
             WHERE n.source_file = para.f AND n.paragraph = para.n AND n.level = 0
@@ -51,7 +51,7 @@ BEGIN
     SELECT t.id, t.source_file, t.chunk_index, t.level, t.node_type, t.heading_path,
            t.parent_source_file, t.content, t.content_token_count, t.book, t.node_order, t.paragraph,
            t.sim, t.r, NULL::int, NULL::float8, NULL::int, NULL::float8, NULL::float8, t.r, t.sim,
-           NULL::json, NULL::json, NULL::json
+           NULL::json, NULL::json, NULL::json, t.kind
     FROM top t WHERE t.r <= p_k ORDER BY t.r;
 END
 $$;

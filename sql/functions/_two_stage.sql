@@ -105,7 +105,7 @@ BEGIN
         )
         SELECT w, ROW(n.id, n.source_file, n.chunk_index, n.level, n.node_type, n.heading_path,
                n.parent_source_file, n.content, n.content_token_count, n.book, n.node_order, n.paragraph,
-               x.final, x.r, x.br, x.bs, x.vr, x.vs, x.sc, NULL::int, NULL::float8, NULL::json, NULL::json, NULL::json)::rag.search_hit
+               x.final, x.r, x.br, x.bs, x.vr, x.vs, x.sc, NULL::int, NULL::float8, NULL::json, NULL::json, NULL::json, n.kind)::rag.search_hit
         FROM best x JOIN rag.hierarchical_content_nodes n ON n.id = x.id
         ORDER BY x.r;
     END LOOP;

@@ -1,4 +1,4 @@
--- rag.cites: what one summary chunk's anchors cite, compactly, as JSON.
+-- rag.cites: what one chunk cites (a summary's anchors, a paragraph's end-note calls), as JSON.
 CREATE OR REPLACE FUNCTION rag.cites(
     p_source_file TEXT,
     p_chunk_index INT
@@ -9,8 +9,9 @@ AS $$
 Returns [{source_file, paragraphs}] for the chunk (p_source_file, p_chunk_index), one object per
 cited file in path order: a chapter summary's chunk cites paragraphs of its section's source.md
 (paragraphs sorted, [§12–14] expanded), a part or book summary's chunk cites child summaries
-whole (paragraphs null). '[]' for a chunk without anchors or a source paragraph. rag.search
-fills its `cites` column with it; the MCP get_node tool shows it per chunk. Rows themselves:
+whole (paragraphs null), a source paragraph the end notes it calls, "(_A_)", whole (paragraphs
+null). '[]' for a chunk that cites nothing. rag.search fills its `cites` column with it; the MCP
+get_node tool shows it per chunk. Rows themselves:
 rag.get_citations. A SQL function the caller's statement inlines.
 Cost: one index scan of rag.citations (its primary key order) per call.
 */

@@ -1,4 +1,4 @@
--- rag.get_citations: what a summary cites (its anchors): the book's own paragraphs behind it.
+-- rag.get_citations: what a chunk cites: a summary's paragraphs, a paragraph's end notes.
 CREATE OR REPLACE FUNCTION rag.get_citations(
     p_source_file TEXT,
     p_chunk_index INT DEFAULT NULL
@@ -23,13 +23,14 @@ AS $$
 Returns the rows cited by the anchors ([§12–14], docs/anchors.md) of one summary chunk, or of
 every chunk of the summary when p_chunk_index is NULL: for a chapter summary, the chunks of the
 cited paragraphs of its source.md (every chunk of a paragraph split in several); for a part or
-book summary, every row of each cited child summary. Ordered by citing chunk, then reading
+book summary, every row of each cited child summary; for a paragraph (level 0) that calls end
+notes, every row of each note. Ordered by citing chunk, then reading
 order; a row cited twice by one chunk appears once. citing_chunk_index says which chunk of
 p_source_file cites the row.
 Parameters:
-  p_source_file  the summary (a citation's source_file). Required; unknown -> error.
+  p_source_file  the citing node (a summary, or a source.md). Required; unknown -> error.
   p_chunk_index  one chunk of it, 0..chunk_count-1, or NULL for all (default).
-Edge cases: a source.md (level 0) or a summary without anchors cites nothing -> no rows.
+Edge cases: a summary without anchors, a paragraph calling no note -> no rows.
 Cost: index lookups on rag.citations and (source_file, paragraph); < 1 ms for a chapter.
 */
 DECLARE

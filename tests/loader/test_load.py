@@ -104,7 +104,9 @@ BAD_SIDECARS = [
     ("paragraph numbers edited", lambda p: edit_json(p, 3, paragraph=4),
      f"{ROUTES_SC}:1: its chunks cover paragraphs 1-4 but {ROUTES} has 3; run `bookrag sidecars {ROUTES}`"),
     ("cites on a source chunk", lambda p: edit_json(p, 1, cites=[{"source_file": ROUTES}]),
-     f"{ROUTES_SC}:2: cites on a source chunk; only summaries cite"),
+     f"{ROUTES_SC}:2: cites {ROUTES}, but its text calls no end note; run `bookrag sidecars {ROUTES}`"),
+    ("a source chunk citing paragraphs", lambda p: edit_json(p, 1, cites=[{"source_file": ROUTES, "paragraphs": [1]}]),
+     f"{ROUTES_SC}:2: cites on a source chunk must name whole end notes ({{source_file}} objects without paragraphs)"),
     ("invalid UTF-8", lambda p: p.write_bytes(p.read_bytes().replace("charrette".encode(), b"charr\xffette", 1)),
      f"{ROUTES_SC}:2: not valid UTF-8 (byte 0xff); regenerate it with `bookrag sidecars`"),
 ]

@@ -136,7 +136,7 @@ def test_search_expands_parents_and_citations_in_sql(corpus, e5):
     q = "la monnaie et l'impôt"
     hits = corpus.execute(SEARCH, {"q": q, "v": e5.query(q), "x": ["parent", "cited"]}).fetchall()
     cols = [d.name for d in corpus.execute(SEARCH, {"q": q, "v": e5.query(q), "x": None}).description]
-    assert cols[-3:] == ["cites", "parent", "cited"]
+    assert cols[-4:] == ["cites", "parent", "cited", "kind"]
     h = [dict(zip(cols, r)) for r in hits]
     assert any(x["cited"] for x in h), "the fixture's anchored summaries should cite paragraphs"
     for x in h:
@@ -150,7 +150,7 @@ def test_search_expands_parents_and_citations_in_sql(corpus, e5):
         assert [(c["source_file"], c["paragraphs"]) for c in x["cites"]] == [tuple(f) for f in files]
     plain = corpus.execute(SEARCH, {"q": q, "v": e5.query(q), "x": None}).fetchall()
     assert [r[0] for r in plain] == [x["id"] for x in h]  # same hits, same order
-    assert all(r[-2] is None and r[-1] is None for r in plain)
+    assert all(r[-3] is None and r[-2] is None and r[-1] == "text" for r in plain)  # no expansion; the fixture's text
 
 
 def test_build_context_is_search_then_pack_context(corpus, e5):
