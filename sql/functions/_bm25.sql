@@ -13,9 +13,8 @@ AS $$
 Returns, for each p_queries[wording], the p_n rows best matching it (pg_search BM25, French
 stemming, any term: |||; never parsed) as rag.candidate: s the score, r 1..p_n (ties by id, the
 cut included); filters p_book, p_levels, p_ids, p_parents (NULL for none). Rows by wording, then r.
-Cost: one statement, one top-N scan per wording. Planned at each call with the limit and the
-filters written in: pg_search then runs its top-N scan and pushes the filters down (a cached
-generic plan, the limit a parameter, read and sorted every match).
+Cost: one statement, one top-N scan per wording; planned at each call, the limit and filters
+written in, so pg_search pushes both into its scan (decision 37).
 */
 BEGIN
     RETURN QUERY EXECUTE format(
