@@ -6,7 +6,7 @@ Measures p50/p95 latency (ms) of these statements:
   bm25 statement, vector statement   the same two index scans as plain statements (the node's
                  columns and the score, k rows): what the two scans cost without a function's
                  checks and wrappers (prepared by the client, so their plans are cached)
-  sentences      SELECT * FROM rag._sentences(model, e, k, NULL, NULL)  (the sentence branch, as the default runs it)
+  sentences      SELECT * FROM rag._sentences(model, ARRAY[e], k, NULL, NULL)  (the sentence branch, as the default runs it)
   hybrid-rrf     rag.search(q, e, 'hybrid', k) with p_tuning RRF, equal weights, no chapter term,
                  pools of 100, no sentence branch (the default until migration 0006)
   default        SELECT * FROM rag.search(q, e, p_k => k)  (mode auto: two-stage here)
@@ -76,7 +76,7 @@ DIM = 384
 STATEMENTS: dict[str, str] = {
     "bm25": "SELECT * FROM rag.search(%(q)s, NULL, 'bm25', %(k)s)",
     "vector": "SELECT * FROM rag.search(NULL, %(e)s, 'vector', %(k)s)",
-    "sentences": "SELECT * FROM rag._sentences(%(m)s, %(e)s, %(k)s, NULL, NULL)",
+    "sentences": "SELECT * FROM rag._sentences(%(m)s, ARRAY[%(e)s::vector], %(k)s, NULL, NULL)",
     "hybrid-rrf": ("SELECT * FROM rag.search(%(q)s, %(e)s, 'hybrid', %(k)s, p_tuning => '{\"fusion\": \"rrf\", "
                    "\"bm25_weight\": 1, \"vector_weight\": 1, \"chapter_weight\": 0, \"hybrid_pool\": 100, "
                    "\"sentence_every\": 0}')"),

@@ -27,7 +27,7 @@ In two-stage and hybrid, with a vector and paragraphs allowed, the sentence bran
 (rag._sentences) takes its places (rag._interleave). Raises invalid_parameter_value naming the
 value (mode, query, k, book, levels, expand, query model or vector length, a setting, within).
 Parallel query and sequential scans off; rag._set_hnsw's settings restored on return.
-Cost: the mode's scans per wording, BM25's in one statement for all (rag._bm25).
+Cost: the mode's scans per wording; BM25's (rag._bm25) and the sentence branch's in one statement each.
 */
 DECLARE
     v_n     INT := cardinality(p_queries);
@@ -40,6 +40,9 @@ DECLARE
     f_of    INT[];
     f_all   rag.search_hit[];
     f_rows  rag.search_hit[];
+    v_sent  BOOLEAN;
+    s_of    INT[];
+    s_all   rag.search_hit[];
 BEGIN
     IF p_mode IS NULL OR p_mode NOT IN ('auto', 'hybrid', 'two-stage', 'bm25', 'vector') THEN
         RAISE EXCEPTION 'mode must be auto, hybrid, two-stage, bm25 or vector, got "%"', p_mode
@@ -115,6 +118,11 @@ BEGIN
         SELECT array_agg(t.wording ORDER BY t.wording, (t.hit).rank), array_agg(t.hit ORDER BY t.wording, (t.hit).rank)
         INTO f_of, f_all FROM rag._two_stage(p_queries, p_vectors, v_model, p_k, p_book, v_ids, p) t;
     END IF;
+    v_sent := p.sentence_every > 0 AND p.sentence_after < p_k AND v_model IS NOT NULL AND 0 = ANY(coalesce(p_levels, ARRAY[0]));
+    IF v_sent THEN
+        SELECT array_agg(s.wording ORDER BY s.wording, (s.hit).rank), array_agg(s.hit ORDER BY s.wording, (s.hit).rank)
+        INTO s_of, s_all FROM rag._sentences(v_model, p_vectors, p_k, p_book, v_ids) s;
+    END IF;
     FOR w IN 1..v_n LOOP
         f_rows := ARRAY(SELECT f_all[j] FROM generate_subscripts(f_of, 1) j WHERE f_of[j] = w ORDER BY j);
         IF v_mode = 'hybrid' OR (p_mode = 'auto' AND cardinality(f_rows) = 0) THEN
@@ -123,11 +131,10 @@ BEGIN
             f_rows := ARRAY(SELECT h FROM rag._hybrid(p_queries[w], p_vectors[w], v_model, p_k, p_book, p_levels, v_ids, p) h
                             ORDER BY h.rank);
         END IF;
-        IF p.sentence_every = 0 OR p.sentence_after >= p_k OR v_model IS NULL OR p_vectors[w] IS NULL
-           OR NOT 0 = ANY(coalesce(p_levels, ARRAY[0])) THEN
+        IF NOT v_sent OR p_vectors[w] IS NULL THEN
             RETURN QUERY SELECT w, h FROM unnest(f_rows) h;
         ELSE
-            RETURN QUERY SELECT w, i FROM rag._interleave(f_rows, ARRAY(SELECT s FROM rag._sentences(v_model, p_vectors[w], p_k, p_book, v_ids) s),
+            RETURN QUERY SELECT w, i FROM rag._interleave(f_rows, ARRAY(SELECT s_all[j] FROM generate_subscripts(s_of, 1) j WHERE s_of[j] = w ORDER BY j),
                                                           p.sentence_after, p.sentence_every, p_k) i;
         END IF;
     END LOOP;

@@ -19,14 +19,14 @@ QUERY = "Pourquoi la spécialisation des artisans rend-elle le village plus rich
 def test_a_paragraph_is_found_through_the_sentence_that_cites_it(corpus, e5):
     v = e5.query(QUERY)
     hits = corpus.execute("SELECT source_file, level, rank, score, sentence_rank, sentence_score, bm25_rank, vector_rank "
-                          "FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 4, NULL, NULL)", (v,)).fetchall()
+                          "FROM (SELECT (x.hit).* FROM rag._sentences((SELECT model FROM rag.embedding_models), ARRAY[%s::vector], 4, NULL, NULL) x)", (v,)).fetchall()
     # the boulanger summary's sentence cites its paragraphs 2 and 3: both come first, level-0 rows
     assert [h[0] for h in hits[:2]] == [BOULANGER, BOULANGER]
     assert all(h[1] == 0 for h in hits)
     assert [h[2] for h in hits] == [h[4] for h in hits] == list(range(1, len(hits) + 1))
     assert all(h[3] == h[5] for h in hits) and hits[0][5] >= hits[-1][5]
     assert all(h[6] is None and h[7] is None for h in hits)
-    paragraphs = corpus.execute("SELECT n.paragraph FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 2, NULL, NULL) s "
+    paragraphs = corpus.execute("SELECT n.paragraph FROM (SELECT (x.hit).* FROM rag._sentences((SELECT model FROM rag.embedding_models), ARRAY[%s::vector], 2, NULL, NULL) x) s "
                                 "JOIN rag.hierarchical_content_nodes n ON n.id = s.id", (v,)).fetchall()
     assert sorted(p for (p,) in paragraphs) == [2, 3]
 
@@ -38,7 +38,7 @@ def test_a_tie_at_the_cut_goes_to_the_paragraph_closest_to_the_query(corpus, e5)
     closest = corpus.execute("SELECT paragraph FROM rag.hierarchical_content_nodes WHERE source_file = %s "
                              "AND paragraph IN (2, 3) ORDER BY embedding <=> %s LIMIT 1", (BOULANGER, v)).fetchone()[0]
     for k in (1, 2):
-        rows = corpus.execute("SELECT n.source_file, n.paragraph, s.sentence_score FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, %s, NULL, NULL) s "
+        rows = corpus.execute("SELECT n.source_file, n.paragraph, s.sentence_score FROM (SELECT (x.hit).* FROM rag._sentences((SELECT model FROM rag.embedding_models), ARRAY[%s::vector], %s, NULL, NULL) x) s "
                               "JOIN rag.hierarchical_content_nodes n ON n.id = s.id ORDER BY s.rank", (v, k)).fetchall()
         assert rows[0][:2] == (BOULANGER, closest)
         assert len(rows) == k and rows[-1][2] == pytest.approx(rows[0][2])
@@ -48,7 +48,7 @@ def test_sentence_scores_are_the_best_citing_sentence_similarity(corpus, e5):
     v = e5.query(QUERY)
     before = corpus.execute("SELECT max(1 - (embedding <=> %s)) FROM rag.sentences WHERE cited_source_file = %s "
                             "AND 2 = ANY(cited_paragraphs)", (v, BOULANGER)).fetchone()[0]
-    top = corpus.execute("SELECT sentence_score FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 1, NULL, NULL)", (v,)).fetchone()[0]
+    top = corpus.execute("SELECT sentence_score FROM (SELECT (x.hit).* FROM rag._sentences((SELECT model FROM rag.embedding_models), ARRAY[%s::vector], 1, NULL, NULL) x)", (v,)).fetchone()[0]
     assert top == pytest.approx(before)
     # a second sentence citing the routes' paragraph 3 alone, worded as the query: it now leads,
     # with its own similarity (1), and the paragraph's other citing sentence does not lower it
@@ -56,7 +56,7 @@ def test_sentence_scores_are_the_best_citing_sentence_similarity(corpus, e5):
                    "cited_paragraphs, embedding_model, embedding) SELECT source_file, chunk_index, 1, %s, "
                    "cited_source_file, '{3}', embedding_model, %s FROM rag.sentences WHERE cited_source_file = %s",
                    (QUERY, v, ROUTES))
-    top = corpus.execute("SELECT s.sentence_score, n.source_file, n.paragraph FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 1, NULL, NULL) s "
+    top = corpus.execute("SELECT s.sentence_score, n.source_file, n.paragraph FROM (SELECT (x.hit).* FROM rag._sentences((SELECT model FROM rag.embedding_models), ARRAY[%s::vector], 1, NULL, NULL) x) s "
                          "JOIN rag.hierarchical_content_nodes n ON n.id = s.id", (v,)).fetchone()
     assert top[0] == pytest.approx(1.0, abs=1e-6) and top[1:] == (ROUTES, 3)
 
@@ -73,13 +73,13 @@ def test_the_sentences_are_searched_through_their_hnsw_index(corpus, e5):
     v = e5.query(QUERY)
     corpus.execute("SET enable_seqscan = off")  # as rag._search_hits runs it
     before = scans(hnsw)
-    assert corpus.execute("SELECT count(*) FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 3, NULL, NULL)", (v,)).fetchone()[0] == 3
+    assert corpus.execute("SELECT count(*) FROM (SELECT (x.hit).* FROM rag._sentences((SELECT model FROM rag.embedding_models), ARRAY[%s::vector], 3, NULL, NULL) x)", (v,)).fetchone()[0] == 3
     after_all = scans(hnsw)
     assert after_all > before
-    corpus.execute("SELECT * FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 3, %s, NULL)", (v, BOOK)).fetchall()
+    corpus.execute("SELECT * FROM (SELECT (x.hit).* FROM rag._sentences((SELECT model FROM rag.embedding_models), ARRAY[%s::vector], 3, %s, NULL) x)", (v, BOOK)).fetchall()
     assert scans(hnsw) > after_all
     hnsw_before, cited_before = scans(hnsw), scans("rag.sentences_cited_idx")
-    top = corpus.execute("SELECT sentence_score FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 3, %s, rag._subtree_ids(%s))",
+    top = corpus.execute("SELECT sentence_score FROM (SELECT (x.hit).* FROM rag._sentences((SELECT model FROM rag.embedding_models), ARRAY[%s::vector], 3, %s, rag._subtree_ids(%s)) x)",
                          (v, BOOK, ROUTES.replace("source.md", "summary.md"))).fetchone()[0]
     assert scans(hnsw) == hnsw_before and scans("rag.sentences_cited_idx") > cited_before
     exact = corpus.execute("SELECT max(1 - (embedding <=> %s)) FROM rag.sentences WHERE cited_source_file = %s",
@@ -101,7 +101,7 @@ def test_the_sentences_index_is_half_precision_and_replaces_the_old_one(corpus, 
     assert list(indexes) == [f"sent_halfvec_{tag}"]
     assert f"halfvec({dim})" in indexes[f"sent_halfvec_{tag}"] and "halfvec_cosine_ops" in indexes[f"sent_halfvec_{tag}"]
     v = e5.query(QUERY)
-    got = corpus.execute("SELECT n.source_file, n.paragraph, s.sentence_score FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 3, NULL, NULL) s "
+    got = corpus.execute("SELECT n.source_file, n.paragraph, s.sentence_score FROM (SELECT (x.hit).* FROM rag._sentences((SELECT model FROM rag.embedding_models), ARRAY[%s::vector], 3, NULL, NULL) x) s "
                          "JOIN rag.hierarchical_content_nodes n ON n.id = s.id ORDER BY s.rank", (v,)).fetchall()
     exact = dict(((f, n), sim) for f, n, sim in corpus.execute(
         "SELECT st.cited_source_file, p.n, max(1 - (st.embedding <=> %s)) FROM rag.sentences st, "
@@ -128,7 +128,7 @@ def test_the_default_search_scans_the_sentences_halfvec_index(corpus, e5):
 
 def test_filters_book_and_within(corpus, e5):
     v = e5.query(QUERY)
-    inside = corpus.execute("SELECT DISTINCT source_file FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 10, NULL, rag._subtree_ids(%s))",
+    inside = corpus.execute("SELECT DISTINCT source_file FROM (SELECT (x.hit).* FROM rag._sentences((SELECT model FROM rag.embedding_models), ARRAY[%s::vector], 10, NULL, rag._subtree_ids(%s)) x)",
                             (v, ROUTES.replace("source.md", "summary.md"))).fetchall()
     assert inside == [(ROUTES,)]
 
@@ -181,7 +181,7 @@ def test_the_sentence_branch_takes_its_places_after_n_then_one_in_every_m(corpus
     v = e5.query(QUERY)
     fused = [r[0] for r in corpus.execute(f"SELECT id FROM {MODE_LISTS[mode]}", (QUERY, v, within))]
     assert [i for (i, _) in ids(corpus, v, mode, sentence_every=0, within=within)] == fused
-    branch = [r[0] for r in corpus.execute("SELECT id FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 12, NULL, rag._subtree_ids(%s))", (v, within))]
+    branch = [r[0] for r in corpus.execute("SELECT id FROM (SELECT (x.hit).* FROM rag._sentences((SELECT model FROM rag.embedding_models), ARRAY[%s::vector], 12, NULL, rag._subtree_ids(%s)) x)", (v, within))]
     expected, from_branch = expected_merge(corpus, fused, branch, after, every)
     assert from_branch, "the branch must place at least one paragraph"
     merged = ids(corpus, v, mode, sentence_after=after, sentence_every=every, within=within)
@@ -199,7 +199,7 @@ def test_a_paragraph_both_lists_hold_takes_the_better_of_its_two_places(corpus, 
     # branch given the first place, it moves up there and is not listed twice
     v = e5.query(QUERY)
     fused = [paragraph(corpus, r[0]) for r in corpus.execute("SELECT id FROM rag.search(%s, %s, 'hybrid', 6, p_tuning => '{\"sentence_every\": 0}')", (QUERY, v))]
-    best = paragraph(corpus, corpus.execute("SELECT id FROM rag._sentences((SELECT model FROM rag.embedding_models), %s, 1, NULL, NULL)", (v,)).fetchone()[0])
+    best = paragraph(corpus, corpus.execute("SELECT id FROM (SELECT (x.hit).* FROM rag._sentences((SELECT model FROM rag.embedding_models), ARRAY[%s::vector], 1, NULL, NULL) x)", (v,)).fetchone()[0])
     assert best in fused[1:], "the fixture query's best cited paragraph must be in the fused list, not first"
     merged = [paragraph(corpus, i) for (i, _) in ids(corpus, v, sentence_after=0, sentence_every=2)]
     assert merged[0] == best and merged.count(best) == 1
@@ -282,3 +282,19 @@ def test_two_stage_takes_the_branch_by_default(corpus, e5):
     assert any(r is not None for (_, r) in default)
     sections_only = [r[0] for r in corpus.execute("SELECT id FROM rag.search(%s, %s, 'two-stage', 6, p_tuning => '{\"sentence_every\": 0}')", (QUERY, v))]
     assert [i for (i, _) in ids(corpus, v, "two-stage", sentence_every=0)] == sections_only != [i for (i, _) in default]
+
+
+@pytest.mark.parametrize("within", [None, f"{C}/premiere-partie/summary.md"])
+def test_several_vectors_in_one_call_give_each_its_own_rows(corpus, e5, within):
+    # rag._search_hits sends every wording's vector in one call: each gets exactly the rows a
+    # call with its vector alone returns, a NULL vector none
+    vectors = [e5.query(QUERY), None, e5.query("Les routes et le commerce entre les villages"),
+               e5.query("le prix du pain")]
+    call = ("SELECT x.wording, (x.hit).id, (x.hit).rank, (x.hit).sentence_score FROM rag._sentences("
+            "(SELECT model FROM rag.embedding_models), %s::vector[], 5, NULL, rag._subtree_ids(%s)) x")
+    together = corpus.execute(call, (vectors, within)).fetchall()
+    assert together, "the sentence branch found nothing"
+    for w, v in enumerate(vectors, start=1):
+        alone = [] if v is None else [(w, *r[1:]) for r in corpus.execute(call, ([v], within)).fetchall()]
+        assert [r for r in together if r[0] == w] == alone
+    assert not [r for r in together if r[0] == 2]
