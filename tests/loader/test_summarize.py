@@ -538,7 +538,18 @@ def test_truncated_answer_is_not_written(book_home: Path, server: FakeOpenAI) ->
 
 # --- 9. atomic writes and Ctrl-C ----------------------------------------------------------
 
-def test_ctrl_c_during_the_second_generation(book_home: Path, server: FakeOpenAI) -> None:
+@pytest.fixture
+def sigint_raises() -> Iterator[None]:
+    # What a terminal gives Python: SIGINT raises KeyboardInterrupt. A test runner started as a
+    # background job without job control inherits SIGINT ignored, and the Ctrl-C would vanish.
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def test_ctrl_c_during_the_second_generation(book_home: Path, server: FakeOpenAI, sigint_raises: None) -> None:
     before = snapshot(book_home)
     main = threading.main_thread().ident
 
@@ -558,7 +569,7 @@ def test_ctrl_c_during_the_second_generation(book_home: Path, server: FakeOpenAI
 
 
 def test_ctrl_c_during_a_write_lets_it_finish_then_stops(book_home: Path, server: FakeOpenAI,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+                                                        monkeypatch: pytest.MonkeyPatch, sigint_raises: None) -> None:
     before = snapshot(book_home)
     real = frontmatter.write_atomic
 
