@@ -68,6 +68,20 @@ def _segment(segment: str) -> str:
     return _part(segment) or f"« {segment} »"
 
 
+#: A chapter's text before its first section becomes a leading section titled "<chapter> (début)"
+#: (decision 34); its citation says "début" rather than repeat the chapter's title.
+START_SUFFIX = " (début)"
+_START = "début"
+
+
+def _leads(parent: str, segment: str) -> bool:
+    if not segment.endswith(START_SUFFIX):
+        return False
+    title = segment[: -len(START_SUFFIX)]
+    chapter = CHAPTER.match(parent)
+    return title == parent or bool(chapter and title in (chapter.group(2), f"Chapitre {chapter.group(1)}"))
+
+
 def scholarly(meta: BookMeta | None, heading_path: str | None, paragraph: int | None, node_type: str = "source") -> str:
     """The citation of one row. A summary (written by the project, not the author) says so:
     its § is the summary's own paragraph, not the book's."""
@@ -82,7 +96,9 @@ def scholarly(meta: BookMeta | None, heading_path: str | None, paragraph: int | 
         head = f"{surname(meta.author)}, {head}"
     if meta and meta.year:
         head += f" ({meta.year})"
-    parts = [head, *(_segment(s) for s in segments[1:])]
+    parts = [head]
+    for prev, seg in zip(segments, segments[1:]):
+        parts.append(_START if _leads(prev, seg) else _segment(seg))
     if is_summary:
         parts.append("résumé")
     if paragraph:

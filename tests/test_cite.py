@@ -36,6 +36,16 @@ LIST = BookMeta("Friedrich List", "Système national d'économie politique", 185
     (LIST, "Système national d'économie politique > Livre deuxième > Chapitre III (La division nationale du travail)", 5,
      "source", "List, *Système national d'économie politique* (1857), livre II, ch. III, « La division nationale du travail », § 5"),
     (None, "Essai sur les routes > Chapitre I (Le pont)", None, "source", "*Essai sur les routes*, ch. I, « Le pont »"),
+    # a chapter's text before its first section: "début", not the chapter's title again
+    (TOCQUEVILLE, "De la démocratie en Amérique > Deuxième partie > Des partis aux États-Unis > "
+     "Des partis aux États-Unis (début)", 3, "source",
+     "Tocqueville, *De la démocratie en Amérique* (1840), 2e partie, « Des partis aux États-Unis », début, § 3"),
+    (LIST, "Système national d'économie politique > Livre deuxième > Chapitre III (La division nationale du travail) > "
+     "La division nationale du travail (début)", 2, "source",
+     "List, *Système national d'économie politique* (1857), livre II, ch. III, « La division nationale du travail », début, § 2"),
+    # a section whose own title ends so, under another chapter, keeps its title
+    (TOCQUEVILLE, "De la démocratie en Amérique > Des partis > Le jury (début)", 1, "source",
+     "Tocqueville, *De la démocratie en Amérique* (1840), « Des partis », « Le jury (début) », § 1"),
 ])
 def test_the_rule(meta, heading, paragraph, node_type, expected):
     assert scholarly(meta, heading, paragraph, node_type) == expected
