@@ -136,10 +136,12 @@ def numbers(inputs: list[Item]) -> list[int]:
 
 
 def render_prompt(name: str, book: Book, node: Node, inputs: list[Item], algorithm: str,
-                  slice_: dict | None = None, units: int | None = None) -> str:
-    """A prompt; `units` is how many units the whole node has (default: the inputs' last number)."""
+                  slice_: dict | None = None, units: int | None = None, outline: list[Item] | None = None) -> str:
+    """A prompt; `units` is how many units the whole node has (default: the inputs' last number);
+    `outline`: the author's own summaries of the node (merge.md.j2: its inputs are partial summaries)."""
     nums = numbers(inputs)
     return _env().get_template(name).render(
+        outline=[{"number": i.number, "text": i.text} for i in outline or []],
         book={"title": book.title, "author": book.author, "year": book.year, "language": book.language},
         theme=book.theme,
         node={"heading_path": node.heading_path.removesuffix(" (résumé)"), "title": node.title, "level": node.level},
@@ -533,7 +535,8 @@ def generate(job: Job, book: Book, alg: str, llm: LLM | None, report: SummarizeR
     for k, group in enumerate(groups, start=1):
         prompt = render_prompt(job.template, book, job.node, group, alg, {"index": k, "count": len(groups)}, job.units)
         partials.append(Item(f"{k}", complete_anchored(llm, prompt, level, job.units, report, numbers(group))))
-    prompt = render_prompt(MERGE_TEMPLATE, book, job.node, partials, alg, units=job.units)
+    outline = [Item(i.heading, i.text, n, True) for i, n in zip(job.inputs, numbers(job.inputs)) if i.author]
+    prompt = render_prompt(MERGE_TEMPLATE, book, job.node, partials, alg, units=job.units, outline=outline)
     return complete_anchored(llm, prompt, level, job.units, report)
 
 

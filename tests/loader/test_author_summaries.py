@@ -201,3 +201,42 @@ def test_the_1835_volume(tmp_path: Path, monkeypatch, capsys) -> None:
         paras = paragraphs(body)
         marked += [paras[k - 1] for k in meta.get("author_summaries", [])]
     assert len(marked) == 45 and all(" — " in p or "—" in p for p in marked)
+
+
+def test_the_merge_prompt_repeats_the_authors_outline(built) -> None:
+    # a section too long for the model's window is summarised in slices, then merged: the merge
+    # sees only partial summaries, so it gets the author's outline again
+    home, chapter = built
+    book = find_book(home / "corpus", SLUG)
+    from loader.manifest import book_tree
+
+    node = next(n for n in book_tree(book) if n.source_file == f"{chapter}/summary.md")
+    partials = [Item("1", "Le premier résumé partiel [§1–3]."), Item("2", "Le second [§4–7].")]
+    outline = [Item("", "Les piles. — Les pieux.", 1, True), Item("", "Les culées. — Leur forme.", 6, True)]
+    prompt = render_prompt("merge.md.j2", book, node, partials, "bottom-up", units=7, outline=outline)
+    assert ("suis l'ordre et les termes de son sommaire :\n  §1 [sommaire de l'auteur] Les piles. — Les pieux.\n"
+            "  §6 [sommaire de l'auteur] Les culées. — Leur forme.\n") in prompt
+    plain = render_prompt("merge.md.j2", book, node, partials, "bottom-up", units=7)
+    assert "sommaire de l'auteur" not in plain and "## Résumé partiel 2\n\nLe second [§4–7]." in plain
+
+
+def test_a_sliced_section_is_merged_with_the_authors_outline(built) -> None:
+    from loader.manifest import book_tree
+    from loader.summarize import LLMConfig, summarize_book
+    from loader.tokens import count_tokens
+    from tests.fakes.openai_server import FakeOpenAI
+
+    home, chapter = built
+    book = find_book(home / "corpus", SLUG)
+    node = next(n for n in book_tree(book) if n.source_file == f"{chapter}/summary.md")
+    paras = paragraphs(frontmatter.read(home / chapter / "source.md")[1])
+    whole = count_tokens(render_prompt("section.md.j2", book, node, [Item("", p) for p in paras], "bottom-up"))
+    with FakeOpenAI() as server:  # a window the chapter does not fit in, whole
+        config = LLMConfig(model="fake-model", base_url=server.base_url, api_key="test", context_window=whole - 40 + 200,
+                           max_output_tokens=200, timeout=5.0, max_retries=2)
+        report = summarize_book(load_settings(), book, levels={1}, force=True, llm_config=config, progress=False,
+                                say=lambda _m: None)
+        merges = [r.prompt for r in server.requests if "Fusionne-les" in r.prompt]
+    assert not report.failed and len(merges) == 1
+    assert ("  §1 [sommaire de l'auteur] Les piles et leurs fondations. — Pieux de chêne sous chaque pile. — "
+            "Pourquoi la pierre résiste.\n  §6 [sommaire de l'auteur] Les culées portent la poussée. — Leur forme.\n") in merges[0]
