@@ -71,6 +71,7 @@ class Paragraph:
     is_note: bool
     highlighted: bool
     cited_by: list[str]  # ids of the summary sentences citing it
+    author: bool = False  # the author's own summary of the section (kind author_summary)
 
 
 @dataclass
@@ -297,10 +298,12 @@ def chapter_page(conn: psycopg.Connection, rows: list[dict[str, Any]], book: str
     if at is None:
         return None
     titles = {r["source_file"]: _title(r["heading_path"], r["source_file"]) for r in rows}
-    text = _rows(conn, "SELECT * FROM rag.get_node(%s)", (source,))
+    text = _rows(conn, "SELECT g.*, n.kind FROM rag.get_node(%s) g JOIN rag.hierarchical_content_nodes n ON n.id = g.id "
+                       "ORDER BY g.chunk_index", (source,))
     merged: dict[int, list[str]] = {}
     for r in text:  # a long paragraph is several chunks: one § again
         merged.setdefault(r["paragraph"] or r["chunk_index"] + 1, []).append(r["content"])
+    authors = {r["paragraph"] for r in text if r["kind"] == "author_summary"}
     wanted = set(highlight)
     missing = sorted(wanted - merged.keys())
     title = titles.get(summary) or _title(sections[at]["heading_path"], source)
@@ -319,7 +322,7 @@ def chapter_page(conn: psycopg.Connection, rows: list[dict[str, Any]], book: str
     texts = {n: " ".join(parts) for n, parts in merged.items()}
     notes, seen = room_text.Notes.of(list(texts.values())), set()
     paragraphs = [Paragraph(n, room_text.render(t, notes, seen), room_text.note_label(t) is not None, n in wanted,
-                            cited_by.get(n, [])) for n, t in sorted(texts.items())]
+                            cited_by.get(n, []), n in authors) for n, t in sorted(texts.items())]
     book_title = _book_title(rows, book)
     trail = [Link(book_title, page_path(book))]
     parent = next((r["parent_source_file"] for r in rows if r["source_file"] == summary), None) or ""
@@ -346,6 +349,7 @@ class SearchHit:
     chapter: Link | None
     branches: list[str]
     excerpt: Markup
+    author: bool = False  # the author's own summary of the section (kind author_summary)
 
 
 def search_hits(rows: list[dict[str, Any]]) -> list[SearchHit]:
@@ -373,5 +377,5 @@ def search_hits(rows: list[dict[str, Any]]) -> list[SearchHit]:
         excerpt = r["content"] if len(r["content"]) <= 700 else r["content"][:699] + "…"
         out.append(SearchHit(r["rank"], r["heading_path"] or "", f"{r['source_file']} {where}",
                              citation_url("", r["source_file"], r.get("paragraph")) or "", chapter, branches,
-                             room_text.render(excerpt)))
+                             room_text.render(excerpt), r.get("kind") == "author_summary"))
     return out

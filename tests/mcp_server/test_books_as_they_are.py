@@ -1,18 +1,20 @@
 """The MCP tools on books as they are (issue 36): a paragraph's end-note cites and a note's caller
 (decision 36), the author's own summaries (decision 35), on the invented books the loader tests
-build. Here, after tests/loader: a stdio MCP session run earlier in the same process broke the
-Ctrl-C tests of tests/loader/test_summarize.py in the full suite."""
+build."""
 
 from __future__ import annotations
 
+import re
 import sys
 
 import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from tests.conftest import settings_for
 from tests.loader.test_author_summaries import SLUG, built  # noqa: F401  (fixture)
 from tests.loader.test_endnote_citations import small  # noqa: F401  (fixture)
+from tests.mcp_server.test_reading_room import client_for
 
 
 def test_the_author_summaries_through_mcp(built, pg_url) -> None:  # noqa: F811
@@ -57,3 +59,14 @@ def test_the_mcp_tools_show_the_call_and_the_caller(small, pg_url) -> None:  # n
     anyio.run(go)
 
 
+
+
+def test_the_reading_room_marks_the_authors_summaries(built, pg_url) -> None:  # noqa: F811
+    home, chapter = built
+    marker = "the author's own summary of the section"
+    with client_for(settings_for(home, pg_url)) as room:
+        page = room.get("/books/" + chapter.removeprefix("corpus/")).text
+        marked = re.findall(r'<p id="p(\d+)" class="para[^"]*"><a class="num"[^>]*>§\d+</a> <span class="author-summary"', page)
+        assert marked == ["1", "6"] and page.count(marker) == 2
+        hits = room.get("/search", params={"q": "culées poussée forme", "book": SLUG}).text
+        assert marker + " (his outline of what follows)" in hits
