@@ -99,8 +99,8 @@ class LocalEmbedder:
     def queries(self, texts: list[str]) -> np.ndarray:
         """Several queries at once: split into one batch per core, balanced by length, embedded in
         parallel, one OpenMP thread each (one text alone: on every core, in the calling thread).
-        A question, its keywords and a 40-word passage on 2 cores, p50: 100 ms this way, 104 ms
-        with each batch's own OpenMP team, 161 ms as one batch (bench/README.md)."""
+        A question, its keywords and a 40-word passage on 2 cores, p50: 93–101 ms this way,
+        95–104 ms with each batch's own OpenMP team, 109–129 ms as one batch (bench/bench_embed.py)."""
         model = self._model()
         if len(texts) == 1:
             return np.asarray(model.query(texts[0]), dtype=np.float32).reshape(1, self.dimension)
