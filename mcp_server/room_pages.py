@@ -298,8 +298,7 @@ def chapter_page(conn: psycopg.Connection, rows: list[dict[str, Any]], book: str
     if at is None:
         return None
     titles = {r["source_file"]: _title(r["heading_path"], r["source_file"]) for r in rows}
-    text = _rows(conn, "SELECT g.*, n.kind FROM rag.get_node(%s) g JOIN rag.hierarchical_content_nodes n ON n.id = g.id "
-                       "ORDER BY g.chunk_index", (source,))
+    text = _rows(conn, "SELECT * FROM rag.get_node(%s) ORDER BY chunk_index", (source,))
     merged: dict[int, list[str]] = {}
     for r in text:  # a long paragraph is several chunks: one § again
         merged.setdefault(r["paragraph"] or r["chunk_index"] + 1, []).append(r["content"])

@@ -273,8 +273,8 @@ def get_node(
 ) -> Node:
     """A node's full text (all its chunks, in order) and metadata, by source file; a summary's chunks list the book's paragraphs their anchors cite, a paragraph that calls an end note ("(_A_)") lists that note's source_file."""
     def go(conn: psycopg.Connection) -> list[dict[str, Any]]:
-        return _rows(conn, "SELECT g.*, rag.cites(g.source_file, g.chunk_index) AS cites, n.kind FROM rag.get_node(%s) g "
-                           "JOIN rag.hierarchical_content_nodes n ON n.id = g.id ORDER BY g.chunk_index", (source_file,))
+        return _rows(conn, "SELECT g.*, rag.cites(g.source_file, g.chunk_index) AS cites FROM rag.get_node(%s) g "
+                           "ORDER BY g.chunk_index", (source_file,))
 
     rows = with_connection(_state(ctx), go)
     if not rows:

@@ -100,6 +100,11 @@ def test_prepared_marked_loaded_and_shown(built, pg_url, capsys) -> None:
                             "ORDER BY paragraph").fetchall() == [(1,), (6,)]
         assert conn.execute("SELECT author_summaries FROM rag.outline(%s) WHERE source_file = %s",
                             (SLUG, f"{chapter}/source.md")).fetchone() == ([1, 6],)
+        # rag.get_node (and so get_parent, get_children's rows, parent expansions) carries kind
+        assert conn.execute("SELECT paragraph FROM rag.get_node(%s) WHERE kind = 'author_summary' ORDER BY paragraph",
+                            (f"{chapter}/source.md",)).fetchall() == [(1,), (6,)]
+        assert conn.execute("SELECT array_agg(DISTINCT kind) FROM rag.get_node(%s) WHERE paragraph NOT IN (1, 6)",
+                            (f"{chapter}/source.md",)).fetchone()[0] == ["text"]
         hits = conn.execute("SELECT paragraph, kind FROM rag.search('culées poussée forme', NULL, 'bm25', 3, "
                             "p_levels => ARRAY[0])").fetchall()
         assert hits[0] == (6, "author_summary")
