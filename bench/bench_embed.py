@@ -3,9 +3,10 @@ each with its committed keywords and passage (evals/phrasings/), three texts per
 that give the very same vectors:
   one by one          model.query(text) for each, in turn (each call on every core)
   one batch           model.query(texts): the engine runs the texts in parallel, one per core
-  bins, OpenMP teams  the texts split into one batch per core, balanced by length, on two
-                      threads, each batch with its own OpenMP team (before migration 0032's day)
-  bins, one thread    the same, one OpenMP thread per worker (LocalEmbedder.queries)
+  bins                LocalEmbedder.queries: the texts split into one batch per core, balanced
+                      by length, embedded on two threads
+  bins, one thread    the same, each worker limited to one OpenMP thread (threadpoolctl, when
+                      installed; measured, not adopted: bench/README.md)
 The ways take turns on each call, so a change in the machine's speed reaches all of them.
 Timings are informative only (the machine's two cores are shared with other jobs).
 
@@ -47,22 +48,25 @@ def main() -> None:
     host = machine()
     embedder = LocalEmbedder()
     model = embedder._model()
-    teams = ThreadPoolExecutor(2)  # each worker's OpenMP team left as the engine makes it
-
-    def bins_with(pool: ThreadPoolExecutor) -> Callable[[list[str]], object]:
-        def run(texts: list[str]) -> object:
-            bins: list[list[int]] = [[], []]
-            for i in sorted(range(len(texts)), key=lambda i: -len(texts[i])):
-                min(bins, key=lambda b: sum(len(texts[j]) for j in b)).append(i)
-            return list(pool.map(lambda b: model.query([texts[i] for i in b]), [b for b in bins if b]))
-        return run
-
     ways: dict[str, Callable[[list[str]], object]] = {
         "one by one": lambda texts: [model.query(t) for t in texts],
         "one batch": lambda texts: model.query(texts),
-        "bins, OpenMP teams": bins_with(teams),
-        "bins, one thread (LocalEmbedder.queries)": embedder.queries,
+        "bins (LocalEmbedder.queries)": embedder.queries,
     }
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        print("(threadpoolctl is not installed: the one-thread way is left out)")
+    else:
+        one = ThreadPoolExecutor(2, initializer=lambda: threadpool_limits(1, user_api="openmp"))
+
+        def bins_one_thread(texts: list[str]) -> object:
+            bins: list[list[int]] = [[], []]
+            for i in sorted(range(len(texts)), key=lambda i: -len(texts[i])):
+                min(bins, key=lambda b: sum(len(texts[j]) for j in b)).append(i)
+            return list(one.map(lambda b: model.query([texts[i] for i in b]), [b for b in bins if b]))
+
+        ways["bins, one OpenMP thread each"] = bins_one_thread
     work = wordings()
     tokens = [sum(model.token_count(t, True) for t in w) for w in work]
     samples: dict[str, list[float]] = {name: [] for name in ways}

