@@ -25,6 +25,7 @@ from typing import Callable
 import numpy as np
 
 from common import load_note, machine, markdown_table, percentiles, write_json
+from loader import embedding
 from loader.embedding import LocalEmbedder
 
 HOME = Path(__file__).resolve().parent.parent
@@ -58,13 +59,14 @@ def main() -> None:
     except ImportError:
         print("(threadpoolctl is not installed: the one-thread way is left out)")
     else:
-        one = ThreadPoolExecutor(2, initializer=lambda: threadpool_limits(1, user_api="openmp"))
+        one = ThreadPoolExecutor(embedding._cores(), initializer=lambda: threadpool_limits(1, user_api="openmp"))
 
-        def bins_one_thread(texts: list[str]) -> object:
-            bins: list[list[int]] = [[], []]
-            for i in sorted(range(len(texts)), key=lambda i: -len(texts[i])):
-                min(bins, key=lambda b: sum(len(texts[j]) for j in b)).append(i)
-            return list(one.map(lambda b: model.query([texts[i] for i in b]), [b for b in bins if b]))
+        def bins_one_thread(texts: list[str]) -> object:  # LocalEmbedder.queries on a pool of one-thread workers
+            own, embedding._POOL = embedding._POOL, one
+            try:
+                return embedder.queries(texts)
+            finally:
+                embedding._POOL = own
 
         ways["bins, one OpenMP thread each"] = bins_one_thread
     work = wordings()

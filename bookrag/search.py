@@ -238,9 +238,8 @@ def search_and_pack(conn: psycopg.Connection, req: SearchRequest, embedding: np.
                     context_k: int, phrasing_embeddings: list[np.ndarray] | None = None, *,
                     pack_parents: bool = True) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
     """rag.search's hits (rag.search_phrasings's when req.phrasings) and, when req.budget, the
-    context rag.pack_context builds from the first context_k of them (each with its parent unless
-    not pack_parents), in
-    one statement: one search, one round trip. Phrasings without their vectors are embedded here
+    context rag.pack_context builds from the first context_k of them (each with its parent when
+    pack_parents), in one statement: one search, one round trip. Phrasings without their vectors are embedded here
     (with the query, in one batch) when the query has none."""
     query = check_query(req.query)
     phrasings = check_phrasings(req.phrasings)

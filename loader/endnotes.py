@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from loader import frontmatter
@@ -124,6 +125,20 @@ def note_files(book: Book, tree: list[Node] | None = None) -> dict[str, str]:
             if label is not None:
                 out.setdefault(label, n.source_file)
     return out
+
+
+def book_notes(home: Path, slug: str) -> dict[str, str]:
+    """note_files of the book `slug` under home/corpus ({} without a manifest), read once per
+    manifest text: sidecars and load ask for every source.md of the book."""
+    toml = home / "corpus" / slug / "book.toml"
+    return _notes_of_manifest(toml, toml.read_bytes()) if toml.exists() else {}
+
+
+@lru_cache(maxsize=16)
+def _notes_of_manifest(toml: Path, _text: bytes) -> dict[str, str]:
+    from loader.manifest import load_book
+
+    return note_files(load_book(toml))
 
 
 def called_labels(text: str) -> list[str]:

@@ -167,7 +167,7 @@ def _check_cites(home: Path, path: Path, sc: Sidecar) -> None:
     for n, c in enumerate(sc.chunks, start=2):
         if sc.manifest["node_type"] == "source" and (c.get("cites") or "(_" in c["text"]):
             if notes is None:
-                notes = _note_files(home, sc.source_file.split("/")[1])
+                notes = endnotes.book_notes(home, sc.source_file.split("/")[1])
             labels = endnotes.called_labels(c["text"]) if notes else []
             cited_files = [cite["source_file"] for cite in c.get("cites") or []]
             if cited_files != [notes.get(label) for label in labels]:
@@ -197,12 +197,6 @@ def _check_cites(home: Path, path: Path, sc: Sidecar) -> None:
             if stray:
                 raise BookragError(f"{path}:{n}: sentence {i} cites paragraph {stray[0]}, which its chunk's cites do not "
                                    "(regenerate the sidecar with `bookrag sidecars`)")
-
-
-def _note_files(home: Path, book: str) -> dict[str, str]:
-    """label -> source.md of the book's end notes ({} for a book without a manifest or notes)."""
-    toml = home / "corpus" / book / "book.toml"
-    return endnotes.note_files(load_book(toml)) if toml.exists() else {}
 
 
 def load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport:

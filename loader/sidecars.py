@@ -242,8 +242,7 @@ def _note_cites(md: Path, home: Path, rel: str, chunks: list[Chunk], body: str) 
     for the notes themselves; a call whose note the manifest lacks names the .md line."""
     from loader import endnotes
 
-    tree = _tree(home, rel.split("/")[1])
-    notes = endnotes.note_files(_book(home, rel.split("/")[1]), tree) if tree else {}
+    notes = endnotes.book_notes(home, rel.split("/")[1])
     if not notes or rel in notes.values():
         return []
     out: list[list[dict[str, Any]]] = []
@@ -255,21 +254,6 @@ def _note_cites(md: Path, home: Path, rel: str, chunks: list[Chunk], body: str) 
                                "hold (the manifest's Notes part has no such section)")
         out.append([{"source_file": notes[label]} for label in labels])
     return out if any(out) else []
-
-
-def _book(home: Path, slug: str) -> Any:
-    from loader.manifest import find_book
-
-    return find_book(home / "corpus", slug)
-
-
-def _tree(home: Path, slug: str) -> list[Any]:
-    """The book's manifest tree, [] when the book has no manifest (a corpus written by hand)."""
-    from loader.manifest import book_tree
-
-    if not (home / "corpus" / slug / "book.toml").exists():
-        return []
-    return book_tree(_book(home, slug))
 
 
 def _children(home: Path, rel: str) -> list[str]:
