@@ -117,6 +117,19 @@ def highlighted(driver: Any) -> list[str]:
             if background(driver, p.get_attribute("id")) == MARK]
 
 
+def wait_for(driver: Any, selector: str, seconds: float = 60) -> Any:
+    """The element once the page shows it: a form's submit returns before the next page has loaded, and the
+    server's first search loads the embedding model."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:
+        return WebDriverWait(driver, seconds).until(lambda d: d.find_element("css selector", selector))
+    except TimeoutException:
+        body = driver.find_element("tag name", "body").text[:500]
+        pytest.fail(f"no {selector!r} on {driver.current_url} after {seconds:.0f} s; the page says: {body!r}")
+
+
 def test_a_citation_url_highlights_its_paragraph(browser, base):
     browser.get(citation_url(base, BAKER, 2))
     assert target(browser) == "p2"
@@ -142,7 +155,8 @@ def test_a_search_leads_to_its_hit_in_context(browser, base):
     box = browser.find_element("css selector", "form.search input[name=q]")
     box.send_keys("le meunier vend la farine")
     box.submit()
-    first = browser.find_element("css selector", ".hit a.open")
+    first = wait_for(browser, ".hit a.open, p.error")
+    assert first.tag_name == "a", f"the search page says: {first.text!r}"
     assert first.text == f"{BAKER} §3"
     first.click()
     assert browser.current_url == citation_url(base, BAKER, 3)
