@@ -159,6 +159,7 @@ def test_a_search_leads_to_its_hit_in_context(browser, base):
     assert first.tag_name == "a", f"the search page says: {first.text!r}"
     assert first.text == f"{BAKER} §3"
     first.click()
+    wait_for(browser, "#p3")
     assert browser.current_url == citation_url(base, BAKER, 3)
     assert target(browser) == "p3" and highlighted(browser) == ["p3"]
 
