@@ -285,11 +285,14 @@ def test_two_loaders_are_serialized(loaded, home, pg_url):
 
     t = threading.Thread(target=second)
     t.start()
-    time.sleep(1.0)
-    assert "done" not in result  # blocked behind the first loader's lock
-    waiting = loaded.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").fetchone()[0]
-    loaded.rollback()
+    deadline, waiting = time.monotonic() + 30, 0
+    while not waiting and time.monotonic() < deadline and t.is_alive():  # polled: a loaded machine starts it late
+        time.sleep(0.05)
+        waiting = loaded.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").fetchone()[0]
+        loaded.rollback()
     assert waiting == 1
+    time.sleep(0.5)
+    assert "done" not in result  # blocked behind the first loader's lock
     released = time.monotonic()
     holder.rollback()
     t.join(30)
