@@ -238,7 +238,7 @@ def test_a_sliced_section_is_merged_with_the_authors_outline(built) -> None:
     whole = count_tokens(render_prompt("section.md.j2", book, node, [Item("", p) for p in paras], "bottom-up"))
     with FakeOpenAI() as server:  # a window the chapter does not fit in, whole
         config = LLMConfig(model="fake-model", base_url=server.base_url, api_key="test", context_window=whole - 40 + 200,
-                           max_output_tokens=200, timeout=5.0, max_retries=2)
+                           max_output_tokens=200, timeout=60.0, max_retries=2)
         report = summarize_book(load_settings(), book, levels={1}, force=True, llm_config=config, progress=False,
                                 say=lambda _m: None)
         merges = [r.prompt for r in server.requests if "Fusionne-les" in r.prompt]

@@ -61,7 +61,7 @@ def book_home(tmp_path: Path) -> Path:
 
 def config(server: FakeOpenAI, **kw) -> LLMConfig:
     args = dict(model=MODEL, base_url=server.base_url, api_key="test", context_window=32_768,
-                max_output_tokens=700, timeout=5.0, max_retries=2)
+                max_output_tokens=700, timeout=60.0, max_retries=2)
     args.update(kw)
     return LLMConfig(**args)
 
@@ -513,7 +513,7 @@ def test_timeout_fails_the_node_and_its_parents_only(book_home: Path, server: Fa
     before = snapshot(book_home)
     server.hang(match="Chapitre II (Les routes)")
     messages: list[str] = []
-    report = run(book_home, server, messages, force=True, llm_config=config(server, timeout=0.5, max_retries=1))
+    report = run(book_home, server, messages, force=True, llm_config=config(server, timeout=2.0, max_retries=1))
     assert report.failed == [P1C2, P1, ROOT]
     assert report.generated == [FRONT, P1C1, P2C1, P2C2, P2]
     assert len(requests_for(server, P1C2)) == 2  # the first try and one retry, both timed out

@@ -288,10 +288,12 @@ def test_the_memory_watchdog_stops_what_the_plan_let_through(corpus_url, corpus_
     """The second wall: a statement whose plan passed (the bound lifted here) is cancelled once its
     backend's private memory grows past the cap (lowered here to 64 MB), its connection closed
     (the backend exits, its memory goes back), and the server answers the next call."""
-    from mcp_server import sql_guard, watchdog
+    from mcp_server import server as mcp_server, sql_guard, watchdog
 
     monkeypatch.setattr(sql_guard, "VALUE_BUILDING_BYTES", 10**15)
     monkeypatch.setattr(watchdog, "MEMORY_CAP_BYTES", 64 * 2**20)
+    monkeypatch.setattr(mcp_server, "SQL_TIMEOUT_S", 60)  # the memory cap, not a slow machine's clock, must stop it
+    monkeypatch.setattr(mcp_server, "SQL_DEADLINE_S", 61.0)
     server = build_server(settings_for(corpus_home, corpus_url), url=reader)
     bomb = f"SELECT array_agg(a.content || b.content || c.content) FROM {CROSS4}"
 

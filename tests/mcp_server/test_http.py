@@ -4,10 +4,6 @@ DNS rebinding, bodies capped, a bearer token required beyond loopback and enforc
 from __future__ import annotations
 
 import dataclasses
-import socket
-import subprocess
-import sys
-import time
 
 import anyio
 import httpx2 as httpx
@@ -19,69 +15,49 @@ from bookrag.errors import BookragError
 from mcp_server.http import MAX_BODY_BYTES, http_app, is_loopback
 from mcp_server.server import build_server
 from tests.conftest import settings_for
-from tests.mcp_server.test_server import free_port, server_env
+from tests.mcp_server.test_server import start_http, stop_http
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
-def start(corpus_url, corpus_home, token: str | None = None):
-    port = free_port()
-    env = server_env(corpus_url, corpus_home)
-    if token:
-        env["BOOKRAG_MCP_TOKEN"] = token
-    proc = subprocess.Popen([sys.executable, "-m", "bookrag.cli", "mcp", "--http", "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc, f"http://127.0.0.1:{port}/mcp"
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    pytest.fail("the HTTP MCP server did not start")
-
-
 @pytest.fixture
 def plain(corpus_url, corpus_home):
-    proc, url = start(corpus_url, corpus_home)
-    yield url
-    proc.terminate()
-    proc.wait(10)
+    proc, base = start_http(corpus_url, corpus_home)
+    yield f"{base}/mcp"
+    stop_http(proc)
 
 
 @pytest.fixture
 def guarded(corpus_url, corpus_home):
-    proc, url = start(corpus_url, corpus_home, token="s3cret-token")
-    yield url
-    proc.terminate()
-    proc.wait(10)
+    proc, base = start_http(corpus_url, corpus_home, BOOKRAG_MCP_TOKEN="s3cret-token")
+    yield f"{base}/mcp"
+    stop_http(proc)
 
 
 def test_host_and_origin_are_checked(plain):
-    assert httpx.post(plain, json=INIT, headers=HEADERS).status_code == 200
-    r = httpx.post(plain, json=INIT, headers={**HEADERS, "host": "evil.example:80"})
+    assert httpx.post(plain, json=INIT, headers=HEADERS, timeout=60).status_code == 200
+    r = httpx.post(plain, json=INIT, headers={**HEADERS, "host": "evil.example:80"}, timeout=60)
     assert (r.status_code, r.text) == (421, "Invalid Host header")
-    r = httpx.post(plain, json=INIT, headers={**HEADERS, "origin": "http://evil.example"})
+    r = httpx.post(plain, json=INIT, headers={**HEADERS, "origin": "http://evil.example"}, timeout=60)
     assert (r.status_code, r.text) == (403, "Invalid Origin header")
-    assert httpx.post(plain, json=INIT, headers={**HEADERS, "origin": "http://localhost:3000"}).status_code == 200
+    assert httpx.post(plain, json=INIT, headers={**HEADERS, "origin": "http://localhost:3000"}, timeout=60).status_code == 200
 
 
 def test_request_bodies_are_capped(plain):
     big = {**INIT, "params": {**INIT["params"], "padding": "x" * (MAX_BODY_BYTES + 1)}}
-    assert httpx.post(plain, json=big, headers=HEADERS).status_code == 413
+    assert httpx.post(plain, json=big, headers=HEADERS, timeout=60).status_code == 413
 
 
 def test_the_token_is_required_when_set(guarded):
-    r = httpx.post(guarded, json=INIT, headers=HEADERS)
+    r = httpx.post(guarded, json=INIT, headers=HEADERS, timeout=60)
     assert (r.status_code, r.text) == (401, "missing or wrong bearer token (BOOKRAG_MCP_TOKEN)\n")
-    assert httpx.post(guarded, json=INIT, headers={**HEADERS, "authorization": "Bearer wrong"}).status_code == 401
+    assert httpx.post(guarded, json=INIT, headers={**HEADERS, "authorization": "Bearer wrong"}, timeout=60).status_code == 401
 
     async def call() -> bool:
         headers = {"authorization": "Bearer s3cret-token"}
-        async with httpx.AsyncClient(headers=headers) as http, \
+        async with httpx.AsyncClient(headers=headers, timeout=60) as http, \
                 streamable_http_client(guarded, http_client=http) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             return not (await session.call_tool("list_books", {})).is_error

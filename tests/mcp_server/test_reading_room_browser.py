@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -23,7 +20,7 @@ import pytest
 
 from bookrag.links import citation_url
 from tests.mcp_server.conftest import NOTED
-from tests.mcp_server.test_server import free_port, server_env
+from tests.mcp_server.test_server import start_http, stop_http
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -86,22 +83,9 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def base(room_url: str, room_home: Path) -> Iterator[str]:
     """`bookrag mcp --http` on a free port, serving the reading room of the fixture corpus."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "bookrag.cli", "mcp", "--http", "--port", str(port)],
-                            env=server_env(room_url, room_home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail("the HTTP server did not start")
-            time.sleep(0.2)
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(10)
+    proc, url = start_http(room_url, room_home)
+    yield url
+    stop_http(proc)
 
 
 def background(driver: Any, element_id: str) -> str:
@@ -142,7 +126,8 @@ def test_a_summary_sentence_leads_to_the_paragraphs_it_cites(browser, base):
     assert highlighted(browser) == []
     anchor = browser.find_element("css selector", "#s-0-0 a.anchor")
     assert anchor.text == "[§2–3]"
-    anchor.click()
+    anchor.click()  # its ?hl= loads a new page
+    wait_for(browser, "#p3.hl")
     assert browser.current_url == citation_url(base, BAKER, [2, 3])
     assert target(browser) == "p2" and highlighted(browser) == ["p2", "p3"]
     # and back: each cited paragraph links to the sentence citing it

@@ -45,24 +45,37 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def http_server(corpus_url, corpus_home):
+def start_http(corpus_url, corpus_home, **env: str) -> tuple[subprocess.Popen, str]:
+    """`bookrag mcp --http` on a free port, once it accepts connections: (process, http://host:port)."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "bookrag.cli", "mcp", "--http", "--port", str(port)],
-                            env=server_env(corpus_url, corpus_home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+                            env=server_env(corpus_url, corpus_home) | env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120  # a loaded machine starts Python, the model and the pool slowly
+    while proc.poll() is None and time.monotonic() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
+            return proc, f"http://127.0.0.1:{port}"
         except OSError:
             time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail("the HTTP MCP server did not start")
-    yield f"http://127.0.0.1:{port}/mcp"
+    stop_http(proc)
+    pytest.fail(f"the HTTP MCP server did not start (exit code {proc.returncode})")
+
+
+def stop_http(proc: subprocess.Popen) -> None:
     proc.terminate()
-    proc.wait(10)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture
+def http_server(corpus_url, corpus_home):
+    proc, base = start_http(corpus_url, corpus_home)
+    yield f"{base}/mcp"
+    stop_http(proc)
 
 
 @asynccontextmanager
@@ -243,7 +256,7 @@ def test_database_down_then_back(http_server, postgresql_proc):
         assert r.is_error and "the database is unavailable" in r.content[0].text
     finally:
         postgresql_proc.start()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # the pool reconnects with a growing backoff
     while True:
         r = anyio.run(call)
         if not r.is_error or time.monotonic() > deadline:

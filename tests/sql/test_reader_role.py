@@ -4,6 +4,7 @@ function, and execute exactly the volatile functions in the committed allowlist.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import psycopg
@@ -122,6 +123,11 @@ def test_the_mcp_role_has_the_readers_limits_and_connections_of_its_own(migrated
 
 def test_direct_logins_cannot_starve_the_mcp_servers_connections(migrated_url):
     """bookrag_reader holding every connection it may open leaves bookrag_mcp's budget whole."""
+    with psycopg.connect(migrated_url, autocommit=True) as admin:  # earlier tests' backends may still be exiting
+        deadline = time.monotonic() + 30
+        while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE usename IN (%s, %s)",
+                            (db.READER_ROLE, db.MCP_ROLE)).fetchone()[0] and time.monotonic() < deadline:
+            time.sleep(0.1)
     url = db.with_user(migrated_url, db.READER_ROLE)
     held = [psycopg.connect(url) for _ in range(24)]
     try:
