@@ -60,10 +60,34 @@ class SearchRequest:
             if f.type in ("int", "int | None"):
                 check_int(f.name, getattr(self, f.name))
 
-    def params(self) -> dict[str, Any]:
-        """Every value the calls below bind, by field name (the query vector and model apart)."""
-        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "expand": self.expand(),
+    def params(self, conn: psycopg.Connection) -> dict[str, Any]:
+        """Every value the calls below bind, by field name (the query vector and model apart);
+        `within` as resolve_node reads it (one lookup, only when set)."""
+        within = self.within if self.within is None else resolve_node(conn, self.within) or self.within
+        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "expand": self.expand(), "within": within,
                 "tuning": None if self.tuning is None else Jsonb(self.tuning)}
+
+
+def node_candidates(text: str) -> list[str]:
+    """What a node's name most likely meant, in order: the text itself; then without a citation
+    URL's query or anchor (`?hl=6`, `#p6`) or a leading `./` or `/`, with `corpus/` in front when
+    missing; then a folder (no `.md`) as its summary.md. Agents and users paste all of these."""
+    base = text.strip().split("#", 1)[0].split("?", 1)[0].strip().removeprefix("./").lstrip("/")
+    if base and not base.startswith("corpus/"):
+        base = f"corpus/{base}"
+    out = [text, base]
+    if base and not base.endswith(".md"):
+        out.append(f"{base.rstrip('/')}/summary.md")
+    return list(dict.fromkeys(c for c in out if c))
+
+
+def resolve_node(conn: psycopg.Connection, text: str) -> str | None:
+    """The loaded node's source_file that `text` names (node_candidates, first loaded one wins), or None."""
+    with conn.cursor(row_factory=tuple_row) as cur:
+        row = cur.execute("SELECT c.f FROM unnest(%s::text[]) WITH ORDINALITY AS c(f, i) WHERE EXISTS (SELECT 1 FROM "
+                          "rag.hierarchical_content_nodes n WHERE n.source_file = c.f) ORDER BY c.i LIMIT 1",
+                          (node_candidates(text),)).fetchone()
+    return row[0] if row else None
 
 
 def _call(function: str, extra: str) -> str:
@@ -231,7 +255,7 @@ def search(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray |
     if embedding is None and req.mode != "bm25":
         embedding, model = embed_query_with_model(conn, query)
     _check_vector(req, embedding)
-    return _fetch(conn, f"SELECT * FROM {SEARCH_CALL}", {**req.params(), "query": query, "e": embedding, "model": model})
+    return _fetch(conn, f"SELECT * FROM {SEARCH_CALL}", {**req.params(conn), "query": query, "e": embedding, "model": model})
 
 
 def search_and_pack(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None, model: str | None,
@@ -250,7 +274,7 @@ def search_and_pack(conn: psycopg.Connection, req: SearchRequest, embedding: np.
     if phrasings and embedding is None and req.mode != "bm25":
         embedding, phrasing_embeddings, model = embed_all(conn, req)
     _check_vector(req, embedding)
-    params = {**req.params(), "query": query, "e": embedding, "model": model, "budget": req.budget,
+    params = {**req.params(conn), "query": query, "e": embedding, "model": model, "budget": req.budget,
               "context_k": context_k, "phrasings": list(phrasings), "pe": phrasing_embeddings, "pack_parents": pack_parents}
     row = _fetch(conn, PHRASINGS_AND_PACK if phrasings else SEARCH_AND_PACK, params)[0]
     return row["hits"], row["context"]
@@ -266,7 +290,7 @@ def build_context(conn: psycopg.Connection, req: SearchRequest, embedding: np.nd
     if embedding is None and req.mode != "bm25":
         embedding, model = embed_query_with_model(conn, query)
     _check_vector(req, embedding)
-    return _fetch(conn, CONTEXT, {**req.params(), "expand": None, "query": query, "e": embedding, "model": model,
+    return _fetch(conn, CONTEXT, {**req.params(conn), "expand": None, "query": query, "e": embedding, "model": model,
                                   "budget": 3000 if req.budget is None else req.budget})
 
 

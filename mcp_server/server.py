@@ -45,7 +45,7 @@ from bookrag.config import Settings
 from bookrag.errors import BookragError, database_reason
 from bookrag.links import DEFAULT_BASE, citation_url
 from bookrag.search import (MODEL_REFUSED, MODES, SearchRequest, check_phrasings, check_query, corpus_model,
-                            query_vectors, search_and_pack)
+                            query_vectors, resolve_node, search_and_pack)
 from mcp_server.models import (Book, Books, Children, Chunk, Cites, ContextChunk, Hit, LeftOut, Node, Outline, OutlineEntry,
                                SearchResult, SqlResult)
 from mcp_server import watchdog
@@ -186,6 +186,26 @@ def _no_node(source_file: str) -> ToolError:
     return ToolError(f"no node {source_file!r}; use a source_file from a search hit or the outline")
 
 
+def _resolved(conn: psycopg.Connection, source_file: str) -> str:
+    """The loaded node source_file names (a citation URL, a folder, a path without corpus/ too)."""
+    found = resolve_node(conn, source_file)
+    if found is None:
+        raise _no_node(source_file)
+    return found
+
+
+#: A node's chunks (rag.get_node or rag.get_parent) with the book's paragraphs each one's anchors cite.
+_WITH_CITES = "SELECT g.*, rag.cites(g.source_file, g.chunk_index) AS cites FROM rag.{}(%s) g ORDER BY g.chunk_index"
+
+
+def _cited_node(state: AppState, rows: list[dict[str, Any]]) -> Node:
+    _add_citations(state, rows)
+    node = _node(rows)
+    for chunk, row in zip(node.chunks, rows):
+        chunk.cites = [Cites(**c) for c in row["cites"]] or None
+    return node
+
+
 # --- tools ---------------------------------------------------------------------------------
 
 PHRASING = Annotated[str, Field(min_length=1, max_length=2000)]
@@ -272,37 +292,24 @@ def get_node(
     source_file: Annotated[str, Field(min_length=1, max_length=500, description="a citation's source_file, e.g. corpus/<book>/.../summary.md")],
 ) -> Node:
     """A node's full text (all its chunks, in order) and metadata, by source file; a summary's chunks list the book's paragraphs their anchors cite, a paragraph that calls an end note ("(_A_)") lists that note's source_file."""
-    def go(conn: psycopg.Connection) -> list[dict[str, Any]]:
-        return _rows(conn, "SELECT g.*, rag.cites(g.source_file, g.chunk_index) AS cites FROM rag.get_node(%s) g "
-                           "ORDER BY g.chunk_index", (source_file,))
-
-    rows = with_connection(_state(ctx), go)
-    if not rows:
-        raise _no_node(source_file)
-    _add_citations(_state(ctx), rows)
-    node = _node(rows)
-    for chunk, row in zip(node.chunks, rows):
-        chunk.cites = [Cites(**c) for c in row["cites"]] or None
-    return node
+    rows = with_connection(_state(ctx), lambda conn: _rows(conn, _WITH_CITES.format("get_node"),
+                                                           (_resolved(conn, source_file),)))
+    return _cited_node(_state(ctx), rows)
 
 
 def get_parent(
     ctx: Context,
     source_file: Annotated[str, Field(min_length=1, max_length=500, description="the node whose parent you want")],
 ) -> Node:
-    """The parent node (a paragraph's section summary; a section's chapter summary, when the chapter has sections; a chapter's part summary; a part's book summary)."""
-    def go(conn: psycopg.Connection) -> tuple[bool, list[dict[str, Any]]]:
-        exists = conn.execute("SELECT 1 FROM rag.hierarchical_content_nodes WHERE source_file = %s LIMIT 1",
-                              (source_file,)).fetchone() is not None
-        return exists, _rows(conn, "SELECT * FROM rag.get_parent(%s)", (source_file,))
+    """The parent node (a paragraph's section summary; a section's chapter summary, when the chapter has sections; a chapter's part summary; a part's book summary); a summary's chunks list the book's paragraphs their anchors cite."""
+    def go(conn: psycopg.Connection) -> tuple[str, list[dict[str, Any]]]:
+        node = _resolved(conn, source_file)
+        return node, _rows(conn, _WITH_CITES.format("get_parent"), (node,))
 
-    exists, rows = with_connection(_state(ctx), go)
-    if not exists:
-        raise _no_node(source_file)
+    node, rows = with_connection(_state(ctx), go)
     if not rows:
-        raise ToolError(f"{source_file} is the root of its book: it has no parent")
-    _add_citations(_state(ctx), rows)
-    return _node(rows)
+        raise ToolError(f"{node} is the root of its book: it has no parent")
+    return _cited_node(_state(ctx), rows)
 
 
 def get_children(
@@ -311,14 +318,11 @@ def get_children(
     token_budget: Annotated[int, Field(ge=0, le=50000, description="maximum tokens of children to return")] = 4000,
 ) -> Children:
     """A node's children in document order (a part's chapters, a chapter's sections or its paragraphs), as many whole ones as fit in the token budget; says which were left out."""
-    def go(conn: psycopg.Connection) -> tuple[bool, list[dict[str, Any]]]:
-        exists = conn.execute("SELECT 1 FROM rag.hierarchical_content_nodes WHERE source_file = %s LIMIT 1",
-                              (source_file,)).fetchone() is not None
-        return exists, _rows(conn, "SELECT * FROM rag.get_children(%s, %s)", (source_file, token_budget))
+    def go(conn: psycopg.Connection) -> tuple[str, list[dict[str, Any]]]:
+        node = _resolved(conn, source_file)
+        return node, _rows(conn, "SELECT * FROM rag.get_children(%s, %s)", (node, token_budget))
 
-    exists, rows = with_connection(_state(ctx), go)
-    if not exists:
-        raise _no_node(source_file)
+    source_file, rows = with_connection(_state(ctx), go)
     _add_citations(_state(ctx), [r for r in rows if r["role"] == "child"])
     included: dict[str, list[dict[str, Any]]] = {}
     left: list[LeftOut] = []

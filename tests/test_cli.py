@@ -78,6 +78,22 @@ def test_search_within_a_chapter_and_fusion_errors(corpus_url, corpus_home, monk
     assert main(["search", "pain", "--within", "corpus/nope/summary.md"]) == 1
     assert capsys.readouterr().err.strip() == ('error: within "corpus/nope/summary.md" names no loaded node; '
                                                'use a source_file from a search hit or rag.outline')
+    # a chapter's folder names its summary.md
+    assert main(["search", "le prix du pain", "--within", chapter.removesuffix("/summary.md"), "--json"]) == 0
+    assert {json.loads(line)["source_file"] for line in capsys.readouterr().out.splitlines()} == files
+
+
+def test_node_candidates_read_what_users_paste():
+    from bookrag.search import node_candidates
+
+    f = "corpus/b/p/chapitre-01/source.md"
+    assert node_candidates(f) == [f]
+    assert node_candidates(f.removeprefix("corpus/")) == [f.removeprefix("corpus/"), f]
+    assert node_candidates(f"{f}?hl=2-3#p2") == [f"{f}?hl=2-3#p2", f]
+    assert node_candidates("b/p/chapitre-01/") == ["b/p/chapitre-01/", "corpus/b/p/chapitre-01/",
+                                                   "corpus/b/p/chapitre-01/summary.md"]
+    assert node_candidates("./corpus/b/summary.md") == ["./corpus/b/summary.md", "corpus/b/summary.md"]
+    assert node_candidates("  #p2 ") == ["  #p2 "]  # nothing left to read: only the text itself, which no node is
 
 
 def test_database_errors_are_one_line(pg_url, monkeypatch, capsys):

@@ -161,6 +161,17 @@ async def exercise(session: ClientSession) -> None:
 
     r = await session.call_tool("get_parent", {"source_file": ROUTES})
     assert r.structured_content["source_file"] == ROUTES.replace("source.md", "summary.md")
+    assert [c["cites"] for c in r.structured_content["chunks"]] == [[{"source_file": ROUTES, "paragraphs": [1, 2]}]]
+    # what agents paste for a node: a citation URL's path and anchor, a folder, a path without corpus/
+    folder = ROUTES.removesuffix("/source.md")
+    for name, meant in ((f"{ROUTES}?hl=2#p2", ROUTES), (f"{ROUTES}#p2", ROUTES), (folder, chapter),
+                        (f"{folder}/", chapter), (ROUTES.removeprefix("corpus/"), ROUTES), (f"./{ROUTES}", ROUTES)):
+        r = await session.call_tool("get_node", {"source_file": name})
+        assert not r.is_error and r.structured_content["source_file"] == meant, (name, r.content[0].text)
+    r = await session.call_tool("get_parent", {"source_file": folder})
+    assert r.structured_content["source_file"] == f"{C}/premiere-partie/summary.md"
+    r = await session.call_tool("search", {"query": "le prix du pain", "k": 5, "within": folder})
+    assert not r.is_error and {h["citation"]["source_file"] for h in r.structured_content["hits"]} <= {chapter, ROUTES}
 
     r = await session.call_tool("get_children", {"source_file": f"{C}/premiere-partie/summary.md", "token_budget": 60})
     kids = r.structured_content
@@ -195,6 +206,9 @@ async def exercise(session: ClientSession) -> None:
         ("search", (("query", "pain"), ("phrasings", ("a\x00b",)))): "phrasing 1: the query contains a NUL character",
         ("search", (("query", "pain"), ("within", "corpus/x/summary.md"))): 'within "corpus/x/summary.md" names no loaded node',
         ("get_node", (("source_file", "corpus/x/summary.md"),)): "no node 'corpus/x/summary.md'",
+        ("get_node", (("source_file", f"{C}/premiere-partie/chapitre-09"),)): f"no node '{C}/premiere-partie/chapitre-09'",
+        ("get_children", (("source_file", "x/y#p2"),)): "no node 'x/y#p2'",
+        ("get_parent", (("source_file", ROUTES.replace("source", "sources")),)): "no node",
         ("get_parent", (("source_file", f"{C}/summary.md"),)): "is the root of its book: it has no parent",
         ("read_only_sql", (("sql", "DELETE FROM rag.books"),)): "rejected: only SELECT is allowed, got DELETE",
         ("read_only_sql", (("sql", "SELECT 1; SELECT 2"),)): "rejected: exactly one statement is allowed, got 2",
