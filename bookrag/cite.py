@@ -3,7 +3,7 @@
     Bastiat, *Sophismes économiques* (1848), 1re série, ch. VII, « Pétition des fabricants de chandelles », § 4
 
 The one place this rule lives: built from the book's registry entry (`rag.books`: author, title,
-year, from its manifest) and the row's heading path (part, chapter number and title, front
+year, volume, from its manifest) and the row's heading path (part, chapter number and title, front
 matter) and paragraph. The CLI (`search`, `ask`, the demo) and the MCP tools all call it."""
 
 from __future__ import annotations
@@ -30,13 +30,14 @@ class BookMeta:
     author: str | None
     title: str | None
     year: int | None
+    volume: str | None = None  # which volume of the work (rag.books.volume), after the title
 
 
 def book_meta(conn: psycopg.Connection) -> dict[str, BookMeta]:
-    """Every registered book's author, title and year (one small query)."""
+    """Every registered book's author, title, year and volume (one small query)."""
     with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute("SELECT book, author, title, year FROM rag.books").fetchall()
-    return {r["book"]: BookMeta(r["author"], r["title"], r["year"]) for r in rows}
+        rows = cur.execute("SELECT book, author, title, year, volume FROM rag.books").fetchall()
+    return {r["book"]: BookMeta(r["author"], r["title"], r["year"], r["volume"]) for r in rows}
 
 
 def surname(author: str) -> str:
@@ -92,6 +93,8 @@ def scholarly(meta: BookMeta | None, heading_path: str | None, paragraph: int | 
     segments = path.split(" > ") if path else []
     title = (meta.title if meta and meta.title else None) or (segments[0] if segments else "?")
     head = f"*{title}*"
+    if meta and meta.volume:
+        head += f", {meta.volume}"
     if meta and meta.author:
         head = f"{surname(meta.author)}, {head}"
     if meta and meta.year:

@@ -228,7 +228,8 @@ def cmd_books(args: argparse.Namespace, s: Settings) -> None:
             print(json.dumps(r, ensure_ascii=False))
             continue
         cited = f"{r['cited_paragraphs']}/{r['paragraphs']}" if r["paragraphs"] else "0/0"
-        print(f"{r['book']}  {r['author'] or '?'}, {r['title']} ({r['year'] or 'n.d.'})")
+        volume = f", {r['volume']}" if r["volume"] else ""
+        print(f"{r['book']}  {r['author'] or '?'}, {r['title']}{volume} ({r['year'] or 'n.d.'})")
         print(f"  {r['nodes']} files, {r['chunks']} rows, {r['tokens']} tokens; levels {','.join(map(str, r['levels'])) or '-'}; "
               f"{r['summaries']} summaries; {cited} paragraphs cited by an anchor; "
               f"models: {', '.join(r['models']) or 'none (BM25 only)'}")

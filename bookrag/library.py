@@ -20,7 +20,7 @@ from loader.manifest import Book
 #: rag.list_books() (metadata, files, rows, tokens) and, per book, what else a reader asks about:
 #: the embedding models of its rows, its summaries, and how many of its paragraphs an anchor cites.
 BOOKS_SQL = """
-SELECT b.book, b.title, b.author, b.year, b.nodes, b.chunks, b.tokens, b.embedded_chunks, b.levels,
+SELECT b.book, b.title, b.volume, b.author, b.year, b.nodes, b.chunks, b.tokens, b.embedded_chunks, b.levels,
        coalesce((SELECT array_agg(DISTINCT n.embedding_model ORDER BY n.embedding_model)
                  FROM rag.hierarchical_content_nodes n
                  WHERE n.book = b.book AND n.embedding_model IS NOT NULL), '{}') AS models,

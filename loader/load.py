@@ -308,16 +308,18 @@ def _check_model(conn: psycopg.Connection, model: str | None) -> None:
 
 def _upsert_book(conn: psycopg.Connection, slug: str, book: Book | None, sidecars: list[Sidecar]) -> None:
     if book is not None:
-        title, author, year, lang, policy = book.title, book.author, book.year, book.language, book.policy
+        title, volume, author, year = book.title, book.volume, book.author, book.year
+        lang, policy = book.language, book.policy
     else:
         root = next((sc for sc in sidecars if sc.source_file == f"corpus/{slug}/summary.md"), None)
         heading = root.manifest["heading_path"] if root else slug
-        title, author, year, lang, policy = heading.removesuffix(" (résumé)"), None, None, "fr", "all"
+        title, volume, author, year, lang, policy = heading.removesuffix(" (résumé)"), None, None, None, "fr", "all"
     conn.execute(
-        "INSERT INTO rag.books (book, title, author, year, language, embedding_policy) VALUES (%s, %s, %s, %s, %s, %s) "
-        "ON CONFLICT (book) DO UPDATE SET title = EXCLUDED.title, author = EXCLUDED.author, year = EXCLUDED.year, "
-        "language = EXCLUDED.language, embedding_policy = EXCLUDED.embedding_policy, loaded_at = now()",
-        (slug, title, author, year, lang, policy),
+        "INSERT INTO rag.books (book, title, volume, author, year, language, embedding_policy) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s) "
+        "ON CONFLICT (book) DO UPDATE SET title = EXCLUDED.title, volume = EXCLUDED.volume, author = EXCLUDED.author, "
+        "year = EXCLUDED.year, language = EXCLUDED.language, embedding_policy = EXCLUDED.embedding_policy, loaded_at = now()",
+        (slug, title, volume, author, year, lang, policy),
     )
 
 

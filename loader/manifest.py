@@ -82,6 +82,7 @@ class Book:
     parts: tuple[Part, ...]
     path: Path
     extra: dict = field(default_factory=dict)
+    volume: str | None = None  # which volume of the work this book is, as citations name it (e.g. "II")
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,9 @@ def parse_book(data: dict, path: Path, text: str = "") -> Book:
         policy = data.get("embedding", {}).get("policy", "all")
         if policy not in POLICIES:
             raise BookragError(f"{path}: embedding.policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+        volume = b.get("volume")
+        if volume is not None and (not isinstance(volume, str) or not volume.strip()):
+            raise BookragError(f"{path}: book.volume must be a non-empty string such as \"II\", got {volume!r}")
         if b["slug"] != path.parent.name:
             raise BookragError(f"{path}: book.slug {b['slug']!r} differs from its folder {path.parent.name!r}")
         parts = tuple(
@@ -192,7 +196,7 @@ def parse_book(data: dict, path: Path, text: str = "") -> Book:
             theme=Theme(**{k: v for k, v in data.get("theme", {}).items() if k in Theme.__dataclass_fields__}),
             policy=policy,
             front_matter=_sections(data.get("front_matter", []), str(path), "front_matter", lines, seen),
-            parts=parts, path=path, extra={k: v for k, v in src.items() if k not in ("files",)},
+            parts=parts, path=path, extra={k: v for k, v in src.items() if k not in ("files",)}, volume=volume,
         )
     except KeyError as exc:
         raise BookragError(f"{path}: missing field {exc.args[0]!r}") from exc

@@ -15,7 +15,7 @@ class Citation(BaseModel):
     source_file: str
     chunk_index: int
     paragraph: int | None = Field(None, description="the paragraph of source_file this chunk is from (§N, 1-based); for a source.md row, the number chapter summaries' anchors cite: cite it as §N")
-    scholarly: str | None = Field(None, description="the passage cited as a scholar writes it (author, *title* (year), part, chapter, « title », § N; a summary says résumé): quote this in answers")
+    scholarly: str | None = Field(None, description="the passage cited as a scholar writes it (author, *title*, volume (year), part, chapter, « title », § N; a summary says résumé): quote this in answers")
     url: str | None = Field(None, description="the paragraph in its chapter in the reading room (served by `bookrag mcp --http`), for a reader to check the citation")
 
 
@@ -107,6 +107,7 @@ class Outline(BaseModel):
 class Book(BaseModel):
     book: str
     title: str
+    volume: str | None = Field(None, description="which volume of the work the book is (e.g. II), when it is one")
     author: str | None
     year: int | None
     embedding_policy: str

@@ -17,7 +17,7 @@ from mcp_server.server import CONNECTION_OPTIONS, build_server
 from tests.conftest import settings_for
 
 BASTIAT = BookMeta("Frédéric Bastiat", "Sophismes économiques", 1848)
-TOCQUEVILLE = BookMeta("Alexis de Tocqueville", "De la démocratie en Amérique", 1840)
+TOCQUEVILLE = BookMeta("Alexis de Tocqueville", "De la démocratie en Amérique", 1840, "II")
 LIST = BookMeta("Friedrich List", "Système national d'économie politique", 1857)
 
 
@@ -30,22 +30,22 @@ LIST = BookMeta("Friedrich List", "Système national d'économie politique", 185
     (BASTIAT, "Sophismes économiques > Deuxième série > Conclusion", 3, "source",
      "Bastiat, *Sophismes économiques* (1848), 2e série, « Conclusion », § 3"),
     (TOCQUEVILLE, "De la démocratie en Amérique > Avertissement", 2, "source",
-     "Tocqueville, *De la démocratie en Amérique* (1840), « Avertissement », § 2"),
+     "Tocqueville, *De la démocratie en Amérique*, II (1840), « Avertissement », § 2"),
     (TOCQUEVILLE, "De la démocratie en Amérique (résumé)", 1, "summary",
-     "Tocqueville, *De la démocratie en Amérique* (1840), résumé, § 1"),
+     "Tocqueville, *De la démocratie en Amérique*, II (1840), résumé, § 1"),
     (LIST, "Système national d'économie politique > Livre deuxième > Chapitre III (La division nationale du travail)", 5,
      "source", "List, *Système national d'économie politique* (1857), livre II, ch. III, « La division nationale du travail », § 5"),
     (None, "Essai sur les routes > Chapitre I (Le pont)", None, "source", "*Essai sur les routes*, ch. I, « Le pont »"),
     # a chapter's text before its first section: "début", not the chapter's title again
     (TOCQUEVILLE, "De la démocratie en Amérique > Deuxième partie > Des partis aux États-Unis > "
      "Des partis aux États-Unis (début)", 3, "source",
-     "Tocqueville, *De la démocratie en Amérique* (1840), 2e partie, « Des partis aux États-Unis », début, § 3"),
+     "Tocqueville, *De la démocratie en Amérique*, II (1840), 2e partie, « Des partis aux États-Unis », début, § 3"),
     (LIST, "Système national d'économie politique > Livre deuxième > Chapitre III (La division nationale du travail) > "
      "La division nationale du travail (début)", 2, "source",
      "List, *Système national d'économie politique* (1857), livre II, ch. III, « La division nationale du travail », début, § 2"),
     # a section whose own title ends so, under another chapter, keeps its title
     (TOCQUEVILLE, "De la démocratie en Amérique > Des partis > Le jury (début)", 1, "source",
-     "Tocqueville, *De la démocratie en Amérique* (1840), « Des partis », « Le jury (début) », § 1"),
+     "Tocqueville, *De la démocratie en Amérique*, II (1840), « Des partis », « Le jury (début) », § 1"),
 ])
 def test_the_rule(meta, heading, paragraph, node_type, expected):
     assert scholarly(meta, heading, paragraph, node_type) == expected

@@ -336,3 +336,27 @@ def test_a_reader_transaction_left_open_does_not_stall_searches_during_a_load(co
     assert searcher.execute("SELECT count(*) FROM paradedb.index_info('rag.hcn_bm25_idx')").fetchone() == (1,)  # merged
     idle.close()
     searcher.close()
+
+
+def test_a_manifests_volume_reaches_the_registry_and_the_citation(loaded, home):
+    """book.volume (which volume of the work the book is) is written on the next load, files unchanged,
+    and every citation names it after the title; a blank one is refused, naming the manifest."""
+    from bookrag.cite import book_meta, scholarly
+
+    manifest = home / "corpus" / BOOK / "book.toml"
+    text = manifest.read_text(encoding="utf-8")
+    assert loaded.execute("SELECT volume FROM rag.list_books()").fetchall() == [(None,)]
+    loaded.rollback()  # load() takes a connection outside any transaction
+    manifest.write_text(text.replace("[book]\n", '[book]\nvolume = "II"\n', 1), encoding="utf-8")
+    report = load(loaded, home, [home / "corpus" / BOOK])
+    assert report.unchanged == 13 and report.inserted == report.replaced == 0
+    assert loaded.execute("SELECT volume FROM rag.list_books()").fetchall() == [("II",)]
+    meta = book_meta(loaded)[BOOK]
+    loaded.rollback()
+    assert scholarly(meta, "Petit traité des échanges > Première partie > Chapitre II (Les routes)", 2) == (
+        "bookrag, *Petit traité des échanges*, II (2026), 1re partie, ch. II, « Les routes », § 2")
+    manifest.write_text(text.replace("[book]\n", '[book]\nvolume = "  "\n', 1), encoding="utf-8")
+    before = checksum(loaded)
+    with pytest.raises(BookragError, match=r"book.toml: book.volume must be a non-empty string such as \"II\", got '  '"):
+        load(loaded, home, [home / "corpus" / BOOK])
+    assert checksum(loaded) == before

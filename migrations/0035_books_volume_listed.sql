@@ -1,0 +1,48 @@
+-- 0035_books_volume_listed: rag.list_books returns each book's volume
+-- depends: 0034_books_volume
+
+-- Signatures or row types changed: drop what CREATE OR REPLACE cannot change.
+DROP FUNCTION IF EXISTS rag.list_books();  -- arguments or result changed
+
+-- function: list_books sha256:1a6daf49d50f2e65d7612b6f31c6e16a03fa5431518a94d59f2c53d9cc1179a4
+-- rag.list_books: the books loaded, with their size.
+CREATE OR REPLACE FUNCTION rag.list_books()
+RETURNS TABLE (
+    book             TEXT,
+    title            TEXT,
+    volume           TEXT,
+    author           TEXT,
+    year             INT,
+    embedding_policy TEXT,
+    nodes            INT,
+    chunks           INT,
+    tokens           BIGINT,
+    embedded_chunks  INT,
+    levels           INT[]
+)
+LANGUAGE sql STABLE
+AS $$
+/*
+Returns one row per book in rag.books: metadata from its manifest (volume: which volume of the
+work the book is, NULL for a whole work) and counts over its rows
+(nodes = files, chunks = rows, tokens = sum of content_token_count, embedded_chunks = rows
+with a vector, levels present). Cost: one pass over the table grouped by book.
+*/
+    SELECT b.book, b.title, b.volume, b.author, b.year, b.embedding_policy,
+           count(DISTINCT n.source_file)::int, count(n.id)::int,
+           coalesce(sum(n.content_token_count), 0)::bigint,
+           count(n.embedding)::int,
+           coalesce(array_agg(DISTINCT n.level ORDER BY n.level) FILTER (WHERE n.level IS NOT NULL), '{}')
+    FROM rag.books b
+    LEFT JOIN rag.hierarchical_content_nodes n ON n.book = b.book
+    GROUP BY b.book, b.title, b.volume, b.author, b.year, b.embedding_policy
+    ORDER BY b.book;
+$$;
+
+GRANT EXECUTE ON FUNCTION rag.list_books() TO bookrag_reader;
+
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default on new functions
+
+INSERT INTO rag.function_versions (name, sha256, migration) VALUES
+    ('list_books', '1a6daf49d50f2e65d7612b6f31c6e16a03fa5431518a94d59f2c53d9cc1179a4', '0035_books_volume_listed')
+ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();
