@@ -68,7 +68,8 @@ class Node(BaseModel):
     node_type: str
     heading_path: str
     parent_source_file: str | None
-    tokens: int
+    tokens: int = Field(description="the tokens of the chunks returned")
+    last_paragraph: int | None = Field(None, description="the node's last §N, whichever paragraphs were asked for: read on with get_node's paragraphs")
     chunks: list[Chunk]
 
 

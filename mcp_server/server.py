@@ -179,7 +179,8 @@ def _node(rows: list[dict[str, Any]]) -> Node:
     first = rows[0]
     return Node(source_file=first["source_file"], book=first["book"], level=first["level"], node_type=first["node_type"],
                 heading_path=first["heading_path"], parent_source_file=first["parent_source_file"],
-                tokens=sum(r["content_token_count"] or 0 for r in rows), chunks=[Chunk(**_chunk(r)) for r in rows])
+                tokens=sum(r["content_token_count"] or 0 for r in rows), last_paragraph=first.get("last_paragraph"),
+                chunks=[Chunk(**_chunk(r)) for r in rows])
 
 
 def _no_node(source_file: str) -> ToolError:
@@ -194,8 +195,12 @@ def _resolved(conn: psycopg.Connection, source_file: str) -> str:
     return found
 
 
-#: A node's chunks (rag.get_node or rag.get_parent) with the book's paragraphs each one's anchors cite.
-_WITH_CITES = "SELECT g.*, rag.cites(g.source_file, g.chunk_index) AS cites FROM rag.{}(%s) g ORDER BY g.chunk_index"
+#: A node's chunks (rag.get_node or rag.get_parent) from paragraph first to last (§N), with the node's
+#: last paragraph and the book's paragraphs each chunk's anchors cite.
+_WITH_CITES = ("SELECT x.*, rag.cites(x.source_file, x.chunk_index) AS cites FROM (SELECT g.*, max(g.paragraph) OVER () "
+               "AS last_paragraph FROM rag.{}(%s) g) x WHERE coalesce(x.paragraph, %s) BETWEEN %s AND %s "
+               "ORDER BY x.chunk_index")
+EVERY = (1, 2**31 - 1)  # every paragraph
 
 
 def _cited_node(state: AppState, rows: list[dict[str, Any]]) -> Node:
@@ -290,10 +295,24 @@ def search_tool(
 def get_node(
     ctx: Context,
     source_file: Annotated[str, Field(min_length=1, max_length=500, description="a citation's source_file, e.g. corpus/<book>/.../summary.md")],
+    paragraphs: Annotated[tuple[int, int] | None, Field(description=(
+        "only paragraphs first to last (§N, inclusive), e.g. [4, 10] to read around a hit's §7 in a long chapter; "
+        "all of them when omitted"))] = None,
 ) -> Node:
-    """A node's full text (all its chunks, in order) and metadata, by source file; a summary's chunks list the book's paragraphs their anchors cite, a paragraph that calls an end note ("(_A_)") lists that note's source_file."""
-    rows = with_connection(_state(ctx), lambda conn: _rows(conn, _WITH_CITES.format("get_node"),
-                                                           (_resolved(conn, source_file),)))
+    """A node's text (its chunks, in order: all of them, or the paragraphs asked for) and metadata, by source file; a summary's chunks list the book's paragraphs their anchors cite, a paragraph that calls an end note ("(_A_)") lists that note's source_file."""
+    first, last = paragraphs or EVERY
+    if not 1 <= first <= last:
+        raise ToolError(f"paragraphs [{first}, {last}]: give [first, last] with 1 <= first <= last, e.g. [4, 10]")
+
+    def go(conn: psycopg.Connection) -> tuple[str, list[dict[str, Any]]]:
+        node = _resolved(conn, source_file)
+        return node, _rows(conn, _WITH_CITES.format("get_node"), (node, first, first, last))
+
+    node, rows = with_connection(_state(ctx), go)
+    if not rows:
+        size = with_connection(_state(ctx), lambda conn: _rows(conn, "SELECT max(paragraph) AS n FROM rag.get_node(%s)",
+                                                                (node,)))[0]["n"]
+        raise ToolError(f"{node} has paragraphs §1–§{size}; paragraphs [{first}, {last}] is past them")
     return _cited_node(_state(ctx), rows)
 
 
@@ -304,7 +323,7 @@ def get_parent(
     """The parent node (a paragraph's section summary; a section's chapter summary, when the chapter has sections; a chapter's part summary; a part's book summary); a summary's chunks list the book's paragraphs their anchors cite."""
     def go(conn: psycopg.Connection) -> tuple[str, list[dict[str, Any]]]:
         node = _resolved(conn, source_file)
-        return node, _rows(conn, _WITH_CITES.format("get_parent"), (node,))
+        return node, _rows(conn, _WITH_CITES.format("get_parent"), (node, EVERY[0], *EVERY))
 
     node, rows = with_connection(_state(ctx), go)
     if not rows:
@@ -489,7 +508,8 @@ def answer_from_the_books(
 2. Read the chapter around the best hits: `get_parent` on a paragraph hit gives its chapter summary, whose
    sentences cite the paragraphs they condense (`cites`).
 3. Pin the passage: `search` again with `within` set to that chapter's summary.md (and new phrasings if the
-   first ones missed), or read the chapter's paragraphs with `get_children`.
+   first ones missed), or read the paragraphs around a hit with `get_node` and `paragraphs` (e.g. [4, 10]
+   around §7): a long chapter does not fit `get_children`'s budget whole.
 4. Answer with the author's words: quote the paragraphs (level 0, `node_type` source), each with its citation
    (heading_path, §N from `paragraph`). Summaries (level 1-3) are the team's reading aids, not the book: quote
    the paragraphs their anchors cite instead. Say so when the books do not answer the question."""

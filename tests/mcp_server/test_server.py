@@ -153,6 +153,14 @@ async def exercise(session: ClientSession) -> None:
     assert not r.is_error and r.structured_content["level"] == 0 and len(r.structured_content["chunks"]) == 3
     assert all(c["cites"] is None for c in r.structured_content["chunks"])
     assert [c["citation"]["paragraph"] for c in r.structured_content["chunks"]] == [1, 2, 3]
+    whole = r.structured_content
+    assert whole["last_paragraph"] == 3
+    r = await session.call_tool("get_node", {"source_file": ROUTES, "paragraphs": [2, 3]})  # around a hit
+    part = r.structured_content
+    assert [c["citation"]["paragraph"] for c in part["chunks"]] == [2, 3] and part["last_paragraph"] == 3
+    assert part["tokens"] == sum(c["tokens"] for c in whole["chunks"][1:]) < whole["tokens"]
+    r = await session.call_tool("get_node", {"source_file": ROUTES, "paragraphs": [3, 9]})
+    assert [c["citation"]["paragraph"] for c in r.structured_content["chunks"]] == [3]
     r = await session.call_tool("get_node", {"source_file": ROUTES.replace("source.md", "summary.md")})
     assert [c["cites"] for c in r.structured_content["chunks"]] == [[{"source_file": ROUTES, "paragraphs": [1, 2]}]]
     r = await session.call_tool("get_node", {"source_file": f"{C}/premiere-partie/summary.md"})
@@ -206,6 +214,9 @@ async def exercise(session: ClientSession) -> None:
         ("search", (("query", "pain"), ("phrasings", ("a\x00b",)))): "phrasing 1: the query contains a NUL character",
         ("search", (("query", "pain"), ("within", "corpus/x/summary.md"))): 'within "corpus/x/summary.md" names no loaded node',
         ("get_node", (("source_file", "corpus/x/summary.md"),)): "no node 'corpus/x/summary.md'",
+        ("get_node", (("source_file", ROUTES), ("paragraphs", (5, 9)))): f"{ROUTES} has paragraphs §1–§3; paragraphs [5, 9] is past them",
+        ("get_node", (("source_file", ROUTES), ("paragraphs", (3, 2)))): "paragraphs [3, 2]: give [first, last] with 1 <= first <= last",
+        ("get_node", (("source_file", ROUTES), ("paragraphs", (0, 2)))): "paragraphs [0, 2]: give [first, last]",
         ("get_node", (("source_file", f"{C}/premiere-partie/chapitre-09"),)): f"no node '{C}/premiere-partie/chapitre-09'",
         ("get_children", (("source_file", "x/y#p2"),)): "no node 'x/y#p2'",
         ("get_parent", (("source_file", ROUTES.replace("source", "sources")),)): "no node",
