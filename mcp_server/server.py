@@ -198,7 +198,7 @@ def _resolved(conn: psycopg.Connection, source_file: str) -> str:
 #: A node's chunks (rag.get_node or rag.get_parent) from paragraph first to last (§N), with the node's
 #: last paragraph and the book's paragraphs each chunk's anchors cite.
 _WITH_CITES = ("SELECT x.*, rag.cites(x.source_file, x.chunk_index) AS cites FROM (SELECT g.*, max(g.paragraph) OVER () "
-               "AS last_paragraph FROM rag.{}(%s) g) x WHERE coalesce(x.paragraph, %s) BETWEEN %s AND %s "
+               "AS last_paragraph FROM rag.{}(%s) g) x WHERE x.paragraph IS NULL OR x.paragraph BETWEEN %s AND %s "
                "ORDER BY x.chunk_index")
 EVERY = (1, 2**31 - 1)  # every paragraph
 
@@ -306,7 +306,7 @@ def get_node(
 
     def go(conn: psycopg.Connection) -> tuple[str, list[dict[str, Any]]]:
         node = _resolved(conn, source_file)
-        return node, _rows(conn, _WITH_CITES.format("get_node"), (node, first, first, last))
+        return node, _rows(conn, _WITH_CITES.format("get_node"), (node, first, last))
 
     node, rows = with_connection(_state(ctx), go)
     if not rows:
@@ -323,7 +323,7 @@ def get_parent(
     """The parent node (a paragraph's section summary; a section's chapter summary, when the chapter has sections; a chapter's part summary; a part's book summary); a summary's chunks list the book's paragraphs their anchors cite."""
     def go(conn: psycopg.Connection) -> tuple[str, list[dict[str, Any]]]:
         node = _resolved(conn, source_file)
-        return node, _rows(conn, _WITH_CITES.format("get_parent"), (node, EVERY[0], *EVERY))
+        return node, _rows(conn, _WITH_CITES.format("get_parent"), (node, *EVERY))
 
     node, rows = with_connection(_state(ctx), go)
     if not rows:
@@ -341,18 +341,18 @@ def get_children(
         node = _resolved(conn, source_file)
         return node, _rows(conn, "SELECT * FROM rag.get_children(%s, %s)", (node, token_budget))
 
-    source_file, rows = with_connection(_state(ctx), go)
+    node, rows = with_connection(_state(ctx), go)
     _add_citations(_state(ctx), [r for r in rows if r["role"] == "child"])
     included: dict[str, list[dict[str, Any]]] = {}
     left: list[LeftOut] = []
     for r in rows:
         if r["role"] == "child":
-            included.setdefault(r["source_file"], []).append({**r, "parent_source_file": source_file})
+            included.setdefault(r["source_file"], []).append({**r, "parent_source_file": node})
         else:
             left.append(LeftOut(source_file=r["source_file"], heading_path=r["heading_path"], tokens=r["content_token_count"]))
     nodes = [_node(rs) for rs in included.values()]
     used = max((r["used_tokens"] for r in rows if r["role"] == "child"), default=0)  # rag.get_children's running total
-    return Children(parent_source_file=source_file, token_budget=token_budget,
+    return Children(parent_source_file=node, token_budget=token_budget,
                     used_tokens=used, included=nodes, left_out=left)
 
 
