@@ -8,13 +8,14 @@ reading room's own pages.
     corpus/<book>/<part>/<chapter>/summary.md §2    /books/<book>/<part>/<chapter>#summary-2
 
 `hl` lists the paragraphs to highlight (`4-7,9`: runs compressed); the fragment scrolls to the
-first of them.
+first of them. node_of_url reads such a URL back into its source_file.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
-from urllib.parse import quote
+from urllib.parse import SplitResult, quote, unquote, urlsplit
 
 #: Where `bookrag mcp --http` listens by default (BOOKRAG_READING_ROOM_URL overrides it).
 DEFAULT_BASE = "http://127.0.0.1:8765"
@@ -59,3 +60,20 @@ def citation_url(base: str, source_file: str, paragraphs: int | Iterable[int] | 
     if name == "source.md":
         return f"{url}?hl={compress(numbers)}#p{numbers[0]}"
     return f"{url}#summary-{numbers[0]}"
+
+
+def shows_paragraph(url: SplitResult) -> bool:
+    """Whether a page address points at a chapter's paragraphs (`?hl=…` or `#pN`: its source.md) rather
+    than at the page itself or a summary paragraph (`#summary-N`: its summary.md)."""
+    return "hl=" in url.query or re.fullmatch(r"p\d+", url.fragment) is not None
+
+
+def node_of_url(text: str) -> str | None:
+    """The source_file a reading-room URL shows (citation_url's form, with or without its scheme and host:
+    `/books/<book>/<folder>`); None for any other text."""
+    url = urlsplit(text.strip())
+    path = unquote(url.path)
+    if not path.startswith(("/books/", "books/")) or not path.split("books/", 1)[1].strip("/"):
+        return None
+    folder = path.split("books/", 1)[1].strip("/")
+    return f"corpus/{folder}/{'source.md' if shows_paragraph(url) else 'summary.md'}"

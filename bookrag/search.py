@@ -7,6 +7,7 @@ rag.pack_context over one rag.search call, composed here as rag.build_context co
 from __future__ import annotations
 
 import unicodedata
+from urllib.parse import urlsplit
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -16,6 +17,7 @@ from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
 from bookrag.errors import BookragError, database_reason
+from bookrag.links import node_of_url, shows_paragraph
 
 #: The names rag.search accepts, its default first (the SQL checks them and resolves 'auto'; this
 #: tuple feeds the CLI's choices). Tuning names, defaults and bounds are rag._settings's.
@@ -69,15 +71,17 @@ class SearchRequest:
 
 
 def node_candidates(text: str) -> list[str]:
-    """What a node's name most likely meant, in order: the text itself; then without a citation
-    URL's query or anchor (`?hl=6`, `#p6`) or a leading `./` or `/`, with `corpus/` in front when
-    missing; then a folder (no `.md`) as its summary.md. Agents and users paste all of these."""
-    base = text.strip().split("#", 1)[0].split("?", 1)[0].strip().removeprefix("./").lstrip("/")
+    """What a node's name most likely meant, in order: the text itself; the page a reading-room URL
+    shows (bookrag.links.node_of_url); the path without its query or anchor (`?hl=6`, `#p6`) or a
+    leading `./` or `/`, with `corpus/` in front when missing; a folder (no `.md`) as its source.md
+    when the anchor points at a paragraph, else its summary.md. Agents and users paste all of these."""
+    url = urlsplit(text.strip())
+    base = url.path.strip().removeprefix("./").lstrip("/")
     if base and not base.startswith("corpus/"):
         base = f"corpus/{base}"
-    out = [text, base]
+    out = [text, node_of_url(text), base]
     if base and not base.endswith(".md"):
-        out.append(f"{base.rstrip('/')}/summary.md")
+        out.append(f"{base.rstrip('/')}/{'source.md' if shows_paragraph(url) else 'summary.md'}")
     return list(dict.fromkeys(c for c in out if c))
 
 

@@ -179,6 +179,7 @@ def parse_book(data: dict, path: Path, text: str = "") -> Book:
         volume = b.get("volume")
         if volume is not None and (not isinstance(volume, str) or not volume.strip()):
             raise BookragError(f"{path}: book.volume must be a non-empty string such as \"II\", got {volume!r}")
+        volume = volume.strip() if volume is not None else None
         if b["slug"] != path.parent.name:
             raise BookragError(f"{path}: book.slug {b['slug']!r} differs from its folder {path.parent.name!r}")
         parts = tuple(

@@ -69,7 +69,7 @@ class Node(BaseModel):
     heading_path: str
     parent_source_file: str | None
     tokens: int = Field(description="the tokens of the chunks returned")
-    last_paragraph: int | None = Field(None, description="the node's last §N, whichever paragraphs were asked for: read on with get_node's paragraphs")
+    last_paragraph: int | None = Field(None, description="get_node and get_parent: the node's last §N, whichever paragraphs were asked for (read on with get_node's paragraphs)")
     chunks: list[Chunk]
 
 

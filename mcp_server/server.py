@@ -295,7 +295,7 @@ def search_tool(
 def get_node(
     ctx: Context,
     source_file: Annotated[str, Field(min_length=1, max_length=500, description="a citation's source_file, e.g. corpus/<book>/.../summary.md")],
-    paragraphs: Annotated[tuple[int, int] | None, Field(description=(
+    paragraphs: Annotated[list[int] | None, Field(min_length=2, max_length=2, description=(
         "only paragraphs first to last (§N, inclusive), e.g. [4, 10] to read around a hit's §7 in a long chapter; "
         "all of them when omitted"))] = None,
 ) -> Node:
@@ -304,16 +304,15 @@ def get_node(
     if not 1 <= first <= last:
         raise ToolError(f"paragraphs [{first}, {last}]: give [first, last] with 1 <= first <= last, e.g. [4, 10]")
 
-    def go(conn: psycopg.Connection) -> tuple[str, list[dict[str, Any]]]:
+    def go(conn: psycopg.Connection) -> list[dict[str, Any]]:
         node = _resolved(conn, source_file)
-        return node, _rows(conn, _WITH_CITES.format("get_node"), (node, first, last))
+        rows = _rows(conn, _WITH_CITES.format("get_node"), (node, first, last))
+        if not rows:
+            size = _rows(conn, "SELECT max(paragraph) AS n FROM rag.get_node(%s)", (node,))[0]["n"]
+            raise ToolError(f"{node} has paragraphs §1–§{size}; paragraphs [{first}, {last}] is past them")
+        return rows
 
-    node, rows = with_connection(_state(ctx), go)
-    if not rows:
-        size = with_connection(_state(ctx), lambda conn: _rows(conn, "SELECT max(paragraph) AS n FROM rag.get_node(%s)",
-                                                                (node,)))[0]["n"]
-        raise ToolError(f"{node} has paragraphs §1–§{size}; paragraphs [{first}, {last}] is past them")
-    return _cited_node(_state(ctx), rows)
+    return _cited_node(_state(ctx), with_connection(_state(ctx), go))
 
 
 def get_parent(

@@ -93,6 +93,11 @@ def test_node_candidates_read_what_users_paste():
     assert node_candidates("b/p/chapitre-01/") == ["b/p/chapitre-01/", "corpus/b/p/chapitre-01/",
                                                    "corpus/b/p/chapitre-01/summary.md"]
     assert node_candidates("./corpus/b/summary.md") == ["./corpus/b/summary.md", "corpus/b/summary.md"]
+    # a reading-room URL, or its path: a paragraph anchor is the chapter's text, anything else its summary
+    url = "http://127.0.0.1:8765/books/b/p/chapitre-01"
+    assert node_candidates(f"{url}?hl=2-3#p2")[1] == f
+    assert node_candidates(f"{url}#summary-2")[1] == node_candidates(url)[1] == "corpus/b/p/chapitre-01/summary.md"
+    assert node_candidates("b/p/chapitre-01?hl=7#p7")[-1] == f
     assert node_candidates("  #p2 ") == ["  #p2 "]  # nothing left to read: only the text itself, which no node is
 
 

@@ -347,7 +347,7 @@ def test_a_manifests_volume_reaches_the_registry_and_the_citation(loaded, home):
     text = manifest.read_text(encoding="utf-8")
     assert loaded.execute("SELECT volume FROM rag.list_books()").fetchall() == [(None,)]
     loaded.rollback()  # load() takes a connection outside any transaction
-    manifest.write_text(text.replace("[book]\n", '[book]\nvolume = "II"\n', 1), encoding="utf-8")
+    manifest.write_text(text.replace("[book]\n", '[book]\nvolume = " II "\n', 1), encoding="utf-8")  # stored trimmed
     report = load(loaded, home, [home / "corpus" / BOOK])
     assert report.unchanged == 13 and report.inserted == report.replaced == 0
     assert loaded.execute("SELECT volume FROM rag.list_books()").fetchall() == [("II",)]

@@ -18,6 +18,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from bookrag import db
+from bookrag.links import DEFAULT_BASE, citation_url
 
 C = "corpus/traite-des-echanges"
 ROUTES = f"{C}/premiere-partie/chapitre-02-les-routes/source.md"
@@ -58,8 +59,10 @@ def start_http(corpus_url, corpus_home, **env: str) -> tuple[subprocess.Popen, s
             return proc, f"http://127.0.0.1:{port}"
         except OSError:
             time.sleep(0.2)
+    crashed = proc.poll()
     stop_http(proc)
-    pytest.fail(f"the HTTP MCP server did not start (exit code {proc.returncode})")
+    pytest.fail(f"the HTTP MCP server exited with code {crashed}" if crashed is not None
+                else "the HTTP MCP server took no connection in 120 s")
 
 
 def stop_http(proc: subprocess.Popen) -> None:
@@ -92,6 +95,10 @@ async def exercise(session: ClientSession) -> None:
     search_tool = next(t for t in tools.tools if t.name == "search")
     assert search_tool.annotations.read_only_hint is True and search_tool.output_schema is not None
     assert search_tool.input_schema["properties"]["k"]["maximum"] == 50
+    # clients such as VS Code refuse a tool whose array parameter does not say what its items are
+    untyped = [(t.name, name) for t in tools.tools for name, prop in t.input_schema["properties"].items()
+               for s in [prop, *prop.get("anyOf", [])] if s.get("type") == "array" and "items" not in s]
+    assert untyped == [] and "paragraphs" in next(t for t in tools.tools if t.name == "get_node").input_schema["properties"]
 
     r = await session.call_tool("list_books", {})
     assert not r.is_error
@@ -170,16 +177,20 @@ async def exercise(session: ClientSession) -> None:
     r = await session.call_tool("get_parent", {"source_file": ROUTES})
     assert r.structured_content["source_file"] == ROUTES.replace("source.md", "summary.md")
     assert [c["cites"] for c in r.structured_content["chunks"]] == [[{"source_file": ROUTES, "paragraphs": [1, 2]}]]
-    # what agents paste for a node: a citation URL's path and anchor, a folder, a path without corpus/
+    # what agents paste for a node: a citation's URL (whole, or its path), a folder, a path without corpus/
     folder = ROUTES.removesuffix("/source.md")
-    for name, meant in ((f"{ROUTES}?hl=2#p2", ROUTES), (f"{ROUTES}#p2", ROUTES), (folder, chapter),
-                        (f"{folder}/", chapter), (ROUTES.removeprefix("corpus/"), ROUTES), (f"./{ROUTES}", ROUTES)):
+    page = folder.removeprefix("corpus/")
+    for name, meant in ((citation_url(DEFAULT_BASE, ROUTES, 2), ROUTES), (citation_url(DEFAULT_BASE, chapter, 1), chapter),
+                        (citation_url(DEFAULT_BASE, chapter), chapter), (f"{page}?hl=2#p2", ROUTES), (f"{ROUTES}#p2", ROUTES),
+                        (folder, chapter), (f"{folder}/", chapter), (ROUTES.removeprefix("corpus/"), ROUTES),
+                        (f"./{ROUTES}", ROUTES)):
         r = await session.call_tool("get_node", {"source_file": name})
         assert not r.is_error and r.structured_content["source_file"] == meant, (name, r.content[0].text)
     r = await session.call_tool("get_parent", {"source_file": folder})
     assert r.structured_content["source_file"] == f"{C}/premiere-partie/summary.md"
     r = await session.call_tool("search", {"query": "le prix du pain", "k": 5, "within": folder})
-    assert not r.is_error and {h["citation"]["source_file"] for h in r.structured_content["hits"]} <= {chapter, ROUTES}
+    assert not r.is_error and r.structured_content["hits"]
+    assert {h["citation"]["source_file"] for h in r.structured_content["hits"]} <= {chapter, ROUTES}
 
     r = await session.call_tool("get_children", {"source_file": f"{C}/premiere-partie/summary.md", "token_budget": 60})
     kids = r.structured_content
