@@ -44,8 +44,9 @@ def command(name: str, help_: str, example: str):
 def node_path(text: str | None, home: Path) -> str | None:
     """A node as the database names it (`corpus/<book>/…`, relative to the checkout) from what a
     user types: that form itself, or a file path (relative to where they are, or absolute) inside
-    the checkout, e.g. ./corpus/… or, from inside corpus/, <book>/…/summary.md. Anything else is
-    passed on unchanged, for the SQL's own error ("… names no loaded node")."""
+    the checkout, e.g. ./corpus/… or, from inside corpus/, <book>/…/summary.md (a file system path:
+    resolved against where the user stands). Anything else is passed on unchanged, to
+    bookrag.search.resolve_node (URLs, folders, names without corpus/), then the SQL's own error."""
     if text is None or text.startswith("corpus/"):
         return text
     path = Path(text).expanduser()

@@ -181,7 +181,7 @@ def test_within_takes_a_file_path_too(tmp_path, monkeypatch):
     assert node_path(str(home / stored), home) == stored
     monkeypatch.chdir(home / "corpus")
     assert node_path("b/ch/summary.md", home) == stored
-    assert node_path("/elsewhere/summary.md", home) == "/elsewhere/summary.md"  # left for the SQL's error
+    assert node_path("/elsewhere/summary.md", home) == "/elsewhere/summary.md"  # left for resolve_node, then the SQL
     assert node_path(None, home) is None
 
 
