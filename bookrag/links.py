@@ -73,7 +73,5 @@ def node_of_url(text: str) -> str | None:
     `/books/<book>/<folder>`); None for any other text."""
     url = urlsplit(text.strip())
     path = unquote(url.path)
-    if not path.startswith(("/books/", "books/")) or not path.split("books/", 1)[1].strip("/"):
-        return None
-    folder = path.split("books/", 1)[1].strip("/")
-    return f"corpus/{folder}/{'source.md' if shows_paragraph(url) else 'summary.md'}"
+    folder = path.split("books/", 1)[1].strip("/") if path.startswith(("/books/", "books/")) else ""
+    return f"corpus/{folder}/{'source.md' if shows_paragraph(url) else 'summary.md'}" if folder else None

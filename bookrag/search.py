@@ -7,9 +7,9 @@ rag.pack_context over one rag.search call, composed here as rag.build_context co
 from __future__ import annotations
 
 import unicodedata
-from urllib.parse import urlsplit
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import numpy as np
 import psycopg
