@@ -14,10 +14,10 @@ import threading
 import time
 
 import psycopg
+from common import FRENCH_QUERIES, load_note, machine, markdown_table, percentiles, write_json
 
 from bookrag import db
 from bookrag.config import load_settings
-from common import FRENCH_QUERIES, load_note, machine, markdown_table, percentiles, write_json
 from evaluation.scratch import scratch_database
 
 
@@ -26,7 +26,9 @@ def copy_corpus(url: str, target: str) -> None:
     behind, which the merge folds into one."""
     cols = "level, parent_source_file, node_type, source_file, source_file_hash, chunk_index, heading_path, content, content_token_count"
     with psycopg.connect(url) as src, psycopg.connect(target) as dst:
-        dst.execute("INSERT INTO rag.books (book, title) SELECT book, title FROM (VALUES ('b', 'b')) v(book, title)")
+        dst.execute(
+            "INSERT INTO rag.books (book, title) SELECT book, title FROM (VALUES ('b', 'b')) v(book, title)"
+        )
         rows = src.execute(f"SELECT {cols} FROM rag.hierarchical_content_nodes").fetchall()
         for i in range(20):
             with dst.cursor().copy(f"COPY rag.hierarchical_content_nodes ({cols}) FROM STDIN") as cp:
@@ -37,7 +39,9 @@ def copy_corpus(url: str, target: str) -> None:
 
 def run(url: str, statement: str, hold_s: float) -> dict:
     idle = psycopg.connect(url)
-    idle.execute("SELECT count(*) FROM rag.search_branch('pain', NULL, 'bm25', 5)").fetchone()  # a reader left in a transaction
+    idle.execute(
+        "SELECT count(*) FROM rag.search_branch('pain', NULL, 'bm25', 5)"
+    ).fetchone()  # a reader left in a transaction
     merge_s: list[float] = []
 
     def merge() -> None:
@@ -58,7 +62,10 @@ def run(url: str, statement: str, hold_s: float) -> dict:
         i = 0
         while time.monotonic() < end + 0.5 or th.is_alive():
             t = time.perf_counter()
-            s.execute("SELECT count(*) FROM rag.search_branch(%s, NULL, 'bm25', 10)", (FRENCH_QUERIES[i % len(FRENCH_QUERIES)],)).fetchone()
+            s.execute(
+                "SELECT count(*) FROM rag.search_branch(%s, NULL, 'bm25', 10)",
+                (FRENCH_QUERIES[i % len(FRENCH_QUERIES)],),
+            ).fetchone()
             samples.append(time.perf_counter() - t)
             i += 1
             if i > 10_000:
@@ -77,11 +84,19 @@ def main() -> None:
     settings = load_settings()
     with scratch_database(settings, "convoy") as url:
         copy_corpus(db.database_url(settings), url)
-        results = [run(url, stmt, args.hold) for stmt in
-                   ("REINDEX INDEX rag.hcn_bm25_idx", "REINDEX INDEX CONCURRENTLY rag.hcn_bm25_idx")]
-    print(f"A reader transaction held open {args.hold:.0f} s while the BM25 index is merged; searches meanwhile:\n")
-    print(markdown_table(["merge statement", "merge took (s)", "searches", "p50 ms", "p95 ms", "max ms"],
-                         [[r["statement"], r["merge_s"], r["n"], r["p50_ms"], r["p95_ms"], r["max_ms"]] for r in results]))
+        results = [
+            run(url, stmt, args.hold)
+            for stmt in ("REINDEX INDEX rag.hcn_bm25_idx", "REINDEX INDEX CONCURRENTLY rag.hcn_bm25_idx")
+        ]
+    print(
+        f"A reader transaction held open {args.hold:.0f} s while the BM25 index is merged; searches meanwhile:\n"
+    )
+    print(
+        markdown_table(
+            ["merge statement", "merge took (s)", "searches", "p50 ms", "p95 ms", "max ms"],
+            [[r["statement"], r["merge_s"], r["n"], r["p50_ms"], r["p95_ms"], r["max_ms"]] for r in results],
+        )
+    )
     print("\n" + load_note(start))
     write_json(args.json, {"machine": start, "hold_s": args.hold, "results": results})
 

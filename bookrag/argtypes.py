@@ -41,13 +41,17 @@ def level_list(text: str) -> list[int]:
 
 def names_from(choices: tuple[str, ...]) -> Callable[[str], list[str]]:
     """Comma-separated names, each one of choices (e.g. --mode bm25,hybrid)."""
+
     def parse(text: str) -> list[str]:
         names = [x.strip() for x in text.split(",") if x.strip()]
         unknown = [x for x in names if x not in choices]
         if not names or unknown:
-            raise argparse.ArgumentTypeError(f"expected comma-separated names from {', '.join(choices)}; "
-                                             f"got {', '.join(unknown) if unknown else repr(text)}")
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated names from {', '.join(choices)}; "
+                f"got {', '.join(unknown) if unknown else repr(text)}"
+            )
         return names
+
     return parse
 
 

@@ -8,13 +8,16 @@ from typing import Any
 from bookrag.config import load_settings
 from bookrag.errors import BookragError
 
-
 Cited = dict[tuple[str, int], list[dict[str, Any]]]
 
 
 def locator(row: dict[str, Any]) -> str:
     """Where a row sits in its file: '§N, chunk i' (§N: the paragraph number anchors cite)."""
-    return f"§{row['paragraph']}, chunk {row['chunk_index']}" if row.get("paragraph") else f"chunk {row['chunk_index']}"
+    return (
+        f"§{row['paragraph']}, chunk {row['chunk_index']}"
+        if row.get("paragraph")
+        else f"chunk {row['chunk_index']}"
+    )
 
 
 def cite(row: dict[str, Any]) -> str:
@@ -39,10 +42,13 @@ def _chat(prompt: str) -> str:
     from openai import OpenAI
 
     s = load_settings()
-    client = OpenAI(base_url=s.openai_base_url, api_key=s.api_key, timeout=s.llm_timeout, max_retries=s.llm_retries)
+    client = OpenAI(
+        base_url=s.openai_base_url, api_key=s.api_key, timeout=s.llm_timeout, max_retries=s.llm_retries
+    )
     try:
-        resp = client.chat.completions.create(model=s.llm_model, temperature=0,
-                                              messages=[{"role": "user", "content": prompt}])
+        resp = client.chat.completions.create(
+            model=s.llm_model, temperature=0, messages=[{"role": "user", "content": prompt}]
+        )
     except Exception as exc:
         raise BookragError(f"the LLM call failed ({client.base_url}): {exc}") from exc
     return (resp.choices[0].message.content or "").strip()
@@ -91,9 +97,13 @@ def answer_with_llm(question: str, rows: list[dict[str, Any]], cited: Cited | No
     cited = cited or {}
     sources = "\n\n".join(
         f"[{n}] ({row.get('citation') or row['heading_path']})\n{row['content']}"
-        + (f"\n(passages du livre résumés ici : {book_paragraphs(cited[(row['source_file'], row['chunk_index'])])})"
-           if cited.get((row["source_file"], row["chunk_index"])) else "")
-        for n, row in numbered_sources(rows))
+        + (
+            f"\n(passages du livre résumés ici : {book_paragraphs(cited[(row['source_file'], row['chunk_index'])])})"
+            if cited.get((row["source_file"], row["chunk_index"]))
+            else ""
+        )
+        for n, row in numbered_sources(rows)
+    )
     prompt = (
         "Réponds à la question en français, uniquement à partir des extraits numérotés ci-dessous, "
         "en citant chaque affirmation par son numéro entre crochets, par exemple [2]. "
@@ -116,8 +126,11 @@ def render_answer(question: str, rows: list[dict[str, Any]], cited: Cited | None
     if llm:
         lines += [answer_with_llm(question, rows, cited), ""]
     else:
-        lines += ["(No LLM configured: the answer is the cited passages, in reading order; "
-                  "set BOOKRAG_LLM_MODEL and OPENAI_BASE_URL for a written answer.)", ""]
+        lines += [
+            "(No LLM configured: the answer is the cited passages, in reading order; "
+            "set BOOKRAG_LLM_MODEL and OPENAI_BASE_URL for a written answer.)",
+            "",
+        ]
     for n, row in numbered_sources(rows):
         role = "hit" if row["role"] == "hit" else "context"
         lines.append(f"[{n}] {cite(row)}  ({role}, level {row['level']})")
@@ -132,5 +145,7 @@ def render_answer(question: str, rows: list[dict[str, Any]], cited: Cited | None
             lines.append(f"    cites the book: {book_paragraphs(behind)}")
             if not llm:
                 first = behind[0]["content"]
-                lines.append(f"      §{behind[0]['paragraph']} « {first if len(first) <= 300 else first[:300] + '…'} »")
+                lines.append(
+                    f"      §{behind[0]['paragraph']} « {first if len(first) <= 300 else first[:300] + '…'} »"
+                )
     return "\n".join(lines)

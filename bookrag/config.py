@@ -24,7 +24,9 @@ class Settings:
     embedding_model: str | None  # None: the embedder's default
     max_chunk_tokens: int
     mcp_database_url: str | None = None  # BOOKRAG_MCP_DATABASE_URL: what the MCP server logs in as
-    mcp_token: str | None = None  # BOOKRAG_MCP_TOKEN: bearer token the HTTP server requires (needed beyond loopback)
+    mcp_token: str | None = (
+        None  # BOOKRAG_MCP_TOKEN: bearer token the HTTP server requires (needed beyond loopback)
+    )
     #: BOOKRAG_MCP_ALLOWED_HOSTS: the names (or addresses) remote clients reach the HTTP server by,
     #: comma-separated; their Host header must be one of them (loopback names always are)
     mcp_allowed_hosts: tuple[str, ...] = ()
@@ -78,15 +80,24 @@ def _host_list(raw: str) -> tuple[str, ...]:
     hosts = tuple(h.strip().removeprefix("[").removesuffix("]") for h in raw.split(",") if h.strip())
     for h in hosts:
         if any(c in h for c in "/ @*") or h.count(":") == 1:
-            raise BookragError(f"BOOKRAG_MCP_ALLOWED_HOSTS: {h!r} is not a host name or address "
-                               "(give names like books.example.org or 192.0.2.2, without scheme, port or path)")
+            raise BookragError(
+                f"BOOKRAG_MCP_ALLOWED_HOSTS: {h!r} is not a host name or address "
+                "(give names like books.example.org or 192.0.2.2, without scheme, port or path)"
+            )
     return hosts
 
 
 def _base_url(name: str, raw: str) -> str:
-    if not raw.startswith(("http://", "https://")) or any(c.isspace() for c in raw) or "?" in raw or "#" in raw:
-        raise BookragError(f"{name} must be an http:// or https:// address without query or fragment "
-                           f"(e.g. http://127.0.0.1:8765), got {raw!r}")
+    if (
+        not raw.startswith(("http://", "https://"))
+        or any(c.isspace() for c in raw)
+        or "?" in raw
+        or "#" in raw
+    ):
+        raise BookragError(
+            f"{name} must be an http:// or https:// address without query or fragment "
+            f"(e.g. http://127.0.0.1:8765), got {raw!r}"
+        )
     return raw.rstrip("/")
 
 
@@ -117,5 +128,7 @@ def load_settings() -> Settings:
         llm_max_output=int(_number("BOOKRAG_LLM_MAX_OUTPUT", "1500", int, 1)),
         llm_timeout=float(_number("BOOKRAG_LLM_TIMEOUT", "300", float, 0.001)),
         llm_retries=int(_number("BOOKRAG_LLM_RETRIES", "5", int, 0)),
-        reading_room_url=_base_url("BOOKRAG_READING_ROOM_URL", os.environ.get("BOOKRAG_READING_ROOM_URL") or DEFAULT_BASE),
+        reading_room_url=_base_url(
+            "BOOKRAG_READING_ROOM_URL", os.environ.get("BOOKRAG_READING_ROOM_URL") or DEFAULT_BASE
+        ),
     )

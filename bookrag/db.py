@@ -88,7 +88,9 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection:
     try:
         conn = psycopg.connect(url, autocommit=autocommit)
     except psycopg.OperationalError as exc:
-        raise BookragError(f"cannot connect to the database ({describe_url(url)}): {database_reason(exc)}") from exc
+        raise BookragError(
+            f"cannot connect to the database ({describe_url(url)}): {database_reason(exc)}"
+        ) from exc
     configure(conn)
     return conn
 

@@ -51,7 +51,9 @@ def answer(conn: psycopg.Connection, settings: Settings, req: SearchRequest) -> 
 
 def run_demo(settings: Settings, questions: list[str] | None = None) -> None:
     t0 = time.perf_counter()
-    if settings.sources is not None:  # a wrong folder is named before any work; unset, the books are downloaded
+    if (
+        settings.sources is not None
+    ):  # a wrong folder is named before any work; unset, the books are downloaded
         settings.require_sources()
     books = [b for b in all_books(settings.corpus) if prepared_by_default(b)]
     for book in books:

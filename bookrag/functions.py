@@ -48,7 +48,9 @@ class FunctionFile:
 def function_files(folder: Path = FUNCTIONS_DIR) -> list[FunctionFile]:
     """Files in application order: shared types first, private helpers, then public functions
     (alphabetical, so get_node precedes get_parent, which a SQL-language body needs)."""
-    paths = sorted(folder.glob("*.sql"), key=lambda p: (p.stem != "_types", not p.stem.startswith("_"), p.stem))
+    paths = sorted(
+        folder.glob("*.sql"), key=lambda p: (p.stem != "_types", not p.stem.startswith("_"), p.stem)
+    )
     return [FunctionFile(p.stem, p, hashlib.sha256(p.read_bytes()).hexdigest()) for p in paths]
 
 
@@ -73,17 +75,22 @@ def recorded_texts(folder: Path = MIGRATIONS_DIR, until: str | None = None) -> d
     installs keeps the GRANT and REVOKE lines after it (harmless to run again)."""
     texts: dict[str, str] = {}
     for path in sorted(folder.glob("*.sql")):
-        if until is not None and path.name[:len(until)] > until:
+        if until is not None and path.name[: len(until)] > until:
             break
         body = path.read_text(encoding="utf-8")
         marks = list(_MARKER.finditer(body))
         for i, m in enumerate(marks):
-            end = marks[i + 1].start() if i + 1 < len(marks) else body.find("INSERT INTO rag.function_versions", m.end())
-            texts[m["name"]] = body[m.end():end if end >= 0 else len(body)].strip()
+            end = (
+                marks[i + 1].start()
+                if i + 1 < len(marks)
+                else body.find("INSERT INTO rag.function_versions", m.end())
+            )
+            texts[m["name"]] = body[m.end() : end if end >= 0 else len(body)].strip()
     return texts
 
 
 # --- what a definition declares --------------------------------------------------------------
+
 
 def _balanced(text: str, start: int) -> str:
     """The text between the '(' at start-1 and its matching ')'."""
@@ -91,7 +98,7 @@ def _balanced(text: str, start: int) -> str:
     while depth and i < len(text):
         depth += {"(": 1, ")": -1}.get(text[i], 0)
         i += 1
-    return text[start:i - 1]
+    return text[start : i - 1]
 
 
 def _split_top(text: str) -> list[str]:
@@ -142,8 +149,12 @@ def signatures(text: str) -> dict[str, tuple[str, str]]:
                 types.append(type_)
             if mode in ("out", "inout"):  # names too: renaming an OUT parameter changes the result type
                 outs.append(" ".join(param.lower().split()))
-        rest = text[m.end() + len(args) + 1:]
-        result = re.match(r"\s*RETURNS\s+(.*?)\s+(?:LANGUAGE|AS|SET|STABLE|IMMUTABLE|VOLATILE|SECURITY)\b", rest, re.I | re.S)
+        rest = text[m.end() + len(args) + 1 :]
+        result = re.match(
+            r"\s*RETURNS\s+(.*?)\s+(?:LANGUAGE|AS|SET|STABLE|IMMUTABLE|VOLATILE|SECURITY)\b",
+            rest,
+            re.I | re.S,
+        )
         returns = " ".join((result[1] if result else "").lower().split()) or f"record({', '.join(outs)})"
         out[m["name"]] = (", ".join(types), returns)
     return out
@@ -157,9 +168,16 @@ def row_types(text: str) -> dict[str, str]:
 
 # --- writing a migration ---------------------------------------------------------------------
 
-def render_migration(name: str, files: list[FunctionFile], reason: str, previous: dict[str, str] | None = None,
-                     all_files: list[FunctionFile] | None = None, folder: Path = MIGRATIONS_DIR,
-                     removed: list[str] | None = None) -> str:
+
+def render_migration(
+    name: str,
+    files: list[FunctionFile],
+    reason: str,
+    previous: dict[str, str] | None = None,
+    all_files: list[FunctionFile] | None = None,
+    folder: Path = MIGRATIONS_DIR,
+    removed: list[str] | None = None,
+) -> str:
     """A migration installing the given files verbatim and recording their versions; `previous`
     (file name -> text last installed) decides what must be dropped first; `removed` names
     function files deleted since: their functions are dropped."""
@@ -168,8 +186,10 @@ def render_migration(name: str, files: list[FunctionFile], reason: str, previous
     drops: list[str] = []
     for gone in removed or []:
         drops.append(f"-- dropped: {gone}")
-        drops += [f"DROP FUNCTION IF EXISTS {fn}({args});  -- its file was deleted"
-                  for fn, (args, _result) in signatures(previous.get(gone, "")).items()]
+        drops += [
+            f"DROP FUNCTION IF EXISTS {fn}({args});  -- its file was deleted"
+            for fn, (args, _result) in signatures(previous.get(gone, "")).items()
+        ]
     grants: list[str] = []
     install = list(files)
     changed_types = []
@@ -181,10 +201,14 @@ def render_migration(name: str, files: list[FunctionFile], reason: str, previous
             users = [g.name for g in all_files if g.name != f.name and names_type(t, g.text)]
             if users:
                 raise ValueError(f"{t} is removed from _types.sql but {', '.join(users)} still name it")
-            drops.append(f"DROP TYPE IF EXISTS {t} CASCADE;  -- removed from _types.sql; the functions that returned it changed")
+            drops.append(
+                f"DROP TYPE IF EXISTS {t} CASCADE;  -- removed from _types.sql; the functions that returned it changed"
+            )
         changed_types = [t for t in new if t in old and old[t] != new[t]]
         for t in changed_types:
-            drops.append(f"DROP TYPE IF EXISTS {t} CASCADE;  -- its attributes changed; dependants re-created below")
+            drops.append(
+                f"DROP TYPE IF EXISTS {t} CASCADE;  -- its attributes changed; dependants re-created below"
+            )
             drops.append(f"CREATE TYPE {t} AS ({new[t]});")
     if changed_types:  # every function mentioning a re-created type was dropped by the cascade
         names = {f.name for f in install}
@@ -198,21 +222,33 @@ def render_migration(name: str, files: list[FunctionFile], reason: str, previous
         for fn, (args, result) in new_sigs.items():
             recreated = any(names_type(t, f.text) for t in changed_types)
             if fn in old_sigs and old_sigs[fn] != (args, result):
-                drops.append(f"DROP FUNCTION IF EXISTS {fn}({old_sigs[fn][0]});  -- arguments or result changed")
+                drops.append(
+                    f"DROP FUNCTION IF EXISTS {fn}({old_sigs[fn][0]});  -- arguments or result changed"
+                )
                 recreated = True
             if recreated and not f.name.startswith("_"):
                 grants.append(f"GRANT EXECUTE ON FUNCTION {fn}({args}) TO {READER_ROLE};")
     parts = [f"-- {name}: {reason}", "-- depends: " + _previous_migration_id(name, folder), ""]
     if drops:
-        parts += ["-- Signatures or row types changed: drop what CREATE OR REPLACE cannot change.", *drops, ""]
+        parts += [
+            "-- Signatures or row types changed: drop what CREATE OR REPLACE cannot change.",
+            *drops,
+            "",
+        ]
     for f in install:
         parts += [f"-- function: {f.name} sha256:{f.sha256}", f.text.rstrip(), ""]
     if grants:
         parts += [*grants, ""]
     if install:
-        parts += ["REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default on new functions", ""]
+        parts += [
+            "REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default on new functions",
+            "",
+        ]
     if removed:
-        parts += [f"DELETE FROM rag.function_versions WHERE name IN ({', '.join(repr(g) for g in removed)});", ""]
+        parts += [
+            f"DELETE FROM rag.function_versions WHERE name IN ({', '.join(repr(g) for g in removed)});",
+            "",
+        ]
     if install:
         values = ",\n    ".join(f"('{f.name}', '{f.sha256}', '{name}')" for f in install)
         parts += [
@@ -229,8 +265,9 @@ def _previous_migration_id(name: str, folder: Path = MIGRATIONS_DIR) -> str:
     return ids[-1] if ids else ""
 
 
-def write_function_migration(slug: str, reason: str, folder: Path = MIGRATIONS_DIR,
-                             functions: Path = FUNCTIONS_DIR) -> Path | None:
+def write_function_migration(
+    slug: str, reason: str, folder: Path = MIGRATIONS_DIR, functions: Path = FUNCTIONS_DIR
+) -> Path | None:
     """Write migrations/NNNN_<slug>.sql with every function whose file changed since the last
     migration; None when nothing changed."""
     recorded = recorded_versions(folder)
@@ -242,6 +279,8 @@ def write_function_migration(slug: str, reason: str, folder: Path = MIGRATIONS_D
     number = len(list(folder.glob("*.sql"))) + 1
     name = f"{number:04d}_{slug}"
     path = folder / f"{name}.sql"
-    path.write_text(render_migration(name, changed, reason, recorded_texts(folder), files, folder, removed),
-                    encoding="utf-8")
+    path.write_text(
+        render_migration(name, changed, reason, recorded_texts(folder), files, folder, removed),
+        encoding="utf-8",
+    )
     return path

@@ -51,8 +51,13 @@ class Removal:
 
 def removal_plan(conn: psycopg.Connection, book: str) -> Removal:
     """What `remove` would delete; an unknown book is one sentence naming the loaded ones."""
-    known = [r[0] for r in conn.execute("SELECT book FROM rag.books UNION SELECT DISTINCT book "
-                                        "FROM rag.hierarchical_content_nodes ORDER BY 1").fetchall()]
+    known = [
+        r[0]
+        for r in conn.execute(
+            "SELECT book FROM rag.books UNION SELECT DISTINCT book "
+            "FROM rag.hierarchical_content_nodes ORDER BY 1"
+        ).fetchall()
+    ]
     conn.rollback()
     if book not in known:
         loaded = ", ".join(known) if known else "none"
@@ -61,7 +66,9 @@ def removal_plan(conn: psycopg.Connection, book: str) -> Removal:
         "SELECT (SELECT count(*) FROM rag.hierarchical_content_nodes WHERE book = %(b)s)::int, "
         "(SELECT count(*) FROM rag.citations c JOIN rag.hierarchical_content_nodes n "
         " ON (n.source_file, n.chunk_index) = (c.source_file, c.chunk_index) WHERE n.book = %(b)s)::int, "
-        "(SELECT count(*) FROM rag.sentences WHERE book = %(b)s)::int", {"b": book}).fetchone()
+        "(SELECT count(*) FROM rag.sentences WHERE book = %(b)s)::int",
+        {"b": book},
+    ).fetchone()
     conn.rollback()
     return Removal(book, rows, citations, sentences)
 
@@ -78,7 +85,9 @@ def remove_book(conn: psycopg.Connection, book: str) -> Removal:
     except psycopg.Error as exc:
         from bookrag.errors import database_reason
 
-        raise BookragError(f"the database refused to remove {book!r} ({database_reason(exc)}); nothing was removed") from exc
+        raise BookragError(
+            f"the database refused to remove {book!r} ({database_reason(exc)}); nothing was removed"
+        ) from exc
     return plan
 
 
@@ -96,8 +105,10 @@ def estimate_line(to_embed: int, rate: float | None) -> str:
         return "estimate: nothing to embed (the sidecars are up to date); the load takes seconds"
     seconds = to_embed / rate
     took = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
-    return (f"estimate: about {took} to embed {to_embed} texts (chunks and summary sentences) at {rate:.1f}/s "
-            "(measured now), then the load")
+    return (
+        f"estimate: about {took} to embed {to_embed} texts (chunks and summary sentences) at {rate:.1f}/s "
+        "(measured now), then the load"
+    )
 
 
 def markdown_of(settings: Settings, book: Book) -> list[Path]:
@@ -108,11 +119,16 @@ def markdown_of(settings: Settings, book: Book) -> list[Path]:
 def missing_summaries(settings: Settings, book: Book) -> list[str]:
     from loader.summarize import book_tree, summary_nodes
 
-    return [n.source_file for n in summary_nodes(book_tree(book), None) if not (settings.home / n.source_file).exists()]
+    return [
+        n.source_file
+        for n in summary_nodes(book_tree(book), None)
+        if not (settings.home / n.source_file).exists()
+    ]
 
 
-def build_book(settings: Settings, slug: str, provider: str, say: Callable[[str], None] = print,
-               sample_size: int = 16) -> LoadReport:
+def build_book(
+    settings: Settings, slug: str, provider: str, say: Callable[[str], None] = print, sample_size: int = 16
+) -> LoadReport:
     """prepare → (estimate) → summarize → sidecars → load, for one book. The estimate is printed
     before the long steps: the inputs to embed, at a rate measured on a sample of them."""
     from bookrag import db
@@ -131,8 +147,10 @@ def build_book(settings: Settings, slug: str, provider: str, say: Callable[[str]
     missing = missing_summaries(settings, book)
     without_llm = provider == "llm" and not settings.llm_model
     if without_llm and missing:
-        raise BookragError(f"{slug}: {len(missing)} summaries are missing (e.g. {missing[0]}) and no LLM is configured: "
-                           "set BOOKRAG_LLM_MODEL, or pass --provider extractive")
+        raise BookragError(
+            f"{slug}: {len(missing)} summaries are missing (e.g. {missing[0]}) and no LLM is configured: "
+            "set BOOKRAG_LLM_MODEL, or pass --provider extractive"
+        )
     embedder = get_embedder(settings.embedder, settings.embedding_model)
     pending = texts_to_embed(markdown_of(settings, book), settings.home, settings.max_chunk_tokens, embedder)
     rate = embedding_rate(embedder.passages, pending[:sample_size]) if pending else None

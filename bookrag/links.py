@@ -24,7 +24,12 @@ DEFAULT_BASE = "http://127.0.0.1:8765"
 def split_source_file(source_file: str) -> tuple[str, str, str] | None:
     """(book, folder below the book, file name) of `corpus/<book>/[<folder>/]<file>.md`, else None."""
     parts = source_file.split("/")
-    if len(parts) < 3 or parts[0] != "corpus" or not parts[-1].endswith(".md") or any(p in ("", ".", "..") for p in parts):
+    if (
+        len(parts) < 3
+        or parts[0] != "corpus"
+        or not parts[-1].endswith(".md")
+        or any(p in ("", ".", "..") for p in parts)
+    ):
         return None
     return parts[1], "/".join(parts[2:-1]), parts[-1]
 

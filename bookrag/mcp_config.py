@@ -21,13 +21,16 @@ WHERE: dict[Client, str] = {
     "claude-desktop": (
         "Claude Desktop: merge this into ~/Library/Application Support/Claude/claude_desktop_config.json (macOS) "
         "or %APPDATA%\\Claude\\claude_desktop_config.json (Windows) — Settings > Developer > Edit Config opens it — "
-        "then quit and restart Claude Desktop"),
+        "then quit and restart Claude Desktop"
+    ),
     "claude-code": (
         "Claude Code: merge this into .mcp.json at the root of your project (shared with the project), or run: "
-        "{add_command}"),
+        "{add_command}"
+    ),
     "vscode": (
         "VS Code: merge this into .vscode/mcp.json in your workspace (or run `MCP: Open User Configuration`), "
-        "then start the server from that file or the Extensions view"),
+        "then start the server from that file or the Extensions view"
+    ),
 }
 
 

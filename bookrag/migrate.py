@@ -41,11 +41,13 @@ def install_model_scans(connection, only_missing: bool = False) -> None:
     cursor.execute("SELECT to_regprocedure('rag._install_model_scans(text,integer)') IS NOT NULL")
     if not cursor.fetchone()[0]:  # migrations older than 0023 (or another folder's)
         return
-    cursor.execute("SELECT rag._install_model_scans(m.model, m.dimension) FROM rag.embedding_models m "
-                   "WHERE NOT %s OR ((SELECT count(*) FROM rag.embedding_models) = 1 AND NOT EXISTS (SELECT 1 FROM pg_proc p "
-                   "WHERE p.oid = to_regprocedure('rag._knn(text,vector,integer,text,integer[],integer[])') "
-                   "AND strpos(p.prosrc, format('$1 = %%L', m.model)) > 0)) ORDER BY m.model",
-                   (only_missing,))
+    cursor.execute(
+        "SELECT rag._install_model_scans(m.model, m.dimension) FROM rag.embedding_models m "
+        "WHERE NOT %s OR ((SELECT count(*) FROM rag.embedding_models) = 1 AND NOT EXISTS (SELECT 1 FROM pg_proc p "
+        "WHERE p.oid = to_regprocedure('rag._knn(text,vector,integer,text,integer[],integer[])') "
+        "AND strpos(p.prosrc, format('$1 = %%L', m.model)) > 0)) ORDER BY m.model",
+        (only_missing,),
+    )
     connection.commit()
 
 

@@ -53,7 +53,9 @@ class SearchRequest:
 
     def expand(self) -> list[str] | None:
         """rag.search's p_expand."""
-        return [name for name, on in (("parent", self.expand_parent), ("cited", self.expand_cited)) if on] or None
+        return [
+            name for name, on in (("parent", self.expand_parent), ("cited", self.expand_cited)) if on
+        ] or None
 
     def check_ints(self) -> None:
         """Every integer field is bound as INT: a value beyond it is refused here, by name (see
@@ -66,8 +68,12 @@ class SearchRequest:
         """Every value the calls below bind, by field name (the query vector and model apart);
         `within` as resolve_node reads it (one lookup, only when set)."""
         within = self.within if self.within is None else resolve_node(conn, self.within) or self.within
-        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "expand": self.expand(), "within": within,
-                "tuning": None if self.tuning is None else Jsonb(self.tuning)}
+        return {
+            **{f.name: getattr(self, f.name) for f in fields(self)},
+            "expand": self.expand(),
+            "within": within,
+            "tuning": None if self.tuning is None else Jsonb(self.tuning),
+        }
 
 
 def node_candidates(text: str) -> list[str]:
@@ -88,15 +94,21 @@ def node_candidates(text: str) -> list[str]:
 def resolve_node(conn: psycopg.Connection, text: str) -> str | None:
     """The loaded node's source_file that `text` names (node_candidates, first loaded one wins), or None."""
     with conn.cursor(row_factory=tuple_row) as cur:
-        row = cur.execute("SELECT c.f FROM unnest(%s::text[]) WITH ORDINALITY AS c(f, i) WHERE EXISTS (SELECT 1 FROM "
-                          "rag.hierarchical_content_nodes n WHERE n.source_file = c.f) ORDER BY c.i LIMIT 1",
-                          (node_candidates(text),)).fetchone()
+        row = cur.execute(
+            "SELECT c.f FROM unnest(%s::text[]) WITH ORDINALITY AS c(f, i) WHERE EXISTS (SELECT 1 FROM "
+            "rag.hierarchical_content_nodes n WHERE n.source_file = c.f) ORDER BY c.i LIMIT 1",
+            (node_candidates(text),),
+        ).fetchone()
     return row[0] if row else None
 
 
 def _call(function: str, extra: str) -> str:
     """`function(p_x => %(x)s, …)` over SearchRequest's SQL arguments, the query vector and `extra`."""
-    args = [f"{f.metadata['sql']} => %({f.name})s{f.metadata['cast']}" for f in fields(SearchRequest) if f.metadata]
+    args = [
+        f"{f.metadata['sql']} => %({f.name})s{f.metadata['cast']}"
+        for f in fields(SearchRequest)
+        if f.metadata
+    ]
     return f"{function}({', '.join(args[:1] + ['p_query_embedding => %(e)s'] + args[1:] + [extra])})"
 
 
@@ -107,7 +119,7 @@ MODEL_REFUSED = "the query was embedded with "
 #: rag._check_search_args refuses longer queries too; checked here first because embedding a
 #: 100 KB query costs a minute before the database could say no.
 MAX_QUERY_CHARS = 10_000
-INT4 = range(-2**31, 2**31)
+INT4 = range(-(2**31), 2**31)
 
 
 def check_query(query: str) -> str:
@@ -117,8 +129,10 @@ def check_query(query: str) -> str:
         query.encode("utf-8")
     except UnicodeEncodeError as exc:
         bad = query[exc.start].encode("utf-8", "surrogateescape")
-        raise BookragError(f"the query is not valid UTF-8 (byte 0x{bad.hex()} at character {exc.start + 1}); "
-                           "type it again or check the terminal's encoding") from None
+        raise BookragError(
+            f"the query is not valid UTF-8 (byte 0x{bad.hex()} at character {exc.start + 1}); "
+            "type it again or check the terminal's encoding"
+        ) from None
     if "\x00" in query:
         raise BookragError("the query contains a NUL character; remove it")
     if not query.strip():
@@ -191,8 +205,10 @@ def _sql_error(exc: psycopg.Error) -> BookragError:
 SEARCH_CALL = _call("rag.search", "p_expand => %(expand)s::text[], p_query_model => %(model)s")
 #: rag.build_context with every SearchRequest argument: the hits of rag.search (ids only: no
 #: expansion asked) packed by rag.pack_context, as rag.build_context composes them.
-CONTEXT = (f"SELECT c.* FROM rag.pack_context(ARRAY(SELECT h.id FROM {SEARCH_CALL} h ORDER BY h.rank), "
-           "%(budget)s, %(expand_parent)s) c")
+CONTEXT = (
+    f"SELECT c.* FROM rag.pack_context(ARRAY(SELECT h.id FROM {SEARCH_CALL} h ORDER BY h.rank), "
+    "%(budget)s, %(expand_parent)s) c"
+)
 #: One round trip for a search and the context packed from its first hits (rag.pack_context),
 #: both as JSON; context is NULL when no budget is given.
 SEARCH_AND_PACK = (
@@ -200,7 +216,8 @@ SEARCH_AND_PACK = (
     "SELECT (SELECT coalesce(json_agg(h ORDER BY h.rank), '[]'::json) FROM h) AS hits, "
     "CASE WHEN %(budget)s::int IS NOT NULL THEN (SELECT coalesce(json_agg(c ORDER BY c.book, c.node_order, c.source_file, "
     "c.chunk_index), '[]'::json) FROM rag.pack_context(ARRAY(SELECT h.id FROM h WHERE h.rank <= %(context_k)s "
-    "ORDER BY h.rank), %(budget)s, %(pack_parents)s) c) END AS context")
+    "ORDER BY h.rank), %(budget)s, %(pack_parents)s) c) END AS context"
+)
 
 
 #: rag.search_phrasings over the request (the query, its phrasings and their vectors): each hit
@@ -214,10 +231,13 @@ PHRASINGS_AND_PACK = (
     "'found_by', s.found_by, 'phrasing_ranks', s.phrasing_ranks) ORDER BY s.rank), '[]'::json) FROM s) AS hits, "
     "CASE WHEN %(budget)s::int IS NOT NULL THEN (SELECT coalesce(json_agg(c ORDER BY c.book, c.node_order, c.source_file, "
     "c.chunk_index), '[]'::json) FROM rag.pack_context(ARRAY(SELECT (s.hit).id FROM s WHERE s.rank <= %(context_k)s "
-    "ORDER BY s.rank), %(budget)s, %(pack_parents)s) c) END AS context")
+    "ORDER BY s.rank), %(budget)s, %(pack_parents)s) c) END AS context"
+)
 
 
-def embed_all(conn: psycopg.Connection, req: SearchRequest) -> tuple[np.ndarray | None, list[np.ndarray] | None, str | None]:
+def embed_all(
+    conn: psycopg.Connection, req: SearchRequest
+) -> tuple[np.ndarray | None, list[np.ndarray] | None, str | None]:
     """The query's vector, its phrasings' vectors and the corpus model (one batch), or Nones
     when the mode reads no vector or no vector is loaded."""
     if req.mode == "bm25":
@@ -245,8 +265,13 @@ def _check_vector(req: SearchRequest, embedding: np.ndarray | None) -> None:
         raise BookragError("no vectors are loaded: vector search needs an embedded corpus (try --mode bm25)")
 
 
-def search(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None = None,
-           model: str | None = None, phrasing_embeddings: list[np.ndarray] | None = None) -> list[dict[str, Any]]:
+def search(
+    conn: psycopg.Connection,
+    req: SearchRequest,
+    embedding: np.ndarray | None = None,
+    model: str | None = None,
+    phrasing_embeddings: list[np.ndarray] | None = None,
+) -> list[dict[str, Any]]:
     """Ranked hits of rag.search (dicts with the rag.search_hit columns: the hit, `cites`, and
     `parent` / `cited` rows when asked), or of rag.search_phrasings when req.phrasings (then
     also `found_by` and `phrasing_ranks`). Modes, fusion names, bounds and the expansions are
@@ -259,12 +284,23 @@ def search(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray |
     if embedding is None and req.mode != "bm25":
         embedding, model = embed_query_with_model(conn, query)
     _check_vector(req, embedding)
-    return _fetch(conn, f"SELECT * FROM {SEARCH_CALL}", {**req.params(conn), "query": query, "e": embedding, "model": model})
+    return _fetch(
+        conn,
+        f"SELECT * FROM {SEARCH_CALL}",
+        {**req.params(conn), "query": query, "e": embedding, "model": model},
+    )
 
 
-def search_and_pack(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None, model: str | None,
-                    context_k: int, phrasing_embeddings: list[np.ndarray] | None = None, *,
-                    pack_parents: bool = True) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+def search_and_pack(
+    conn: psycopg.Connection,
+    req: SearchRequest,
+    embedding: np.ndarray | None,
+    model: str | None,
+    context_k: int,
+    phrasing_embeddings: list[np.ndarray] | None = None,
+    *,
+    pack_parents: bool = True,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
     """rag.search's hits (rag.search_phrasings's when req.phrasings) and, when req.budget, the
     context rag.pack_context builds from the first context_k of them (each with its parent when
     pack_parents), in one statement: one search, one round trip. Phrasings without their vectors are embedded here
@@ -272,20 +308,35 @@ def search_and_pack(conn: psycopg.Connection, req: SearchRequest, embedding: np.
     query = check_query(req.query)
     phrasings = check_phrasings(req.phrasings)
     if phrasings and req.tuning:  # rag.search_phrasings runs each wording with the defaults
-        raise BookragError(f"tuning ({', '.join(req.tuning)}) tunes one wording's ranking; with phrasings every "
-                           "wording is searched with the defaults: drop one or the other")
+        raise BookragError(
+            f"tuning ({', '.join(req.tuning)}) tunes one wording's ranking; with phrasings every "
+            "wording is searched with the defaults: drop one or the other"
+        )
     req.check_ints()
     if phrasings and embedding is None and req.mode != "bm25":
         embedding, phrasing_embeddings, model = embed_all(conn, req)
     _check_vector(req, embedding)
-    params = {**req.params(conn), "query": query, "e": embedding, "model": model, "budget": req.budget,
-              "context_k": context_k, "phrasings": list(phrasings), "pe": phrasing_embeddings, "pack_parents": pack_parents}
+    params = {
+        **req.params(conn),
+        "query": query,
+        "e": embedding,
+        "model": model,
+        "budget": req.budget,
+        "context_k": context_k,
+        "phrasings": list(phrasings),
+        "pe": phrasing_embeddings,
+        "pack_parents": pack_parents,
+    }
     row = _fetch(conn, PHRASINGS_AND_PACK if phrasings else SEARCH_AND_PACK, params)[0]
     return row["hits"], row["context"]
 
 
-def build_context(conn: psycopg.Connection, req: SearchRequest, embedding: np.ndarray | None = None,
-                  model: str | None = None) -> list[dict[str, Any]]:
+def build_context(
+    conn: psycopg.Connection,
+    req: SearchRequest,
+    embedding: np.ndarray | None = None,
+    model: str | None = None,
+) -> list[dict[str, Any]]:
     """rag.build_context's rows for every field of req: search + parent expansion within req.budget
     tokens, reading order (3,000 tokens when req.budget is None; rag.pack_context refuses a budget
     out of its range)."""
@@ -294,8 +345,18 @@ def build_context(conn: psycopg.Connection, req: SearchRequest, embedding: np.nd
     if embedding is None and req.mode != "bm25":
         embedding, model = embed_query_with_model(conn, query)
     _check_vector(req, embedding)
-    return _fetch(conn, CONTEXT, {**req.params(conn), "expand": None, "query": query, "e": embedding, "model": model,
-                                  "budget": 3000 if req.budget is None else req.budget})
+    return _fetch(
+        conn,
+        CONTEXT,
+        {
+            **req.params(conn),
+            "expand": None,
+            "query": query,
+            "e": embedding,
+            "model": model,
+            "budget": 3000 if req.budget is None else req.budget,
+        },
+    )
 
 
 def outline(conn: psycopg.Connection, book: str) -> list[dict[str, Any]]:
@@ -303,16 +364,21 @@ def outline(conn: psycopg.Connection, book: str) -> list[dict[str, Any]]:
     return _fetch(conn, "SELECT * FROM rag.outline(%(book)s)", {"book": book})
 
 
-def cited_rows(conn: psycopg.Connection, rows: list[dict[str, Any]]) -> dict[tuple[str, int], list[dict[str, Any]]]:
+def cited_rows(
+    conn: psycopg.Connection, rows: list[dict[str, Any]]
+) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """For each summary row of a context, the rows its anchors cite (rag.get_citations), by
     (source_file, chunk_index); one statement for the whole context."""
     keys = [(r["source_file"], r["chunk_index"]) for r in rows if r["node_type"] == "summary"]
     out: dict[tuple[str, int], list[dict[str, Any]]] = {key: [] for key in keys}
     if keys:
-        cited = _fetch(conn, "SELECT u.f AS citing_source_file, g.* FROM unnest(%(f)s::text[], %(c)s::int[]) "
-                             "WITH ORDINALITY AS u(f, c, o) CROSS JOIN LATERAL rag.get_citations(u.f, u.c) "
-                             "WITH ORDINALITY AS g ORDER BY u.o, g.ordinality",
-                       {"f": [k[0] for k in keys], "c": [k[1] for k in keys]})
+        cited = _fetch(
+            conn,
+            "SELECT u.f AS citing_source_file, g.* FROM unnest(%(f)s::text[], %(c)s::int[]) "
+            "WITH ORDINALITY AS u(f, c, o) CROSS JOIN LATERAL rag.get_citations(u.f, u.c) "
+            "WITH ORDINALITY AS g ORDER BY u.o, g.ordinality",
+            {"f": [k[0] for k in keys], "c": [k[1] for k in keys]},
+        )
         for r in cited:
             out[(r["citing_source_file"], r["citing_chunk_index"])].append(r)
     return out

@@ -1,8 +1,8 @@
 """Evalsets: JSONL, one question per line (format in docs/evalsets.md).
 
-    {"id": "bastiat-007", "question": "...", "kind": "lexical" | "paraphrase" | "synthesis",
-     "expected_files": ["corpus/<book>/.../source.md", ...], "answers": ["verbatim fragment", ...],
-     "note": "optional"}
+{"id": "bastiat-007", "question": "...", "kind": "lexical" | "paraphrase" | "synthesis",
+ "expected_files": ["corpus/<book>/.../source.md", ...], "answers": ["verbatim fragment", ...],
+ "note": "optional"}
 """
 
 from __future__ import annotations
@@ -42,8 +42,14 @@ def load_evalset(path: Path) -> list[EvalItem]:
             continue
         try:
             obj = json.loads(line)
-            item = EvalItem(str(obj["id"]), obj["question"], obj["kind"], tuple(obj["expected_files"]),
-                            tuple(obj["answers"]), obj.get("note", ""))
+            item = EvalItem(
+                str(obj["id"]),
+                obj["question"],
+                obj["kind"],
+                tuple(obj["expected_files"]),
+                tuple(obj["answers"]),
+                obj.get("note", ""),
+            )
         except (ValueError, KeyError, TypeError) as exc:
             raise BookragError(f"{path}:{n}: not a valid evalset line ({exc})") from exc
         if item.kind not in KINDS:

@@ -20,7 +20,15 @@ from bookrag import db
 from bookrag.argtypes import DeprecatedAlias, level_list, names_from, positive_int, positive_int_list
 from bookrag.config import Settings
 from bookrag.errors import BookragError
-from bookrag.search import MODES, SearchRequest, build_context, corpus_model, embed_query, query_vectors, search
+from bookrag.search import (
+    MODES,
+    SearchRequest,
+    build_context,
+    corpus_model,
+    embed_query,
+    query_vectors,
+    search,
+)
 from evaluation.evalset import KINDS, EvalItem, load_evalset
 from evaluation.metrics import QuestionResult, aggregate, normalise, score_question
 
@@ -29,11 +37,23 @@ from evaluation.metrics import QuestionResult, aggregate, normalise, score_quest
 #: is hybrid with the former default fusion (RRF, equal weights, no chapter term, no sentence
 #: branch), for comparison.
 STRATEGIES = ("bm25", "vector", "auto", "hybrid", "hybrid-rrf", "two-stage", "hybrid+parent", "context")
-RRF_SETTINGS = {"fusion": "rrf", "bm25_weight": 1.0, "vector_weight": 1.0, "chapter_weight": 0.0, "sentence_every": 0}
+RRF_SETTINGS = {
+    "fusion": "rrf",
+    "bm25_weight": 1.0,
+    "vector_weight": 1.0,
+    "chapter_weight": 0.0,
+    "sentence_every": 0,
+}
 
 
-def request_for(strategy: str, question: str, k: int, book: str | None, levels: list[int] | None,
-                base: SearchRequest | None = None) -> SearchRequest:
+def request_for(
+    strategy: str,
+    question: str,
+    k: int,
+    book: str | None,
+    levels: list[int] | None,
+    base: SearchRequest | None = None,
+) -> SearchRequest:
     """The SearchRequest a strategy sends (fusion settings from `base`, default: the SQL's)."""
     req = replace(base or SearchRequest(""), query=question, k=k, book=book, levels=levels)
     if strategy == "hybrid-rrf":
@@ -66,8 +86,9 @@ def load_phrasings(path: Path, items: list[EvalItem]) -> dict[str, dict[str, str
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
-        raise BookragError(f"{path}: phrasings file not found (one JSON line per question: id, keywords, passage, "
-                           "rephrase)") from None
+        raise BookragError(
+            f"{path}: phrasings file not found (one JSON line per question: id, keywords, passage, rephrase)"
+        ) from None
     found: dict[str, dict[str, str]] = {}
     for n, line in enumerate(lines, start=1):
         if not line.strip():
@@ -79,7 +100,9 @@ def load_phrasings(path: Path, items: list[EvalItem]) -> dict[str, dict[str, str
             raise BookragError(f"{path}:{n}: not a phrasings line ({exc})") from None
     missing = [i.id for i in items if i.id not in found]
     if missing:
-        raise BookragError(f"{path}: no phrasings for {len(missing)} question(s), e.g. {', '.join(missing[:3])}")
+        raise BookragError(
+            f"{path}: no phrasings for {len(missing)} question(s), e.g. {', '.join(missing[:3])}"
+        )
     return {i.id: {"question": i.question, **found[i.id]} for i in items}
 
 
@@ -94,9 +117,19 @@ def top_chapter(hits: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def run_strategy(conn: psycopg.Connection, item: EvalItem, strategy: str, k: int, book: str | None,
-                 embedding: Any, budget: int, levels: list[int] | None = None, base: SearchRequest | None = None,
-                 two_step: bool = True, wordings: list[tuple[str, Any]] | None = None) -> QuestionResult:
+def run_strategy(
+    conn: psycopg.Connection,
+    item: EvalItem,
+    strategy: str,
+    k: int,
+    book: str | None,
+    embedding: Any,
+    budget: int,
+    levels: list[int] | None = None,
+    base: SearchRequest | None = None,
+    two_step: bool = True,
+    wordings: list[tuple[str, Any]] | None = None,
+) -> QuestionResult:
     """One question by one strategy; with `wordings` ([(text, vector)], the first as the query),
     the strategy's mode searches them all at once (rag.search_phrasings)."""
     req = request_for(strategy, item.question, k, book, levels, base)
@@ -123,11 +156,20 @@ def run_strategy(conn: psycopg.Connection, item: EvalItem, strategy: str, k: int
     return result
 
 
-def evaluate(conn: psycopg.Connection, items: list[EvalItem], strategies: list[str], k: int = 10,
-             book: str | None = None, budget: int = 3000, progress: bool = True, levels: list[int] | None = None,
-             base: SearchRequest | None = None, two_step: bool = True,
-             phrasings: dict[str, dict[str, str]] | None = None, sets: list[str] | None = None
-             ) -> dict[str, list[QuestionResult]]:
+def evaluate(
+    conn: psycopg.Connection,
+    items: list[EvalItem],
+    strategies: list[str],
+    k: int = 10,
+    book: str | None = None,
+    budget: int = 3000,
+    progress: bool = True,
+    levels: list[int] | None = None,
+    base: SearchRequest | None = None,
+    two_step: bool = True,
+    phrasings: dict[str, dict[str, str]] | None = None,
+    sets: list[str] | None = None,
+) -> dict[str, list[QuestionResult]]:
     """Results by strategy, or with `phrasings` (load_phrasings) by "strategy · set" for each of
     `sets` (PHRASING_SETS names)."""
     from tqdm import tqdm
@@ -144,7 +186,9 @@ def evaluate(conn: psycopg.Connection, items: list[EvalItem], strategies: list[s
         if not phrasings:
             emb = embed_query(conn, item.question) if vectors else None
             for s in strategies:
-                results[s].append(run_strategy(conn, item, s, k, book or item.book, emb, budget, levels, base, two_step))
+                results[s].append(
+                    run_strategy(conn, item, s, k, book or item.book, emb, budget, levels, base, two_step)
+                )
             continue
         texts = phrasings[item.id]
         needed = [w for w in WORDINGS if any(w in PHRASING_SETS[name] for name in sets)]
@@ -155,8 +199,11 @@ def evaluate(conn: psycopg.Connection, items: list[EvalItem], strategies: list[s
         for s in strategies:
             for name in sets:
                 wordings = [(texts[w], embedded.get(w)) for w in PHRASING_SETS[name]]
-                results[f"{s} · {name}"].append(run_strategy(conn, item, s, k, book or item.book, None, budget,
-                                                            levels, base, two_step, wordings))
+                results[f"{s} · {name}"].append(
+                    run_strategy(
+                        conn, item, s, k, book or item.book, None, budget, levels, base, two_step, wordings
+                    )
+                )
     return results
 
 
@@ -170,8 +217,9 @@ def unreachable(conn: psycopg.Connection, items: list[EvalItem], book: str | Non
     for item in items:
         b = book or item.book
         if b not in chunks:
-            rows = conn.execute("SELECT content FROM rag.hierarchical_content_nodes WHERE book = %s AND level = 0",
-                                (b,)).fetchall()
+            rows = conn.execute(
+                "SELECT content FROM rag.hierarchical_content_nodes WHERE book = %s AND level = 0", (b,)
+            ).fetchall()
             chunks[b] = [normalise(r[0]) for r in rows]
         answers = [normalise(a) for a in item.answers]
         if not any(a in c for a in answers for c in chunks[b]):
@@ -181,10 +229,20 @@ def unreachable(conn: psycopg.Connection, items: list[EvalItem], book: str | Non
 
 def table(results: dict[str, list[QuestionResult]], ks: list[int]) -> tuple[str, dict[str, Any]]:
     """Markdown table by mode (all kinds, then each kind) and the same numbers as a dict."""
-    cols = ([f"recall@{k}" for k in ks] + ["node_recall@5", "mrr@10", "answer_mrr@10", "ndcg@10"]
-            + [f"paragraph_recall@{k}" for k in ks] + ["paragraph_mrr@10", "chapter_recall@5", "two_step_recall@1",
-                                                        "two_step_recall@5", "two_step_mrr@10",
-                                                        "context_precision", "tokens_per_question"])
+    cols = (
+        [f"recall@{k}" for k in ks]
+        + ["node_recall@5", "mrr@10", "answer_mrr@10", "ndcg@10"]
+        + [f"paragraph_recall@{k}" for k in ks]
+        + [
+            "paragraph_mrr@10",
+            "chapter_recall@5",
+            "two_step_recall@1",
+            "two_step_recall@5",
+            "two_step_mrr@10",
+            "context_precision",
+            "tokens_per_question",
+        ]
+    )
     head = "| mode | kind | n | " + " | ".join(cols) + " |"
     lines = [head, "|" + "---|" * (len(cols) + 3)]
     data: dict[str, Any] = {}
@@ -223,11 +281,15 @@ def plot(data: dict[str, Any], ks: list[int], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def write_outputs(name: str, out: Path, md: str, data: dict[str, Any], ks: list[int], meta: dict[str, Any]) -> list[Path]:
+def write_outputs(
+    name: str, out: Path, md: str, data: dict[str, Any], ks: list[int], meta: dict[str, Any]
+) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.md", out / f"{name}.json", out / f"{name}.png"]
     paths[0].write_text(md + "\n", encoding="utf-8")
-    paths[1].write_text(json.dumps({"meta": meta, "results": data}, ensure_ascii=False, indent=2), encoding="utf-8")
+    paths[1].write_text(
+        json.dumps({"meta": meta, "results": data}, ensure_ascii=False, indent=2), encoding="utf-8"
+    )
     plot(data, ks, paths[2], name)
     return paths
 
@@ -235,24 +297,44 @@ def write_outputs(name: str, out: Path, md: str, data: dict[str, Any], ks: list[
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--evalset", required=True, help="JSONL evalset (docs/evalsets.md)")
     # --modes, plural: a list of what to measure (search's --mode is the one mode to search with)
-    p.add_argument("--modes", dest="mode", type=names_from(STRATEGIES),
-                   default="bm25,vector,auto,hybrid,hybrid-rrf,hybrid+parent",
-                   help=f"comma-separated, from {', '.join(STRATEGIES)}")
-    p.add_argument("--mode", dest="mode", type=names_from(STRATEGIES), action=DeprecatedAlias, replacement="--modes")
-    p.add_argument("--levels", type=level_list,
-                   help="search only these levels, e.g. 0 for paragraphs only (PIAF beside its peers)")
-    p.add_argument("--limit", type=positive_int, help="evaluate only the first N questions of a deterministic spread")
-    p.add_argument("--no-two-step", action="store_true", help="skip the second, `within` search of two-step recall")
+    p.add_argument(
+        "--modes",
+        dest="mode",
+        type=names_from(STRATEGIES),
+        default="bm25,vector,auto,hybrid,hybrid-rrf,hybrid+parent",
+        help=f"comma-separated, from {', '.join(STRATEGIES)}",
+    )
+    p.add_argument(
+        "--mode", dest="mode", type=names_from(STRATEGIES), action=DeprecatedAlias, replacement="--modes"
+    )
+    p.add_argument(
+        "--levels",
+        type=level_list,
+        help="search only these levels, e.g. 0 for paragraphs only (PIAF beside its peers)",
+    )
+    p.add_argument(
+        "--limit", type=positive_int, help="evaluate only the first N questions of a deterministic spread"
+    )
+    p.add_argument(
+        "--no-two-step", action="store_true", help="skip the second, `within` search of two-step recall"
+    )
     p.add_argument("--k", type=positive_int_list, default="1,5,10", help="cut-offs for recall, e.g. 1,5,10")
     p.add_argument("--budget", type=int, default=3000, help="token budget of the 'context' mode")
     p.add_argument("--book", help="restrict the search to one book (default: each question's book)")
-    p.add_argument("--scratch", action="store_true",
-                   help="load the evalset's book into a scratch database first (default when it is not loaded)")
+    p.add_argument(
+        "--scratch",
+        action="store_true",
+        help="load the evalset's book into a scratch database first (default when it is not loaded)",
+    )
     p.add_argument("--out", default=".bookrag/eval", help="folder for the .md/.json/.png outputs")
     p.add_argument("--quiet", action="store_true")
-    p.add_argument("--phrasings", type=names_from(tuple(PHRASING_SETS)), metavar="SETS",
-                   help="also search each question as these wordings at once (rag.search_phrasings), each set "
-                        f"against the others: comma-separated, from {', '.join(PHRASING_SETS)}")
+    p.add_argument(
+        "--phrasings",
+        type=names_from(tuple(PHRASING_SETS)),
+        metavar="SETS",
+        help="also search each question as these wordings at once (rag.search_phrasings), each set "
+        f"against the others: comma-separated, from {', '.join(PHRASING_SETS)}",
+    )
     p.add_argument("--phrasings-file", help="the phrasings (default: evals/phrasings/<evalset's file name>)")
 
 
@@ -268,7 +350,11 @@ def run_eval_cli(settings: Settings, args: argparse.Namespace) -> None:
     ks = sorted(set(args.k))
     phrasings = None
     if args.phrasings:
-        path = Path(args.phrasings_file) if args.phrasings_file else Path(args.evalset).parent / "phrasings" / Path(args.evalset).name
+        path = (
+            Path(args.phrasings_file)
+            if args.phrasings_file
+            else Path(args.evalset).parent / "phrasings" / Path(args.evalset).name
+        )
         phrasings = load_phrasings(path, items)
     strategies = args.mode
     books = sorted({i.book for i in items})
@@ -279,10 +365,22 @@ def run_eval_cli(settings: Settings, args: argparse.Namespace) -> None:
     conn = db.connect(url)
     loaded = {r[0] for r in conn.execute("SELECT book FROM rag.books").fetchall()}
     conn.close()
+
     def measure(conn: psycopg.Connection) -> tuple[list[str], dict[str, list[QuestionResult]]]:
         lost = unreachable(conn, items, args.book) if levels is None or 0 in levels else []
-        return lost, evaluate(conn, items, strategies, max(ks + [10]), args.book, args.budget, not args.quiet,
-                              levels, two_step=not args.no_two_step, phrasings=phrasings, sets=args.phrasings)
+        return lost, evaluate(
+            conn,
+            items,
+            strategies,
+            max(ks + [10]),
+            args.book,
+            args.budget,
+            not args.quiet,
+            levels,
+            two_step=not args.no_two_step,
+            phrasings=phrasings,
+            sets=args.phrasings,
+        )
 
     start = time.perf_counter()
     if args.scratch or not set(books) <= loaded:
@@ -303,12 +401,22 @@ def run_eval_cli(settings: Settings, args: argparse.Namespace) -> None:
     md, data = table(results, ks)
     name = Path(args.evalset).stem
     if lost:
-        shown = ", ".join(lost[:20]) + (f" and {len(lost) - 20} more (all in the JSON)" if len(lost) > 20 else "")
-        print(f"warning: {len(lost)} question(s) have no answer fragment inside one paragraph chunk of the book "
-              f"searched, so no paragraph hit can contain their answer: {shown}")
-    meta = {"evalset": args.evalset, "questions": len(items), "modes": strategies, "levels": levels, "unreachable": lost,
-            "seconds": round(time.perf_counter() - start, 1),
-            "per_question": {m: [asdict(r) for r in res] for m, res in results.items()}}
+        shown = ", ".join(lost[:20]) + (
+            f" and {len(lost) - 20} more (all in the JSON)" if len(lost) > 20 else ""
+        )
+        print(
+            f"warning: {len(lost)} question(s) have no answer fragment inside one paragraph chunk of the book "
+            f"searched, so no paragraph hit can contain their answer: {shown}"
+        )
+    meta = {
+        "evalset": args.evalset,
+        "questions": len(items),
+        "modes": strategies,
+        "levels": levels,
+        "unreachable": lost,
+        "seconds": round(time.perf_counter() - start, 1),
+        "per_question": {m: [asdict(r) for r in res] for m, res in results.items()},
+    }
     paths = write_outputs(f"eval-{name}", Path(args.out), md, data, ks, meta)
     print(md)
     print("wrote " + ", ".join(str(p) for p in paths))

@@ -23,8 +23,9 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 _APOS = str.maketrans({"’": "'", "‘": "'", "ʼ": "'", "`": "'", "«": '"', "»": '"', "“": '"', "”": '"'})
 _DASHES = re.compile(r"\s*(?:--|[—–‒―])\s*")
@@ -65,8 +66,14 @@ class QuestionResult:
     def rank(self, by: RankBy) -> int | None:
         """The rank a measure counts: answer, node, paragraph, chapter, two_step, or relevant (the
         first hit that holds an answer or is on an expected node)."""
-        return {"answer": self.answer_rank, "node": self.node_rank, "paragraph": self.paragraph_rank,
-                "chapter": self.chapter_rank, "two_step": self.two_step_rank, "relevant": self.first_relevant}[by]
+        return {
+            "answer": self.answer_rank,
+            "node": self.node_rank,
+            "paragraph": self.paragraph_rank,
+            "chapter": self.chapter_rank,
+            "two_step": self.two_step_rank,
+            "relevant": self.first_relevant,
+        }[by]
 
     def recall(self, k: int, by: RankBy = "answer") -> float:
         r = self.rank(by)
@@ -91,7 +98,9 @@ class QuestionResult:
         return self.tokens_relevant / self.tokens_returned if self.tokens_returned else 0.0
 
 
-def score_question(item: Any, mode: str, hits: list[dict[str, Any]], context: list[dict[str, Any]] | None = None) -> QuestionResult:
+def score_question(
+    item: Any, mode: str, hits: list[dict[str, Any]], context: list[dict[str, Any]] | None = None
+) -> QuestionResult:
     """Score one question's ranked hits; `context` are the rows returned beside them (expanded
     parents or a built context) for the token measures (default: the hits themselves)."""
     expected = set(item.expected_files)
@@ -125,8 +134,18 @@ def score_question(item: Any, mode: str, hits: list[dict[str, Any]], context: li
         returned += t
         if r["source_file"] in good or contains_answer(r["content"], item.answers):
             useful += t
-    return QuestionResult(item.id, item.kind, mode, answer_rank, node_rank, relevant, returned, useful,
-                          paragraph_rank, chapter_rank)
+    return QuestionResult(
+        item.id,
+        item.kind,
+        mode,
+        answer_rank,
+        node_rank,
+        relevant,
+        returned,
+        useful,
+        paragraph_rank,
+        chapter_rank,
+    )
 
 
 def chapter_of(source_file: str) -> str:

@@ -4,8 +4,8 @@ afterwards, so measuring never touches the corpus tables."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import psycopg
 from psycopg import sql
@@ -32,7 +32,9 @@ def scratch_database(settings: Settings, label: str = "eval") -> Iterator[str]:
     name = f"bookrag_{label}_{os.getpid()}"
     admin = psycopg.conninfo.make_conninfo(url, dbname="postgres")
     with psycopg.connect(admin, autocommit=True) as conn:
-        for (stale,) in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (f"bookrag_{label}_%",)).fetchall():
+        for (stale,) in conn.execute(
+            "SELECT datname FROM pg_database WHERE datname LIKE %s", (f"bookrag_{label}_%",)
+        ).fetchall():
             pid = stale.rsplit("_", 1)[-1]
             if stale == name or (pid.isdigit() and not _alive(int(pid))):  # left by a killed run
                 conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(stale)))

@@ -28,9 +28,9 @@ from evaluation.harness import STRATEGIES, evaluate
 from evaluation.metrics import aggregate
 from evaluation.scratch import scratch_database
 from loader import frontmatter
-from loader.manifest import find_book
 from loader.embedding import RECIPE, Embedder, get_embedder
 from loader.load import load
+from loader.manifest import find_book
 from loader.sidecars import write_sidecars
 
 PARAGRAPH = 100_000  # "whole paragraphs": no token threshold (the embedder's window still applies)
@@ -60,7 +60,7 @@ class CachedEmbedder:
         keys = [self._key(t) for t in texts]
         found: dict[str, bytes] = {}
         for i in range(0, len(keys), 500):
-            part = keys[i:i + 500]
+            part = keys[i : i + 500]
             q = f"SELECT key, vec FROM vectors WHERE key IN ({','.join('?' * len(part))})"
             found.update(dict(self.db.execute(q, part).fetchall()))
         missing = [i for i, k in enumerate(keys) if k not in found]
@@ -98,15 +98,24 @@ def _copy_book(settings: Settings, book: str, home: Path, economic: bool) -> lis
     return mds
 
 
-def sweep(settings: Settings, book: str, evalset: Path, thresholds: list[int], strategies: list[str],
-          progress: bool = True, limit: int | None = None) -> list[dict[str, Any]]:
+def sweep(
+    settings: Settings,
+    book: str,
+    evalset: Path,
+    thresholds: list[int],
+    strategies: list[str],
+    progress: bool = True,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
     find_book(settings.corpus, book)  # an unknown book is refused before any work, naming the known ones
     items = [i for i in load_evalset(evalset) if i.book == book]
     if limit and len(items) > limit:  # a deterministic spread sample: every n-th question
         step = len(items) / limit
         items = [items[int(i * step)] for i in range(limit)]
-    embedder = CachedEmbedder(get_embedder(settings.embedder, settings.embedding_model),
-                              settings.state_dir / "cache" / "embeddings.sqlite")
+    embedder = CachedEmbedder(
+        get_embedder(settings.embedder, settings.embedding_model),
+        settings.state_dir / "cache" / "embeddings.sqlite",
+    )
     rows: list[dict[str, Any]] = []
     variants = [("full", [s for s in strategies if s not in ("economic", "no-heading")])]
     if "economic" in strategies:  # vectors only on summaries: flat fusion, and summaries-then-children
@@ -121,31 +130,66 @@ def sweep(settings: Settings, book: str, evalset: Path, thresholds: list[int], s
                 home = Path(tmp)
                 mds = _copy_book(settings, book, home, variant == "economic")
                 t0 = time.perf_counter()
-                write_sidecars(mds, home, t, embedder, progress=progress,
-                               recipe="plain-v1" if variant == "no-heading" else RECIPE)
+                write_sidecars(
+                    mds,
+                    home,
+                    t,
+                    embedder,
+                    progress=progress,
+                    recipe="plain-v1" if variant == "no-heading" else RECIPE,
+                )
                 with scratch_database(settings, "sweep") as url:
                     conn = db.connect(url)
                     try:
                         load(conn, home, [home / "corpus" / book])
-                        chunks = conn.execute("SELECT count(*) FROM rag.hierarchical_content_nodes WHERE level = 0").fetchone()[0]
+                        chunks = conn.execute(
+                            "SELECT count(*) FROM rag.hierarchical_content_nodes WHERE level = 0"
+                        ).fetchone()[0]
                         results = evaluate(conn, items, strats, 10, book, 3000, progress, two_step=False)
                     finally:
                         conn.close()
                 for s, res in results.items():
                     agg = aggregate(res, [1, 5, 10])
                     label = {"economic": f"{s} (economic)", "no-heading": f"{s} (no heading)"}.get(variant, s)
-                    rows.append({"threshold": "paragraph" if t == PARAGRAPH else t, "strategy": label,
-                                 "level0_chunks": chunks, "seconds": round(time.perf_counter() - t0, 1), **agg})
+                    rows.append(
+                        {
+                            "threshold": "paragraph" if t == PARAGRAPH else t,
+                            "strategy": label,
+                            "level0_chunks": chunks,
+                            "seconds": round(time.perf_counter() - t0, 1),
+                            **agg,
+                        }
+                    )
     return rows
 
 
 def render(rows: list[dict[str, Any]]) -> str:
-    cols = ["threshold", "strategy", "level0_chunks", "recall@1", "recall@5", "recall@10", "node_recall@5",
-            "mrr@10", "context_precision", "tokens_per_question"]
+    cols = [
+        "threshold",
+        "strategy",
+        "level0_chunks",
+        "recall@1",
+        "recall@5",
+        "recall@10",
+        "node_recall@5",
+        "mrr@10",
+        "context_precision",
+        "tokens_per_question",
+    ]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        lines.append("| " + " | ".join(f"{r[c]:.3f}" if isinstance(r[c], float) and c != "tokens_per_question"
-                                       else f"{r[c]:.0f}" if isinstance(r[c], float) else str(r[c]) for c in cols) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                f"{r[c]:.3f}"
+                if isinstance(r[c], float) and c != "tokens_per_question"
+                else f"{r[c]:.0f}"
+                if isinstance(r[c], float)
+                else str(r[c])
+                for c in cols
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -196,18 +240,29 @@ def thresholds(text: str) -> list[int]:
 def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--book", required=True, help="book folder under corpus/ (piaf included)")
     p.add_argument("--evalset", required=True)
-    p.add_argument("--thresholds", type=thresholds, default="64,128,256,512,paragraph",
-                   help="chunk thresholds in tokens, comma-separated ('paragraph': one chunk per paragraph)")
-    p.add_argument("--strategies", type=names_from(SWEEP_STRATEGIES),
-                   default="bm25,vector,hybrid,hybrid+parent,two-stage,economic,no-heading",
-                   help=f"comma-separated, from {', '.join(SWEEP_STRATEGIES)}")
-    p.add_argument("--limit", type=positive_int, help="evaluate an evenly spread sample of this many questions")
+    p.add_argument(
+        "--thresholds",
+        type=thresholds,
+        default="64,128,256,512,paragraph",
+        help="chunk thresholds in tokens, comma-separated ('paragraph': one chunk per paragraph)",
+    )
+    p.add_argument(
+        "--strategies",
+        type=names_from(SWEEP_STRATEGIES),
+        default="bm25,vector,hybrid,hybrid+parent,two-stage,economic,no-heading",
+        help=f"comma-separated, from {', '.join(SWEEP_STRATEGIES)}",
+    )
+    p.add_argument(
+        "--limit", type=positive_int, help="evaluate an evenly spread sample of this many questions"
+    )
     p.add_argument("--out", default=".bookrag/eval")
     p.add_argument("--quiet", action="store_true")
 
 
 def run_sweep_cli(settings: Settings, args: argparse.Namespace) -> None:
-    rows = sweep(settings, args.book, Path(args.evalset), args.thresholds, args.strategies, not args.quiet, args.limit)
+    rows = sweep(
+        settings, args.book, Path(args.evalset), args.thresholds, args.strategies, not args.quiet, args.limit
+    )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     md = render(rows)

@@ -31,8 +31,37 @@ _ITEM = re.compile(r"^§?(\d+)(?:\s*[–-]\s*§?(\d+))?$")
 #: A sentence ends with . ! ? or … (closing quotes/brackets may follow) before whitespace and a
 #: capital, an opening quote or the end; a common French abbreviation before the dot does not end it.
 _SENTENCE_END = re.compile(r"(?<=[.!?…])[»”)\]]*(?=\s+[«“(A-ZÀ-ÖØ-Þ0-9]|\s*$)")
-_ABBREVIATIONS = ("M.", "MM.", "Mme.", "Mgr.", "St.", "cf.", "ch.", "chap.", "p.", "t.", "vol.", "etc.", "J.-B.",
-                  "J.", "A.", "B.", "C.", "D.", "E.", "F.", "G.", "H.", "L.", "N.", "P.", "R.", "S.", "T.", "V.")
+_ABBREVIATIONS = (
+    "M.",
+    "MM.",
+    "Mme.",
+    "Mgr.",
+    "St.",
+    "cf.",
+    "ch.",
+    "chap.",
+    "p.",
+    "t.",
+    "vol.",
+    "etc.",
+    "J.-B.",
+    "J.",
+    "A.",
+    "B.",
+    "C.",
+    "D.",
+    "E.",
+    "F.",
+    "G.",
+    "H.",
+    "L.",
+    "N.",
+    "P.",
+    "R.",
+    "S.",
+    "T.",
+    "V.",
+)
 
 
 class AnchorError(BookragError):
@@ -60,15 +89,19 @@ def _parse(inner: str, raw: str) -> tuple[int, ...]:
         if last < first:
             raise AnchorError(f"malformed anchor {raw}: the range {first}–{last} runs backwards")
         if last - first + 1 > MAX_SPAN:
-            raise AnchorError(f"anchor {raw} spans {last - first + 1} units; at most {MAX_SPAN} (cite the precise ones)")
+            raise AnchorError(
+                f"anchor {raw} spans {last - first + 1} units; at most {MAX_SPAN} (cite the precise ones)"
+            )
         units.update(range(first, last + 1))
     return tuple(sorted(units))
 
 
 def find_anchors(text: str) -> list[Anchor]:
     """Every anchor of a text; raises AnchorError on the first malformed one."""
-    return [Anchor(m.start(), m.end(), m.group(0).strip(), _parse(m[1], m.group(0).strip()))
-            for m in _CANDIDATE.finditer(text)]
+    return [
+        Anchor(m.start(), m.end(), m.group(0).strip(), _parse(m[1], m.group(0).strip()))
+        for m in _CANDIDATE.finditer(text)
+    ]
 
 
 def strip_anchors(text: str) -> str:
@@ -85,7 +118,7 @@ def sentences(text: str) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
     last = 0
     for m in _SENTENCE_END.finditer(text):
-        head = text[last:m.end()]
+        head = text[last : m.end()]
         words = head.split()
         if words and any(words[-1].endswith(a) and len(words[-1]) <= len(a) + 1 for a in _ABBREVIATIONS):
             continue
@@ -136,7 +169,9 @@ def check_body(body: str, first_line: int, unit_count: int, every_sentence: bool
         for a in anchors:
             beyond = [u for u in a.units if u > unit_count]
             if beyond:
-                problems.append(Problem(lineno, f"anchor {a.raw} cites §{beyond[0]}, beyond the last (§{unit_count})"))
+                problems.append(
+                    Problem(lineno, f"anchor {a.raw} cites §{beyond[0]}, beyond the last (§{unit_count})")
+                )
         if every_sentence and line.strip():
             for _off, sentence in sentences(line):
                 if not _CANDIDATE.search(sentence):
@@ -147,6 +182,7 @@ def check_body(body: str, first_line: int, unit_count: int, every_sentence: bool
 
 
 # --- units a summary may cite --------------------------------------------------------------
+
 
 def units_of(home: Path, source_file: str) -> list[str]:
     """The numbered units a summary file may cite (texts or child paths), in order."""
@@ -176,7 +212,9 @@ def check_file(home: Path, path: Path) -> list[str]:
     rel = path.resolve().relative_to(home.resolve()).as_posix()
     units = units_of(home, rel)
     first_line = text[: len(text) - len(body)].count("\n") + 1
-    return [p.at(rel) for p in check_body(body, first_line, len(units), every_sentence=meta.get("level") == 1)]
+    return [
+        p.at(rel) for p in check_body(body, first_line, len(units), every_sentence=meta.get("level") == 1)
+    ]
 
 
 def _main(argv: list[str]) -> int:
@@ -196,6 +234,7 @@ def _main(argv: list[str]) -> int:
         else:
             problems = check_file(home, path)
             from loader import frontmatter
+
             body = frontmatter.read(path)[1]
             n = len(units_of(home, rel))
             cited = cited_units(body) if not problems else ()

@@ -65,10 +65,16 @@ def paragraphs_of(meta: dict[str, Any], path: Path | str, count: int | None = No
     where = f"{path}:{_field_line(path)}"
     if meta.get("node_type") != "source":
         raise BookragError(f"{where}: {FIELD} on a summary; only a source.md holds the author's summaries")
-    if (not isinstance(value, list) or not value or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
-                                                            for v in value) or value != sorted(set(value))):
-        raise BookragError(f"{where}: {FIELD} must be a non-empty, sorted list of distinct paragraph numbers "
-                           f"(1-based), got {value!r}")
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
+        or value != sorted(set(value))
+    ):
+        raise BookragError(
+            f"{where}: {FIELD} must be a non-empty, sorted list of distinct paragraph numbers "
+            f"(1-based), got {value!r}"
+        )
     if count is not None and value[-1] > count:
         raise BookragError(f"{where}: {FIELD} names paragraph {value[-1]}, but the body has {count}")
     return value

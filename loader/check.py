@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bookrag.config import Settings
-from loader import author_summary, endnotes, frontmatter
 from bookrag.errors import BookragError
+from loader import author_summary, endnotes, frontmatter
 from loader.anchors import check_body, cited_units
 from loader.chunking import paragraphs
 from loader.manifest import Node, all_books, book_tree, find_book
@@ -35,9 +35,13 @@ def check_corpus(settings: Settings, books: list[str] | None = None) -> tuple[li
             if not path.exists():
                 if node.node_type == "source":
                     counts["missing_sources"] += 1
-                    problems.append(f"{node.source_file}: missing (generated: run `bookrag prepare {book.slug}`)")
+                    problems.append(
+                        f"{node.source_file}: missing (generated: run `bookrag prepare {book.slug}`)"
+                    )
                 else:
-                    problems.append(f"{node.source_file}: missing summary (run `bookrag summarize {book.slug}`)")
+                    problems.append(
+                        f"{node.source_file}: missing summary (run `bookrag summarize {book.slug}`)"
+                    )
                 continue
             counts["files"] += 1
             try:
@@ -46,10 +50,17 @@ def check_corpus(settings: Settings, books: list[str] | None = None) -> tuple[li
             except Exception as exc:  # BookragError carries file and line
                 problems.append(str(exc))
                 continue
-            for key, want in (("parent_source_file", node.parent_source_file), ("level", node.level),
-                              ("node_type", node.node_type), ("heading_path", node.heading_path), ("book", book.slug)):
+            for key, want in (
+                ("parent_source_file", node.parent_source_file),
+                ("level", node.level),
+                ("node_type", node.node_type),
+                ("heading_path", node.heading_path),
+                ("book", book.slug),
+            ):
                 if meta.get(key) != want:
-                    problems.append(f"{node.source_file}:1: {key} is {meta.get(key)!r}, the tree says {want!r}")
+                    problems.append(
+                        f"{node.source_file}:1: {key} is {meta.get(key)!r}, the tree says {want!r}"
+                    )
             parent = meta.get("parent_source_file")
             if parent is None:
                 roots.append(node.source_file)
@@ -58,8 +69,12 @@ def check_corpus(settings: Settings, books: list[str] | None = None) -> tuple[li
             elif parent in known:
                 plevel = next(n.level for n in tree if n.source_file == parent)
                 level = meta.get("level", -1)
-                if plevel < level or (plevel == level and level != 2):  # a level-2 chapter sits under a level-2 part
-                    problems.append(f"{node.source_file}:1: level {meta.get('level')} under a parent of level {plevel}")
+                if plevel < level or (
+                    plevel == level and level != 2
+                ):  # a level-2 chapter sits under a level-2 part
+                    problems.append(
+                        f"{node.source_file}:1: level {meta.get('level')} under a parent of level {plevel}"
+                    )
             if not body.strip():
                 problems.append(f"{node.source_file}: empty body")
             try:  # the author's own summaries: a well-formed list of its paragraphs (decision 0035)
@@ -67,7 +82,9 @@ def check_corpus(settings: Settings, books: list[str] | None = None) -> tuple[li
             except BookragError as exc:
                 problems.append(str(exc).replace(str(path), node.source_file, 1))
             if node.node_type == "summary" and meta.get("generator") not in ("team", "llm", "extractive"):
-                problems.append(f"{node.source_file}:1: summary without provenance (generator team, llm or extractive)")
+                problems.append(
+                    f"{node.source_file}:1: summary without provenance (generator team, llm or extractive)"
+                )
             if node.node_type == "summary":
                 problems += check_anchors(settings.home, tree, node, meta, path)
         problems += endnotes.corpus_problems(settings.home, book, tree)
@@ -75,17 +92,21 @@ def check_corpus(settings: Settings, books: list[str] | None = None) -> tuple[li
         if share is not None:
             cited.append(f"{book.slug} {share[0]}/{share[1]} ({100 * share[0] / max(share[1], 1):.0f} %)")
         if len(roots) != 1:
-            problems.append(f"corpus/{book.slug}: {len(roots)} roots (files without parent): {', '.join(roots) or 'none'}")
+            problems.append(
+                f"corpus/{book.slug}: {len(roots)} roots (files without parent): {', '.join(roots) or 'none'}"
+            )
         folder = settings.corpus / book.slug
         for md in sorted(folder.rglob("*.md")):
             rel = md.relative_to(settings.home).as_posix()
             if rel not in known:
                 problems.append(f"{rel}: not part of {book.slug}'s tree (book.toml does not name it)")
-    line = (f"{plural(counts['books'], 'book')}, {plural(counts['files'], 'file')} checked, "
-            f"{plural(len(problems), 'problem')}"
-            + (f" ({counts['missing_sources']} source files not prepared)" if counts["missing_sources"] else "")
-            + (f"; not built (manifest only): {', '.join(skipped)}" if skipped else "")
-            + (f"\nparagraphs cited by a summary anchor: {'; '.join(cited)}" if cited else ""))
+    line = (
+        f"{plural(counts['books'], 'book')}, {plural(counts['files'], 'file')} checked, "
+        f"{plural(len(problems), 'problem')}"
+        + (f" ({counts['missing_sources']} source files not prepared)" if counts["missing_sources"] else "")
+        + (f"; not built (manifest only): {', '.join(skipped)}" if skipped else "")
+        + (f"\nparagraphs cited by a summary anchor: {'; '.join(cited)}" if cited else "")
+    )
     return problems, line
 
 

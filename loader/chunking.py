@@ -5,8 +5,8 @@ too long). Chunks concatenated with single spaces give the paragraph back."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from loader.tokens import count_tokens
 
@@ -30,7 +30,7 @@ def paragraphs(body: str) -> list[str]:
 def split_sentences(text: str) -> list[str]:
     parts, last = [], 0
     for m in _SENTENCE_END.finditer(text):
-        parts.append(text[last:m.start() + len(m.group(0).rstrip())].strip())
+        parts.append(text[last : m.start() + len(m.group(0).rstrip())].strip())
         last = m.end()
     parts.append(text[last:].strip())
     return [p for p in parts if p]

@@ -32,38 +32,91 @@ ROMAN = r"[IVXLCDM]+"
 NUMBER = rf"(?:{ROMAN}|\d+|PREMIER|1ER|IER|1RE)"
 MARKER = r"(?:\[\w+(?:-\w+)?\])*"  # footnote markers in headings: [1], [TN-A]
 ORDINALS = {
-    "premier": 1, "première": 1, "premiere": 1, "deuxième": 2, "deuxieme": 2, "second": 2, "seconde": 2,
-    "troisième": 3, "troisieme": 3, "quatrième": 4, "quatrieme": 4, "cinquième": 5, "cinquieme": 5,
-    "sixième": 6, "sixieme": 6, "septième": 7, "septieme": 7, "huitième": 8, "huitieme": 8,
-    "neuvième": 9, "neuvieme": 9, "dixième": 10, "dixieme": 10,
-    "first": 1, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8, "ninth": 9,
-    "tenth": 10, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-    "nine": 9, "ten": 10,
+    "premier": 1,
+    "première": 1,
+    "premiere": 1,
+    "deuxième": 2,
+    "deuxieme": 2,
+    "second": 2,
+    "seconde": 2,
+    "troisième": 3,
+    "troisieme": 3,
+    "quatrième": 4,
+    "quatrieme": 4,
+    "cinquième": 5,
+    "cinquieme": 5,
+    "sixième": 6,
+    "sixieme": 6,
+    "septième": 7,
+    "septieme": 7,
+    "huitième": 8,
+    "huitieme": 8,
+    "neuvième": 9,
+    "neuvieme": 9,
+    "dixième": 10,
+    "dixieme": 10,
+    "first": 1,
+    "third": 3,
+    "fourth": 4,
+    "fifth": 5,
+    "sixth": 6,
+    "seventh": 7,
+    "eighth": 8,
+    "ninth": 9,
+    "tenth": 10,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
 }
 PART_NOUNS = ("partie", "série", "serie", "livre", "section", "époque", "epoque", "part", "book")
 _ORD = "|".join(sorted(ORDINALS, key=len, reverse=True))
 _NOUN = "|".join(PART_NOUNS)
 PART_RE = re.compile(
     rf"^(?:(?P<ord>{_ORD})\s+(?P<noun>{_NOUN})|(?P<noun2>{_NOUN})\s+(?P<num>{ROMAN}|\d+|{_ORD})){MARKER}\.?{MARKER}$",
-    re.I)
-LABEL_RE = re.compile(rf"^(?:CHAPITRE|CHAP\.?|CHAPTER)\s+(?P<num>{NUMBER})\b\.?{MARKER}\.?\s*(?:(?:--|—|-|\.|:)\s*(?P<title>.+))?$", re.I)
+    re.I,
+)
+LABEL_RE = re.compile(
+    rf"^(?:CHAPITRE|CHAP\.?|CHAPTER)\s+(?P<num>{NUMBER})\b\.?{MARKER}\.?\s*(?:(?:--|—|-|\.|:)\s*(?P<title>.+))?$",
+    re.I,
+)
 NUMBERED_RE = re.compile(rf"^(?P<num>{ROMAN}|\d+)\s*\.?\s*(?:--|—|\.)\s*(?P<title>\S.*)$")
 BARE_RE = re.compile(rf"^(?P<num>{ROMAN}|\d+)\.?$")
 NAMES = {
-    "avertissement": "front-matter", "préface": "front-matter", "preface": "front-matter",
-    "avant-propos": "front-matter", "dédicace": "front-matter", "prologue": "front-matter",
-    "foreword": "front-matter", "introduction": "introduction", "conclusion": "conclusion",
-    "épilogue": "conclusion", "epilogue": "conclusion", "afterword": "conclusion",
+    "avertissement": "front-matter",
+    "préface": "front-matter",
+    "preface": "front-matter",
+    "avant-propos": "front-matter",
+    "dédicace": "front-matter",
+    "prologue": "front-matter",
+    "foreword": "front-matter",
+    "introduction": "introduction",
+    "conclusion": "conclusion",
+    "épilogue": "conclusion",
+    "epilogue": "conclusion",
+    "afterword": "conclusion",
 }
 NAMED_RE = re.compile(rf"^(?P<name>{'|'.join(NAMES)})\b(?P<rest>[^a-zà-ÿ]*){MARKER}$", re.I)
 BACK_RE = re.compile(r"^(?:NOTES?|APPENDICES?|APPENDIX|INDEX|ERRATA|BIBLIOGRAPHIE|BIBLIOGRAPHY)\b[^a-zà-ÿ]*$")
 END_RE = re.compile(r"^(?:FIN\b[^a-zà-ÿ]*|THE END\.?)$")
-TOC_RE = re.compile(r"^(?:TABLE(?: DES MATIÈRES| ANALYTIQUE)?|SOMMAIRE|CONTENTS|TABLE OF CONTENTS)\b[^a-zà-ÿ]*$", re.I)
+TOC_RE = re.compile(
+    r"^(?:TABLE(?: DES MATIÈRES| ANALYTIQUE)?|SOMMAIRE|CONTENTS|TABLE OF CONTENTS)\b[^a-zà-ÿ]*$", re.I
+)
 TOC_END_RE = re.compile(r"^FIN DE LA TABLE", re.I)
 PAGE_RE = re.compile(r"^(?P<text>.*?)[\s.]+(?P<page>\d+)$")
-IB_RE = re.compile(r"^(?P<text>.*?)\s+(?P<page>_?Ib(?:id)?\._?)$")  # "… _Ib._": the same page as the entry above
+IB_RE = re.compile(
+    r"^(?P<text>.*?)\s+(?P<page>_?Ib(?:id)?\._?)$"
+)  # "… _Ib._": the same page as the entry above
 TOC_CHAPTER_RE = re.compile(
-    rf"^(?:(?:CHAPITRE|CHAP\.?|CHAPTER)\s+|(?:--|—)\s*)?(?P<num>{NUMBER})\b\.?\s*(?:--|—|-|\.)?\s*(?P<title>[^\W\d_].*)$", re.I)
+    rf"^(?:(?:CHAPITRE|CHAP\.?|CHAPTER)\s+|(?:--|—)\s*)?(?P<num>{NUMBER})\b\.?\s*(?:--|—|-|\.)?\s*(?P<title>[^\W\d_].*)$",
+    re.I,
+)
 
 
 @dataclass(frozen=True)
@@ -134,6 +187,7 @@ class Structure:
 
 # --- small text helpers -------------------------------------------------------------------
 
+
 def roman_to_int(text: str) -> int | None:
     values = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100, "D": 500, "M": 1000}
     text = text.upper()
@@ -148,8 +202,21 @@ def roman_to_int(text: str) -> int | None:
 
 def int_to_roman(n: int) -> str:
     out = ""
-    for v, s in ((1000, "M"), (900, "CM"), (500, "D"), (400, "CD"), (100, "C"), (90, "XC"), (50, "L"),
-                 (40, "XL"), (10, "X"), (9, "IX"), (5, "V"), (4, "IV"), (1, "I")):
+    for v, s in (
+        (1000, "M"),
+        (900, "CM"),
+        (500, "D"),
+        (400, "CD"),
+        (100, "C"),
+        (90, "XC"),
+        (50, "L"),
+        (40, "XL"),
+        (10, "X"),
+        (9, "IX"),
+        (5, "V"),
+        (4, "IV"),
+        (1, "I"),
+    ):
         while n >= v:
             out, n = out + s, n - v
     return out
@@ -230,6 +297,7 @@ def _standalone(lines: list[str], i: int) -> bool:
 
 # --- table of contents --------------------------------------------------------------------
 
+
 def toc_ranges(lines: list[str]) -> list[tuple[int, int]]:
     """(first, end) of each table of contents: its heading to `FIN DE LA TABLE`, or to the
     last block that still looks like entries."""
@@ -256,7 +324,7 @@ def parse_toc(lines: list[str], first: int, end: int, part_noun: str | None) -> 
     part = -1
     pending: list[str] = []
     at = (0, -1)  # (indent, line) of the pending entry's first line
-    for i, line in enumerate(lines[first + 1:end], start=first + 1):
+    for i, line in enumerate(lines[first + 1 : end], start=first + 1):
         s = line.strip()
         if not s:
             if pending and not PAGE_RE.match(pending[-1]):
@@ -281,8 +349,9 @@ def _part_after(entries: list[TocEntry], part: int) -> int:
     return part + 1 if entries and entries[-1].kind == "part" and entries[-1].part == part else part
 
 
-def _toc_entry(text: str, page: int | None, part_noun: str | None, part: int,
-               at: tuple[int, int] = (0, -1)) -> list[TocEntry]:
+def _toc_entry(
+    text: str, page: int | None, part_noun: str | None, part: int, at: tuple[int, int] = (0, -1)
+) -> list[TocEntry]:
     plain = strip_markers(text.replace("_", "")).strip(" .")
     indent, line = at
     m = PART_RE.match(plain)
@@ -292,7 +361,17 @@ def _toc_entry(text: str, page: int | None, part_noun: str | None, part: int,
         return []
     m = TOC_CHAPTER_RE.match(plain)
     if m and parse_number(m.group("num")) is not None:
-        return [TocEntry(plain, "chapter", parse_number(m.group("num")), clean_title(m.group("title")), part, indent, line)]
+        return [
+            TocEntry(
+                plain,
+                "chapter",
+                parse_number(m.group("num")),
+                clean_title(m.group("title")),
+                part,
+                indent,
+                line,
+            )
+        ]
     m = NAMED_RE.match(plain)
     if m:
         return [TocEntry(plain, "named", None, clean_title(plain), part, indent, line)]
@@ -300,6 +379,7 @@ def _toc_entry(text: str, page: int | None, part_noun: str | None, part: int,
 
 
 # --- candidates ---------------------------------------------------------------------------
+
 
 def _noun(m: re.Match) -> str:
     noun = (m.group("noun") or m.group("noun2")).lower()
@@ -337,8 +417,16 @@ def find_candidates(file: str, lines: list[str], skip: list[tuple[int, int]]) ->
             subtitle, blocks, titles = None, 1, []
             for a, b in text_blocks(lines, i + 1)[:3]:
                 text = " ".join(x.strip() for x in lines[a:b])
-                if b - a <= 3 and is_upper(text) and not (PART_RE.match(text) or LABEL_RE.match(text)
-                                                          or NUMBERED_RE.match(text) or BARE_RE.match(text)):
+                if (
+                    b - a <= 3
+                    and is_upper(text)
+                    and not (
+                        PART_RE.match(text)
+                        or LABEL_RE.match(text)
+                        or NUMBERED_RE.match(text)
+                        or BARE_RE.match(text)
+                    )
+                ):
                     titles.append(text)
                 elif not titles and b - a == 1 and re.fullmatch(r"\(.{1,40}\)", text):  # "(2e édition.)"
                     blocks = 2
@@ -350,16 +438,28 @@ def find_candidates(file: str, lines: list[str], skip: list[tuple[int, int]]) ->
             out.append(Candidate(file, i, "part", _noun(m), _part_number(m), s, blocks, subtitle))
         elif (m := LABEL_RE.match(s)) and parse_number(m.group("num")) is not None:
             if m.group("title"):
-                out.append(Candidate(file, i, "chapter", "label", parse_number(m.group("num")), m.group("title"), 1))
+                out.append(
+                    Candidate(file, i, "chapter", "label", parse_number(m.group("num")), m.group("title"), 1)
+                )
             else:
                 titles, blocks = _title_blocks(lines, i, first_any=True)
-                out.append(Candidate(file, i, "chapter", "label", parse_number(m.group("num")), " ".join(titles), blocks))
+                out.append(
+                    Candidate(
+                        file, i, "chapter", "label", parse_number(m.group("num")), " ".join(titles), blocks
+                    )
+                )
         elif (m := NUMBERED_RE.match(s)) and is_upper(m.group("title")) and roman_or_int(m.group("num")):
-            out.append(Candidate(file, i, "chapter", "numbered", parse_number(m.group("num")), m.group("title"), 1))
+            out.append(
+                Candidate(file, i, "chapter", "numbered", parse_number(m.group("num")), m.group("title"), 1)
+            )
         elif (m := BARE_RE.match(s)) and single and roman_or_int(m.group("num")):
             titles, blocks = _title_blocks(lines, i, first_any=False)
             if titles:
-                out.append(Candidate(file, i, "chapter", "bare", parse_number(m.group("num")), " ".join(titles), blocks))
+                out.append(
+                    Candidate(
+                        file, i, "chapter", "bare", parse_number(m.group("num")), " ".join(titles), blocks
+                    )
+                )
         elif (m := NAMED_RE.match(s)) and is_upper(s) and single:
             out.append(Candidate(file, i, "named", m.group("name").lower(), None, s, 1))
         elif END_RE.match(s) and single:
@@ -383,7 +483,7 @@ def upper_headings(file: str, lines: list[str], start: int, stop: int) -> list[C
         if b - a > 2 or not is_upper(text) or len(text) > 100:
             continue
         prose = 0
-        for c, d in blocks[k + 1:]:
+        for c, d in blocks[k + 1 :]:
             t = " ".join(x.strip() for x in lines[c:d])
             if is_upper(t):
                 break
@@ -394,6 +494,7 @@ def upper_headings(file: str, lines: list[str], start: int, stop: int) -> list[C
 
 
 # --- the structure ------------------------------------------------------------------------
+
 
 def _repeated_blocks(lines: list[str]) -> set[str]:
     seen = Counter(normalize(" ".join(x.strip() for x in lines[a:b])) for a, b in text_blocks(lines, 0))
@@ -449,7 +550,9 @@ def _choose_chapters(cands: list[Candidate], parts: list[Candidate]) -> list[Can
         seg, prev = segment(c), last.get(segment(c), 0)
         if c.number is None or c.number <= prev:
             continue
-        if c.number != prev + 1 and any(segment(d) == seg and d.number == prev + 1 for d in chapters[k + 1:]):
+        if c.number != prev + 1 and any(
+            segment(d) == seg and d.number == prev + 1 for d in chapters[k + 1 :]
+        ):
             continue
         kept.append(c)
         last[seg] = c.number
@@ -476,8 +579,11 @@ def detect(texts: dict[str, list[str]], language: str = "fr") -> Structure:
     toc: list[TocEntry] = []
     for f in files:  # part indices run on across files
         offset = sum(1 for e in toc if e.kind == "part")
-        toc += [replace(e, part=e.part + offset if e.part >= 0 or offset else e.part)
-                for a, b in tocs[f] for e in parse_toc(texts[f], a, b, part_noun)]
+        toc += [
+            replace(e, part=e.part + offset if e.part >= 0 or offset else e.part)
+            for a, b in tocs[f]
+            for e in parse_toc(texts[f], a, b, part_noun)
+        ]
     title = None
     if wrappers and wrappers[0].subtitle:
         title = clean_title(wrappers[0].subtitle)
@@ -491,7 +597,7 @@ def detect(texts: dict[str, list[str]], language: str = "fr") -> Structure:
     named = [c for c in cands if c.kind == "named"]
     front_cands = [c for c in named if pos(c) < first_body]
     toc_other = {normalize(e.title) for e in toc if e.kind == "other"}
-    for f in files[:f0 + 1]:
+    for f in files[: f0 + 1]:
         stop = l0 if order[f] == f0 else len(texts[f])
         for c in upper_headings(f, texts[f], 0, stop):
             if normalize(c.title) in toc_other and all(pos(c) != pos(d) for d in front_cands):
@@ -532,30 +638,53 @@ def detect(texts: dict[str, list[str]], language: str = "fr") -> Structure:
     if part_cands:
         for k, p in enumerate(part_cands):
             nxt = pos(part_cands[k + 1]) if k + 1 < len(part_cands) else None
-            members = sorted((c for c in chapters + named if pos(p) < pos(c) and (nxt is None or pos(c) < nxt)
-                              and c.file == p.file), key=pos)
+            members = sorted(
+                (
+                    c
+                    for c in chapters + named
+                    if pos(p) < pos(c) and (nxt is None or pos(c) < nxt) and c.file == p.file
+                ),
+                key=pos,
+            )
             last = max([pos(c) for c in members], default=pos(p))
             f, end, marker = stop_after(Candidate(p.file, last[1], "x"), nxt)
             lines = texts[f]
             if not marker:
                 end = trim_half_title(lines, last[1], end, repeated[f])
             members = [c for c in members if c.line < end]
-            part = Part(label=clean_title(p.title), title=clean_title(p.title),
-                        subtitle=clean_title(p.subtitle) if p.subtitle else None, number=p.number, file=p.file,
-                        line=p.line, end=end, start=p.title, heading_blocks=p.heading_blocks, end_marker=marker)
+            part = Part(
+                label=clean_title(p.title),
+                title=clean_title(p.title),
+                subtitle=clean_title(p.subtitle) if p.subtitle else None,
+                number=p.number,
+                file=p.file,
+                line=p.line,
+                end=end,
+                start=p.title,
+                heading_blocks=p.heading_blocks,
+                end_marker=marker,
+            )
             first = min([c.line for c in members], default=end)
             body = skip_blocks(lines, p.line, p.heading_blocks)
             if _prose_words(lines, body, first) >= 50:
-                part.sections.append(_section("introduction", "Introduction", "Introduction", None, p, lines, first))
+                part.sections.append(
+                    _section("introduction", "Introduction", "Introduction", None, p, lines, first)
+                )
             part.sections += _sections(members, lines, end, language)
             parts.append(part)
             if nxt is None and end < len(lines):
                 left_out.append((f, end, len(lines), _words_outside(lines, end, tocs[f])))
         for c in chapters + named:
-            if pos(c) > pos(part_cands[0]) and not any(s.file == c.file and s.line == c.line
-                                                      for p in parts for s in p.sections):
-                if all(not (p.file == c.file and p.line < c.line < p.end) for p in parts) and c.kind == "chapter":
-                    warnings.append(f"{c.file} line {c.line + 1}: chapter heading {c.title!r} lies outside every part; left out")
+            if pos(c) > pos(part_cands[0]) and not any(
+                s.file == c.file and s.line == c.line for p in parts for s in p.sections
+            ):
+                if (
+                    all(not (p.file == c.file and p.line < c.line < p.end) for p in parts)
+                    and c.kind == "chapter"
+                ):
+                    warnings.append(
+                        f"{c.file} line {c.line + 1}: chapter heading {c.title!r} lies outside every part; left out"
+                    )
     else:
         members = sorted((c for c in chapters + named if pos(c) >= first_body), key=pos)
         for f in files:
@@ -571,11 +700,19 @@ def detect(texts: dict[str, list[str]], language: str = "fr") -> Structure:
 
 def _words_outside(lines: list[str], start: int, tocs: list[tuple[int, int]]) -> int:
     """Words from `start` to the end, tables of contents not counted."""
-    return count_words([x for i, x in enumerate(lines[start:], start) if not any(a <= i < b for a, b in tocs)])
+    return count_words(
+        [x for i, x in enumerate(lines[start:], start) if not any(a <= i < b for a, b in tocs)]
+    )
 
 
-def _half_title(lines: list[str], a: int, nxt: tuple[int, int] | None, file_order: int, repeated: set[str],
-                scan: bool = False) -> str | None:
+def _half_title(
+    lines: list[str],
+    a: int,
+    nxt: tuple[int, int] | None,
+    file_order: int,
+    repeated: set[str],
+    scan: bool = False,
+) -> str | None:
     """The upper-case repeated block(s) just before the body: the book's own title."""
     if nxt is None or nxt[0] != file_order:
         return None
@@ -590,10 +727,23 @@ def _half_title(lines: list[str], a: int, nxt: tuple[int, int] | None, file_orde
     return clean_title(" ".join(texts)) if texts else None
 
 
-def _section(kind: str, label: str, title: str, number: int | None, c: Candidate, lines: list[str], end: int) -> Section:
+def _section(
+    kind: str, label: str, title: str, number: int | None, c: Candidate, lines: list[str], end: int
+) -> Section:
     body = skip_blocks(lines, c.line, c.heading_blocks)
-    return Section(kind, label, title, number, c.file, c.line, body, end, lines[c.line].strip(), c.heading_blocks,
-                   count_words(lines[body:end]))
+    return Section(
+        kind,
+        label,
+        title,
+        number,
+        c.file,
+        c.line,
+        body,
+        end,
+        lines[c.line].strip(),
+        c.heading_blocks,
+        count_words(lines[body:end]),
+    )
 
 
 def _sections(members: list[Candidate], lines: list[str], end: int, language: str) -> list[Section]:
@@ -612,6 +762,7 @@ def _sections(members: list[Candidate], lines: list[str], end: int, language: st
 
 # --- checks -------------------------------------------------------------------------------
 
+
 def sections_in_order(s: Structure) -> list[tuple[int, Section]]:
     """(part index or -1, section) for every section, in reading order."""
     return [(-1, x) for x in s.front_matter] + [(k, x) for k, p in enumerate(s.parts) for x in p.sections]
@@ -622,9 +773,15 @@ def check_structure(s: Structure, min_words: int = 50, max_words: int = 20_000) 
     out = list(s.warnings)
     for k, top in sections_in_order(s):
         for sec in leaf_sections(top):
-            where = (f"{sec.title!r} in " if sec is not top else "") + f"{top.label}" + (f" of {s.parts[k].title}" if k >= 0 else "")
+            where = (
+                (f"{sec.title!r} in " if sec is not top else "")
+                + f"{top.label}"
+                + (f" of {s.parts[k].title}" if k >= 0 else "")
+            )
             if sec.words < min_words:
-                out.append(f"{where}: only {sec.words} words (under {min_words}): a heading inside the text, or a short piece?")
+                out.append(
+                    f"{where}: only {sec.words} words (under {min_words}): a heading inside the text, or a short piece?"
+                )
             elif sec.words > max_words:
                 out.append(f"{where}: {sec.words:,} words (over {max_words:,}): a missed heading?")
     groups: dict[int, list[Section]] = {}
@@ -637,8 +794,10 @@ def check_structure(s: Structure, min_words: int = 50, max_words: int = 20_000) 
             if sec.number is not None and sec.number != prev + 1:
                 missing = ", ".join(int_to_roman(n) for n in range(prev + 1, sec.number))
                 after = f"after {int_to_roman(prev)}" if prev else "at the start"
-                out.append(f"numbering gap{' in ' + s.parts[k].title if k >= 0 else ''}: {int_to_roman(sec.number)} "
-                           f"comes {after} ({missing} missing)")
+                out.append(
+                    f"numbering gap{' in ' + s.parts[k].title if k >= 0 else ''}: {int_to_roman(sec.number)} "
+                    f"comes {after} ({missing} missing)"
+                )
             prev = sec.number or prev
     out += compare_toc(s)
     return out
@@ -652,14 +811,22 @@ def match_toc(s: Structure) -> tuple[list[tuple[Section, TocEntry]], list[TocEnt
     body: dict[tuple, Section] = {}
     for k, sec in sections_in_order(s):
         key_part = k if in_parts else -1
-        key = ("chapter", key_part, sec.number) if sec.kind == "chapter" else ("title", key_part, normalize(sec.title))
+        key = (
+            ("chapter", key_part, sec.number)
+            if sec.kind == "chapter"
+            else ("title", key_part, normalize(sec.title))
+        )
         body[key] = sec
     pairs, missing, seen = [], [], set()
     for e in s.toc:
         if e.kind == "part":
             continue
         key_part = e.part if in_parts else -1
-        key = ("chapter", key_part, e.number) if e.kind == "chapter" else ("title", key_part, normalize(e.title))
+        key = (
+            ("chapter", key_part, e.number)
+            if e.kind == "chapter"
+            else ("title", key_part, normalize(e.title))
+        )
         if key not in body and e.kind != "chapter":  # a named section filed under another part
             key = next((kk for kk in body if kk[0] == "title" and kk[2] == key[2] and kk not in seen), key)
         if key not in body or key in seen:
@@ -696,14 +863,21 @@ def compare_toc(s: Structure) -> list[str]:
     if missing:
         out.append(f"in the contents, not in the tree: {_listing([e.text for e in missing])}")
     if extra:
-        out.append("in the tree, not in the contents: "
-                   + _listing([sec.label + (f" ({sec.title})" if sec.title != sec.label else "") for sec in extra]))
+        out.append(
+            "in the tree, not in the contents: "
+            + _listing([sec.label + (f" ({sec.title})" if sec.title != sec.label else "") for sec in extra])
+        )
     return out
 
 
 def _similar(a: str, b: str) -> bool:
     x, y = normalize(a), normalize(b)
-    return x == y or x.startswith(y) or y.startswith(x) or len(set(x.split()) & set(y.split())) * 2 >= len(set(x.split()) | set(y.split()))
+    return (
+        x == y
+        or x.startswith(y)
+        or y.startswith(x)
+        or len(set(x.split()) & set(y.split())) * 2 >= len(set(x.split()) | set(y.split()))
+    )
 
 
 def _listing(items: list[str], n: int = 6) -> str:
@@ -712,6 +886,7 @@ def _listing(items: list[str], n: int = 6) -> str:
 
 
 # --- sub-sections -------------------------------------------------------------------------
+
 
 def chapter_subentries(s: Structure) -> list[tuple[Section, list[TocEntry]]]:
     """Each chapter the contents list with entries indented under it (before the next entry at
@@ -722,7 +897,7 @@ def chapter_subentries(s: Structure) -> list[tuple[Section, list[TocEntry]]]:
         if sec.kind != "chapter":
             continue
         subs = []
-        for f in s.toc[index[id(e)] + 1:]:
+        for f in s.toc[index[id(e)] + 1 :]:
             if f.indent <= e.indent or f.kind in ("part", "chapter"):
                 break
             subs.append(f)
@@ -737,8 +912,13 @@ def _heading_blocks_in(lines: list[str], a: int, b: int) -> list[tuple[int, int,
     out = []
     for x, y in text_blocks(lines, a, b):
         text = " ".join(t.strip() for t in lines[x:y])
-        if y - x <= 4 and is_upper(text) and not lines[x].startswith("    ") and not text.startswith("[") \
-                and len(text.split()) >= 2:
+        if (
+            y - x <= 4
+            and is_upper(text)
+            and not lines[x].startswith("    ")
+            and not text.startswith("[")
+            and len(text.split()) >= 2
+        ):
             out.append((x, y, text))
     return out
 
@@ -767,27 +947,65 @@ def find_subsections(s: Structure, texts: dict[str, list[str]]) -> list[tuple[st
         for e in entries:
             hit = next((j for j in range(k, len(blocks)) if _matches(blocks[j][2], e.title)), None)
             if hit is None:
-                problems.append((sec.file, e.line, f"the contents list {e.title!r} under {sec.label}, but no heading "
-                                                   f"inside {sec.label} matches it; left in the text around it"))
+                problems.append(
+                    (
+                        sec.file,
+                        e.line,
+                        f"the contents list {e.title!r} under {sec.label}, but no heading "
+                        f"inside {sec.label} matches it; left in the text around it",
+                    )
+                )
                 continue
             found.append((e, blocks[hit]))
             k = hit + 1
         used = {b[0] for _e, b in found}
         for x, _y, text in blocks:
             if x not in used and found and x > found[0][1][0]:
-                problems.append((sec.file, x, f"upper-case heading {text[:60]!r} inside {sec.label} is not in the contents;"
-                                              f" left in the text of the sub-section before it"))
+                problems.append(
+                    (
+                        sec.file,
+                        x,
+                        f"upper-case heading {text[:60]!r} inside {sec.label} is not in the contents;"
+                        f" left in the text of the sub-section before it",
+                    )
+                )
         if not found:
             continue
         subs = []
         first = found[0][1][0]
-        if count_words(lines[sec.body:first]):
-            subs.append(Section("section", f"{sec.title} (début)", f"{sec.title} (début)", None, sec.file, sec.line,
-                                sec.body, first, sec.start, sec.heading_blocks, count_words(lines[sec.body:first])))
+        if count_words(lines[sec.body : first]):
+            subs.append(
+                Section(
+                    "section",
+                    f"{sec.title} (début)",
+                    f"{sec.title} (début)",
+                    None,
+                    sec.file,
+                    sec.line,
+                    sec.body,
+                    first,
+                    sec.start,
+                    sec.heading_blocks,
+                    count_words(lines[sec.body : first]),
+                )
+            )
         for i, (e, (x, y, _text)) in enumerate(found):
             end = found[i + 1][1][0] if i + 1 < len(found) else sec.end
-            subs.append(Section("section", e.title, e.title, None, sec.file, x, y, end, lines[x].strip(), 1,
-                                count_words(lines[y:end])))
+            subs.append(
+                Section(
+                    "section",
+                    e.title,
+                    e.title,
+                    None,
+                    sec.file,
+                    x,
+                    y,
+                    end,
+                    lines[x].strip(),
+                    1,
+                    count_words(lines[y:end]),
+                )
+            )
         sec.sections = subs
     return problems
 

@@ -94,7 +94,9 @@ class LocalEmbedder:
         one by one (2 cores)."""
         model = self._model()
         bins: list[list[int]] = [[] for _ in range(min(len(texts), _cores()))]
-        for i in sorted(range(len(texts)), key=lambda i: -len(texts[i])):  # longest first, into the lightest bin
+        for i in sorted(
+            range(len(texts)), key=lambda i: -len(texts[i])
+        ):  # longest first, into the lightest bin
             min(bins, key=lambda b: sum(len(texts[j]) for j in b)).append(i)
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         done = _pool().map(lambda b: (b, model.query([texts[i] for i in b])), [b for b in bins if b])
@@ -128,13 +130,15 @@ class OpenAIEmbedder:
         client = self._client()
         for i in range(0, len(texts), self.batch):
             try:
-                resp = client.embeddings.create(model=self.model, input=texts[i:i + self.batch])
+                resp = client.embeddings.create(model=self.model, input=texts[i : i + self.batch])
             except Exception as exc:  # the SDK's errors carry the server's message
                 raise BookragError(f"embedding request to {client.base_url} failed: {exc}") from exc
             out.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
         arr = np.asarray(out, dtype=np.float32)
         if arr.shape[1] != self.dimension:
-            raise BookragError(f"model {self.model} returned {arr.shape[1]}-d vectors, expected {self.dimension}")
+            raise BookragError(
+                f"model {self.model} returned {arr.shape[1]}-d vectors, expected {self.dimension}"
+            )
         return arr
 
     def query(self, text: str) -> np.ndarray:

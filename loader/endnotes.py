@@ -76,8 +76,14 @@ def find(file: str, lines: list[str]) -> EndNotes | None:
         for k in range(j, end):
             m = NOTE_RE.match(lines[k].strip())
             if m and (k == 0 or not lines[k - 1].strip()):
-                en.notes.append(Note(m.group("label"), int(m.group("page")) if m.group("page") else None, k,
-                                     lines[k].strip()))
+                en.notes.append(
+                    Note(
+                        m.group("label"),
+                        int(m.group("page")) if m.group("page") else None,
+                        k,
+                        lines[k].strip(),
+                    )
+                )
         en.calls = [Call(m.group("label"), k) for k in range(i) for m in CALL_RE.finditer(lines[k])]
         return en
     return None
@@ -159,8 +165,13 @@ def corpus_problems(home: Path, book: Book, tree: list[Node] | None = None) -> l
     whose sources are not prepared."""
     tree = tree or book_tree(book)
     sources = [n for n in tree if n.node_type == "source"]
-    note_nodes = [(n, label) for n in sources if n.section is not None and n.section.kind == "note"
-                  for label in [note_label(n.section.start)] if label]
+    note_nodes = [
+        (n, label)
+        for n in sources
+        if n.section is not None and n.section.kind == "note"
+        for label in [note_label(n.section.start)]
+        if label
+    ]
     if not note_nodes:
         return []
     notes = []
@@ -173,6 +184,9 @@ def corpus_problems(home: Path, book: Book, tree: list[Node] | None = None) -> l
         if (n.section is not None and n.section.kind == "note") or not path.exists():
             continue
         lines, first = _body_lines(path)
-        calls += [(m.group("label"), f"{n.source_file}:{first + k}") for k, line in enumerate(lines)
-                  for m in CALL_RE.finditer(line)]
+        calls += [
+            (m.group("label"), f"{n.source_file}:{first + k}")
+            for k, line in enumerate(lines)
+            for m in CALL_RE.finditer(line)
+        ]
     return pair_problems(notes, calls)

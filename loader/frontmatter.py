@@ -27,10 +27,12 @@ def split(text: str, path: Path | str) -> tuple[dict[str, Any], str]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 2 if mark is not None else 1
-        raise BookragError(f"{path}:{line}: invalid YAML frontmatter: {getattr(exc, 'problem', exc)}") from exc
+        raise BookragError(
+            f"{path}:{line}: invalid YAML frontmatter: {getattr(exc, 'problem', exc)}"
+        ) from exc
     if not isinstance(meta, dict):
         raise BookragError(f"{path}:2: frontmatter must be a mapping of fields")
-    return meta, text[end + 5:]
+    return meta, text[end + 5 :]
 
 
 def read(path: Path) -> tuple[dict[str, Any], str]:

@@ -31,7 +31,6 @@ from loader.sidecars import Sidecar, file_hash, read_sidecar
 LOCK_KEY = 4_242_001  # pg_advisory_xact_lock key shared by every `bookrag load`
 
 
-
 @dataclass
 class LoadReport:
     inserted: int = 0  # files new to the database
@@ -43,8 +42,10 @@ class LoadReport:
     warnings: list[str] = field(default_factory=list)
 
     def line(self) -> str:
-        return (f"{self.inserted} inserted, {self.replaced} replaced, {self.unchanged} unchanged, "
-                f"{self.removed} removed ({self.rows_written} rows written; books: {', '.join(self.books) or '-'})")
+        return (
+            f"{self.inserted} inserted, {self.replaced} replaced, {self.unchanged} unchanged, "
+            f"{self.removed} removed ({self.rows_written} rows written; books: {', '.join(self.books) or '-'})"
+        )
 
 
 def collect(home: Path, paths: list[Path]) -> tuple[list[Path], set[str]]:
@@ -100,31 +101,43 @@ def check(home: Path, sidecars: list[Path]) -> list[Sidecar]:
         if not md.exists():
             raise BookragError(f"{path}:1: its file {m['source_file']} does not exist")
         if file_hash(md) != m["source_file_hash"]:
-            raise BookragError(f"{md}: changed since its sidecar was written; run `bookrag sidecars {md.relative_to(home)}`")
+            raise BookragError(
+                f"{md}: changed since its sidecar was written; run `bookrag sidecars {md.relative_to(home)}`"
+            )
         _check_text(home, path, sc)
         parent = m["parent_source_file"]
         book = m["source_file"].split("/")[1]
         root = f"corpus/{book}/summary.md"
         if parent is None and m["source_file"] != root:
-            raise BookragError(f"{path}:1: parent_source_file is null but only the book root ({root}) has no parent")
+            raise BookragError(
+                f"{path}:1: parent_source_file is null but only the book root ({root}) has no parent"
+            )
         if parent is not None and not (home / (parent + ".jsonl")).exists():
             raise BookragError(f"{path}:1: parent {parent} has no sidecar ({parent}.jsonl missing)")
         model = m.get("embedding_model")
         if model is not None:
             known = known_models()
             if model not in known:
-                raise BookragError(f"{path}:1: unknown embedding model {model!r} (known: {', '.join(sorted(known))}; "
-                                   "set BOOKRAG_EMBEDDING_MODEL and BOOKRAG_EMBEDDING_DIMENSION for another)")
+                raise BookragError(
+                    f"{path}:1: unknown embedding model {model!r} (known: {', '.join(sorted(known))}; "
+                    "set BOOKRAG_EMBEDDING_MODEL and BOOKRAG_EMBEDDING_DIMENSION for another)"
+                )
             if not 1 <= m["dimension"] <= 2000:  # pgvector's HNSW indexes at most 2,000 dimensions
-                raise BookragError(f"{path}:1: dimension {m['dimension']} is over the 2,000 an HNSW index takes")
+                raise BookragError(
+                    f"{path}:1: dimension {m['dimension']} is over the 2,000 an HNSW index takes"
+                )
             if m["dimension"] != known[model]:
-                raise BookragError(f"{path}:1: model {model} has dimension {known[model]}, the manifest says {m['dimension']}")
+                raise BookragError(
+                    f"{path}:1: model {model} has dimension {known[model]}, the manifest says {m['dimension']}"
+                )
             models.setdefault(model, str(path))
         _check_cites(home, path, sc)
         out.append(sc)
     if len(models) > 1:
         (a, pa), (b, pb) = list(models.items())[:2]
-        raise BookragError(f"sidecars mix embedding models: {a} ({pa}) and {b} ({pb}); regenerate them with one model")
+        raise BookragError(
+            f"sidecars mix embedding models: {a} ({pa}) and {b} ({pb}); regenerate them with one model"
+        )
     return out
 
 
@@ -136,9 +149,11 @@ def _check_text(home: Path, path: Path, sc: Sidecar) -> None:
     marked = set(author_summary.paragraphs_of(meta, home / sc.source_file, len(paras)))
     for n, c in enumerate(sc.chunks, start=2):
         if (c.get("kind") == author_summary.KIND) != (c["paragraph"] in marked):
-            raise BookragError(f"{path}:{n}: kind {c.get('kind', 'text')!r}, but {sc.source_file} "
-                               f"{'lists' if c['paragraph'] in marked else 'does not list'} paragraph {c['paragraph']} "
-                               f"in {author_summary.FIELD}; run `bookrag sidecars {sc.source_file}`")
+            raise BookragError(
+                f"{path}:{n}: kind {c.get('kind', 'text')!r}, but {sc.source_file} "
+                f"{'lists' if c['paragraph'] in marked else 'does not list'} paragraph {c['paragraph']} "
+                f"in {author_summary.FIELD}; run `bookrag sidecars {sc.source_file}`"
+            )
     if sc.manifest["node_type"] == "summary":
         paras = [strip_anchors(p) for p in paras]
     joined: dict[int, list[str]] = {}
@@ -147,12 +162,16 @@ def _check_text(home: Path, path: Path, sc: Sidecar) -> None:
         joined.setdefault(c["paragraph"], []).append(c["text"])
         first_line.setdefault(c["paragraph"], n)
     if sorted(joined) != list(range(1, len(paras) + 1)):
-        raise BookragError(f"{path}:1: its chunks cover paragraphs {_ranges(sorted(joined))} but {sc.source_file} has "
-                           f"{len(paras)}; run `bookrag sidecars {sc.source_file}`")
+        raise BookragError(
+            f"{path}:1: its chunks cover paragraphs {_ranges(sorted(joined))} but {sc.source_file} has "
+            f"{len(paras)}; run `bookrag sidecars {sc.source_file}`"
+        )
     for number, texts in joined.items():
         if " ".join(texts) != paras[number - 1]:
-            raise BookragError(f"{path}:{first_line[number]}: chunk text differs from paragraph {number} of {sc.source_file} "
-                               f"(edited by hand?); run `bookrag sidecars {sc.source_file}`")
+            raise BookragError(
+                f"{path}:{first_line[number]}: chunk text differs from paragraph {number} of {sc.source_file} "
+                f"(edited by hand?); run `bookrag sidecars {sc.source_file}`"
+            )
 
 
 def _ranges(numbers: list[int]) -> str:
@@ -172,13 +191,17 @@ def _check_cites(home: Path, path: Path, sc: Sidecar) -> None:
             cited_files = [cite["source_file"] for cite in c.get("cites") or []]
             if cited_files != [notes.get(label) for label in labels]:
                 calls = ", ".join(f"(_{label}_)" for label in labels) or "no end note"
-                raise BookragError(f"{path}:{n}: cites {', '.join(cited_files) or 'nothing'}, but its text calls {calls}; "
-                                   f"run `bookrag sidecars {sc.source_file}`")
+                raise BookragError(
+                    f"{path}:{n}: cites {', '.join(cited_files) or 'nothing'}, but its text calls {calls}; "
+                    f"run `bookrag sidecars {sc.source_file}`"
+                )
         for cite in c.get("cites") or []:
             cited = cite["source_file"]
             md = home / cited
             if not md.exists():
-                raise BookragError(f"{path}:{n}: cites {cited}, which does not exist (prepare the book, or fix the anchor)")
+                raise BookragError(
+                    f"{path}:{n}: cites {cited}, which does not exist (prepare the book, or fix the anchor)"
+                )
             if sc.manifest["node_type"] == "source":
                 continue  # an end note the text calls (checked above)
             if "paragraphs" in cite:
@@ -186,7 +209,9 @@ def _check_cites(home: Path, path: Path, sc: Sidecar) -> None:
                     cache[cited] = len(paragraphs(frontmatter.read(md)[1]))
                 beyond = [p for p in cite["paragraphs"] if p > cache[cited]]
                 if beyond:
-                    raise BookragError(f"{path}:{n}: cites paragraph {beyond[0]} of {cited}, which has {cache[cited]}")
+                    raise BookragError(
+                        f"{path}:{n}: cites paragraph {beyond[0]} of {cited}, which has {cache[cited]}"
+                    )
             else:
                 meta = frontmatter.read(md)[0]
                 if meta.get("parent_source_file") != sc.source_file:
@@ -195,8 +220,10 @@ def _check_cites(home: Path, path: Path, sc: Sidecar) -> None:
         for i, s in enumerate(c.get("sentences") or [], start=1):
             stray = sorted(set(s["paragraphs"]) - cited_here)
             if stray:
-                raise BookragError(f"{path}:{n}: sentence {i} cites paragraph {stray[0]}, which its chunk's cites do not "
-                                   "(regenerate the sidecar with `bookrag sidecars`)")
+                raise BookragError(
+                    f"{path}:{n}: sentence {i} cites paragraph {stray[0]}, which its chunk's cites do not "
+                    "(regenerate the sidecar with `bookrag sidecars`)"
+                )
 
 
 def load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport:
@@ -207,7 +234,9 @@ def load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport:
     except BookragError:
         raise
     except psycopg.Error as exc:
-        raise BookragError(f"the database refused the load ({database_reason(exc)}); nothing was loaded") from exc
+        raise BookragError(
+            f"the database refused the load ({database_reason(exc)}); nothing was loaded"
+        ) from exc
 
 
 def _load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport:
@@ -228,24 +257,39 @@ def _load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport
             m = sc.manifest
             order = orders[m["source_file"]] if m["source_file"] in orders else fallback[m["source_file"]]
             current = state.pop(m["source_file"], None)
-            wanted = (m["source_file_hash"], m.get("embedding_model"), m["chunk_count"], order, m["parent_source_file"],
-                      m["heading_path"], m["level"], m["node_type"], True, _sentences_digest(sc))
+            wanted = (
+                m["source_file_hash"],
+                m.get("embedding_model"),
+                m["chunk_count"],
+                order,
+                m["parent_source_file"],
+                m["heading_path"],
+                m["level"],
+                m["node_type"],
+                True,
+                _sentences_digest(sc),
+            )
             if current == wanted:
                 report.unchanged += 1
                 continue
             if current is not None:
-                conn.execute("DELETE FROM rag.hierarchical_content_nodes WHERE source_file = %s", (m["source_file"],))
+                conn.execute(
+                    "DELETE FROM rag.hierarchical_content_nodes WHERE source_file = %s", (m["source_file"],)
+                )
                 report.replaced += 1
             else:
                 report.inserted += 1
             try:
                 report.rows_written += _copy_rows(conn, sc, order)
             except psycopg.Error as exc:
-                raise BookragError(f"{sc.path}: the database refused its rows ({database_reason(exc)}); "
-                                   "nothing was loaded") from exc
+                raise BookragError(
+                    f"{sc.path}: the database refused its rows ({database_reason(exc)}); nothing was loaded"
+                ) from exc
         for source_file in sorted(state):
             if source_file.split("/")[1] in whole:
-                conn.execute("DELETE FROM rag.hierarchical_content_nodes WHERE source_file = %s", (source_file,))
+                conn.execute(
+                    "DELETE FROM rag.hierarchical_content_nodes WHERE source_file = %s", (source_file,)
+                )
                 report.removed += 1
         if model is not None:
             dim = next(sc.manifest["dimension"] for sc in sidecars if sc.embedded)
@@ -268,10 +312,18 @@ def analyze(conn: psycopg.Connection) -> None:
 def _orphans(conn: psycopg.Connection, home: Path) -> list[str]:
     """Books in the database whose corpus folder is gone: a load only looks at the books it loads,
     so their rows stay until `bookrag remove`."""
-    books = [r[0] for r in conn.execute("SELECT book FROM rag.books UNION SELECT DISTINCT book "
-                                        "FROM rag.hierarchical_content_nodes ORDER BY 1").fetchall()]
-    return [f"{b} is in the database but corpus/{b}/ is gone: `bookrag remove {b}` deletes its rows"
-            for b in books if not (home / "corpus" / b).is_dir()]
+    books = [
+        r[0]
+        for r in conn.execute(
+            "SELECT book FROM rag.books UNION SELECT DISTINCT book "
+            "FROM rag.hierarchical_content_nodes ORDER BY 1"
+        ).fetchall()
+    ]
+    return [
+        f"{b} is in the database but corpus/{b}/ is gone: `bookrag remove {b}` deletes its rows"
+        for b in books
+        if not (home / "corpus" / b).is_dir()
+    ]
 
 
 def merge_bm25_segments(conn: psycopg.Connection, report: LoadReport) -> None:
@@ -285,11 +337,15 @@ def merge_bm25_segments(conn: psycopg.Connection, report: LoadReport) -> None:
     try:
         conn.execute("REINDEX INDEX CONCURRENTLY rag.hcn_bm25_idx")
     except psycopg.Error as exc:
-        report.warnings.append(f"the BM25 index was not merged ({database_reason(exc)}); "
-                               "searches are right but slower until the next load")
+        report.warnings.append(
+            f"the BM25 index was not merged ({database_reason(exc)}); "
+            "searches are right but slower until the next load"
+        )
         # REINDEX CONCURRENTLY leaves its half-built copy behind when it fails: drop it.
-        for (name,) in conn.execute("SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                                    "WHERE n.nspname = 'rag' AND c.relname LIKE 'hcn_bm25_idx_ccnew%'").fetchall():
+        for (name,) in conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'rag' AND c.relname LIKE 'hcn_bm25_idx_ccnew%'"
+        ).fetchall():
             conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS rag."{name}"')
     finally:
         conn.autocommit = False
@@ -298,7 +354,9 @@ def merge_bm25_segments(conn: psycopg.Connection, report: LoadReport) -> None:
 def _check_model(conn: psycopg.Connection, model: str | None) -> None:
     if model is None:
         return
-    row = conn.execute("SELECT string_agg(model, ', ') FROM rag.embedding_models WHERE model <> %s", (model,)).fetchone()
+    row = conn.execute(
+        "SELECT string_agg(model, ', ') FROM rag.embedding_models WHERE model <> %s", (model,)
+    ).fetchone()
     if row and row[0]:
         raise BookragError(
             f"the database holds vectors of {row[0]} but these sidecars use {model}: regenerate the sidecars "
@@ -313,7 +371,14 @@ def _upsert_book(conn: psycopg.Connection, slug: str, book: Book | None, sidecar
     else:
         root = next((sc for sc in sidecars if sc.source_file == f"corpus/{slug}/summary.md"), None)
         heading = root.manifest["heading_path"] if root else slug
-        title, volume, author, year, lang, policy = heading.removesuffix(" (résumé)"), None, None, None, "fr", "all"
+        title, volume, author, year, lang, policy = (
+            heading.removesuffix(" (résumé)"),
+            None,
+            None,
+            None,
+            "fr",
+            "all",
+        )
     conn.execute(
         "INSERT INTO rag.books (book, title, volume, author, year, language, embedding_policy) "
         "VALUES (%s, %s, %s, %s, %s, %s, %s) "
@@ -338,8 +403,11 @@ def _db_state(conn: psycopg.Connection, books: set[str]) -> dict[str, tuple]:
 def _sentences_digest(sc: Sidecar) -> str | None:
     """What _db_state computes from rag.sentences for the file: md5 of its sentences and their
     paragraphs in order (None without sentences), so a changed sentence reloads its file."""
-    parts = [f"{s['text']}:{','.join(str(p) for p in s['paragraphs'])}"
-             for c in sc.chunks for s in c.get("sentences") or []]
+    parts = [
+        f"{s['text']}:{','.join(str(p) for p in s['paragraphs'])}"
+        for c in sc.chunks
+        for s in c.get("sentences") or []
+    ]
     return hashlib.md5("|".join(parts).encode("utf-8")).hexdigest() if parts else None
 
 
@@ -347,38 +415,78 @@ def _fallback_orders(sidecars: list[Sidecar], orders: dict[str, int]) -> dict[st
     """Document order for files no manifest places (e.g. generated corpora): after the
     manifest's nodes, summaries before the source they summarise, by path."""
     base = max(orders.values(), default=-1) + 1
-    rest = sorted((sc.source_file for sc in sidecars if sc.source_file not in orders),
-                  key=lambda f: (f.rsplit("/", 1)[0], not f.endswith("summary.md")))
+    rest = sorted(
+        (sc.source_file for sc in sidecars if sc.source_file not in orders),
+        key=lambda f: (f.rsplit("/", 1)[0], not f.endswith("summary.md")),
+    )
     return {f: base + i for i, f in enumerate(rest)}
 
 
 def _copy_rows(conn: psycopg.Connection, sc: Sidecar, order: int) -> int:
     m = sc.manifest
-    cols = ("level, parent_source_file, node_type, source_file, source_file_hash, chunk_index, heading_path, "
-            "content, content_token_count, embedding_model, embedding, node_order, paragraph, kind")
+    cols = (
+        "level, parent_source_file, node_type, source_file, source_file_hash, chunk_index, heading_path, "
+        "content, content_token_count, embedding_model, embedding, node_order, paragraph, kind"
+    )
     with conn.cursor() as cur, cur.copy(f"COPY rag.hierarchical_content_nodes ({cols}) FROM STDIN") as copy:
         for c in sc.chunks:
             emb = c.get("embedding")
-            copy.write_row((
-                m["level"], m["parent_source_file"], m["node_type"], m["source_file"], m["source_file_hash"],
-                c["chunk_index"], m["heading_path"], c["text"], c["content_token_count"],
-                m.get("embedding_model"), None if emb is None else _vector_literal(emb),
-                order, c["paragraph"], c.get("kind", "text"),
-            ))
-    cites = [(m["source_file"], c["chunk_index"], cite["source_file"], p)
-             for c in sc.chunks for cite in c.get("cites") or [] for p in cite.get("paragraphs") or [None]]
+            copy.write_row(
+                (
+                    m["level"],
+                    m["parent_source_file"],
+                    m["node_type"],
+                    m["source_file"],
+                    m["source_file_hash"],
+                    c["chunk_index"],
+                    m["heading_path"],
+                    c["text"],
+                    c["content_token_count"],
+                    m.get("embedding_model"),
+                    None if emb is None else _vector_literal(emb),
+                    order,
+                    c["paragraph"],
+                    c.get("kind", "text"),
+                )
+            )
+    cites = [
+        (m["source_file"], c["chunk_index"], cite["source_file"], p)
+        for c in sc.chunks
+        for cite in c.get("cites") or []
+        for p in cite.get("paragraphs") or [None]
+    ]
     if cites:
-        with conn.cursor() as cur, cur.copy("COPY rag.citations (source_file, chunk_index, cited_source_file, "
-                                            "cited_paragraph) FROM STDIN") as copy:
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                "COPY rag.citations (source_file, chunk_index, cited_source_file, cited_paragraph) FROM STDIN"
+            ) as copy,
+        ):
             for row in cites:
                 copy.write_row(row)
-    sentences = [(m["source_file"], c["chunk_index"], i, s["text"], c["cites"][0]["source_file"], s["paragraphs"],
-                  m["embedding_model"], _vector_literal(s["embedding"]))
-                 for c in sc.chunks for i, s in enumerate(c.get("sentences") or [])]
+    sentences = [
+        (
+            m["source_file"],
+            c["chunk_index"],
+            i,
+            s["text"],
+            c["cites"][0]["source_file"],
+            s["paragraphs"],
+            m["embedding_model"],
+            _vector_literal(s["embedding"]),
+        )
+        for c in sc.chunks
+        for i, s in enumerate(c.get("sentences") or [])
+    ]
     if sentences:
-        with conn.cursor() as cur, cur.copy("COPY rag.sentences (source_file, chunk_index, sentence_index, content, "
-                                            "cited_source_file, cited_paragraphs, embedding_model, embedding) "
-                                            "FROM STDIN") as copy:
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                "COPY rag.sentences (source_file, chunk_index, sentence_index, content, "
+                "cited_source_file, cited_paragraphs, embedding_model, embedding) "
+                "FROM STDIN"
+            ) as copy,
+        ):
             for srow in sentences:
                 copy.write_row(srow)
     return len(sc.chunks)

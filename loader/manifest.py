@@ -129,8 +129,10 @@ def check_nesting(text: str, path: Path) -> None:
         key = m.group(1)
         parent = key.rsplit(".", 1)[0] if "." in key else ""
         if key.endswith(".sections") and parent not in chain:
-            raise BookragError(f"{path}:{k}: [[{key}]] has no [[{parent}]] above it: the nesting skips a level")
-        chain = chain[:chain.index(parent) + 1] + [key] if parent in chain else [key]
+            raise BookragError(
+                f"{path}:{k}: [[{key}]] has no [[{parent}]] above it: the nesting skips a level"
+            )
+        chain = chain[: chain.index(parent) + 1] + [key] if parent in chain else [key]
 
 
 def _section(raw: dict, where: str, key: str, lines: dict[str, list[int]], seen: dict[str, int]) -> Section:
@@ -144,10 +146,16 @@ def _section(raw: dict, where: str, key: str, lines: dict[str, list[int]], seen:
         raise BookragError(f"{here}: its sub-sections skip a level (write [[{key}.sections]] under it)")
     try:
         return Section(
-            slug=raw["slug"], title=raw["title"], label=raw.get("label", raw["title"]),
-            start=raw.get("start"), end=raw.get("end"), file=raw.get("file"),
-            kind=raw.get("kind", "chapter"), heading_blocks=raw.get("heading_blocks"),
-            sections=tuple(_section(s, where, f"{key}.sections", lines, seen) for s in subs), line=line,
+            slug=raw["slug"],
+            title=raw["title"],
+            label=raw.get("label", raw["title"]),
+            start=raw.get("start"),
+            end=raw.get("end"),
+            file=raw.get("file"),
+            kind=raw.get("kind", "chapter"),
+            heading_blocks=raw.get("heading_blocks"),
+            sections=tuple(_section(s, where, f"{key}.sections", lines, seen) for s in subs),
+            line=line,
         )
     except KeyError as exc:
         raise BookragError(f"{here}: section lacks {exc.args[0]!r}") from exc
@@ -175,38 +183,62 @@ def parse_book(data: dict, path: Path, text: str = "") -> Book:
         b, src = data["book"], data.get("source", {})
         policy = data.get("embedding", {}).get("policy", "all")
         if policy not in POLICIES:
-            raise BookragError(f"{path}: embedding.policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+            raise BookragError(
+                f"{path}: embedding.policy must be one of {', '.join(POLICIES)}, got {policy!r}"
+            )
         volume = b.get("volume")
         if volume is not None and (not isinstance(volume, str) or not volume.strip()):
-            raise BookragError(f"{path}: book.volume must be a non-empty string such as \"II\", got {volume!r}")
+            raise BookragError(f'{path}: book.volume must be a non-empty string such as "II", got {volume!r}')
         volume = volume.strip() if volume is not None else None
         if b["slug"] != path.parent.name:
-            raise BookragError(f"{path}: book.slug {b['slug']!r} differs from its folder {path.parent.name!r}")
+            raise BookragError(
+                f"{path}: book.slug {b['slug']!r} differs from its folder {path.parent.name!r}"
+            )
         parts = tuple(
-            Part(slug=p["slug"], title=p["title"], subtitle=p.get("subtitle"), file=p.get("file"),
-                 start=p.get("start"), end=p.get("end"),
-                 sections=_sections(p.get("sections", []), str(path), "parts.sections", lines, seen))
+            Part(
+                slug=p["slug"],
+                title=p["title"],
+                subtitle=p.get("subtitle"),
+                file=p.get("file"),
+                start=p.get("start"),
+                end=p.get("end"),
+                sections=_sections(p.get("sections", []), str(path), "parts.sections", lines, seen),
+            )
             for p in data.get("parts", [])
         )
         return Book(
-            slug=b["slug"], title=b["title"], author=b.get("author", ""), year=b.get("year"),
-            language=b.get("language", "fr"), source_kind=src.get("kind", "none"),
-            source_folder=src.get("folder"), encoding=src.get("encoding", "utf-8"),
+            slug=b["slug"],
+            title=b["title"],
+            author=b.get("author", ""),
+            year=b.get("year"),
+            language=b.get("language", "fr"),
+            source_kind=src.get("kind", "none"),
+            source_folder=src.get("folder"),
+            encoding=src.get("encoding", "utf-8"),
             files=tuple(RawFile(f["name"], f.get("sha256", ""), f.get("url")) for f in src.get("files", [])),
             heading_blocks=data.get("structure", {}).get("heading_blocks", 1),
-            theme=Theme(**{k: v for k, v in data.get("theme", {}).items() if k in Theme.__dataclass_fields__}),
+            theme=Theme(
+                **{k: v for k, v in data.get("theme", {}).items() if k in Theme.__dataclass_fields__}
+            ),
             policy=policy,
             front_matter=_sections(data.get("front_matter", []), str(path), "front_matter", lines, seen),
-            parts=parts, path=path, extra={k: v for k, v in src.items() if k not in ("files",)}, volume=volume,
+            parts=parts,
+            path=path,
+            extra={k: v for k, v in src.items() if k not in ("files",)},
+            volume=volume,
         )
     except KeyError as exc:
         raise BookragError(f"{path}: missing field {exc.args[0]!r}") from exc
 
 
-def _sections(raw: object, where: str, key: str, lines: dict[str, list[int]], seen: dict[str, int]) -> tuple[Section, ...]:
+def _sections(
+    raw: object, where: str, key: str, lines: dict[str, list[int]], seen: dict[str, int]
+) -> tuple[Section, ...]:
     if not isinstance(raw, list):
         first = min((x for k, v in lines.items() if k.startswith(key) for x in v), default=0)
-        raise BookragError(f"{where}:{first}: [[{key}]] is missing above this table: the nesting skips a level")
+        raise BookragError(
+            f"{where}:{first}: [[{key}]] is missing above this table: the nesting skips a level"
+        )
     return tuple(_section(s, where, key, lines, seen) for s in raw)
 
 
@@ -231,14 +263,32 @@ def book_tree(book: Book) -> list[Node]:
     root = f"{base}/summary.md"
     nodes = [Node(root, None, 3, "summary", f"{book.title} (résumé)", book.title, 0)]
 
-    def add_section(folder: str, parent: str, path_prefix: str, part: Part | None, s: Section, depth: int) -> None:
+    def add_section(
+        folder: str, parent: str, path_prefix: str, part: Part | None, s: Section, depth: int
+    ) -> None:
         heading = f"{path_prefix} > {s.heading}"
         summary = f"{folder}/{s.slug}/summary.md"
         level = 2 if s.sections else 1
-        nodes.append(Node(summary, parent, level, "summary", f"{heading} (résumé)", s.title, len(nodes), part, s, depth))
+        nodes.append(
+            Node(
+                summary, parent, level, "summary", f"{heading} (résumé)", s.title, len(nodes), part, s, depth
+            )
+        )
         if not s.sections:
-            nodes.append(Node(f"{folder}/{s.slug}/source.md", summary, 0, "source", heading, s.title, len(nodes), part, s,
-                              depth))
+            nodes.append(
+                Node(
+                    f"{folder}/{s.slug}/source.md",
+                    summary,
+                    0,
+                    "source",
+                    heading,
+                    s.title,
+                    len(nodes),
+                    part,
+                    s,
+                    depth,
+                )
+            )
         for c in s.sections:
             add_section(f"{folder}/{s.slug}", summary, heading, part, c, depth + 1)
 
@@ -246,8 +296,20 @@ def book_tree(book: Book) -> list[Node]:
         add_section(base, root, book.title, None, s, 1)
     for p in book.parts:
         summary = f"{base}/{p.slug}/summary.md"
-        nodes.append(Node(summary, root, 2, "summary", f"{book.title} > {p.title} (résumé)", p.title, len(nodes), p,
-                          None, 1))
+        nodes.append(
+            Node(
+                summary,
+                root,
+                2,
+                "summary",
+                f"{book.title} > {p.title} (résumé)",
+                p.title,
+                len(nodes),
+                p,
+                None,
+                1,
+            )
+        )
         for s in p.sections:
             add_section(f"{base}/{p.slug}", summary, f"{book.title} > {p.title}", p, s, 2)
     return nodes

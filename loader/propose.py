@@ -17,14 +17,33 @@ from pathlib import Path
 from bookrag.errors import BookragError
 from loader import endnotes
 from loader.detect import Part as DetectedPart
-from loader.detect import (Section, Structure, apply_toc_titles, chapter_subentries, check_structure, count_words,
-                           detect, find_subsections, leaf_sections, normalize, skip_blocks, text_blocks)
+from loader.detect import (
+    Section,
+    Structure,
+    apply_toc_titles,
+    chapter_subentries,
+    check_structure,
+    count_words,
+    detect,
+    find_subsections,
+    leaf_sections,
+    normalize,
+    skip_blocks,
+    text_blocks,
+)
 
 START_RE = re.compile(r"^\*\*\* ?START OF (THIS|THE) PROJECT\s+GUTENBERG EBOOK.*$", re.M)
 END_RE = re.compile(r"^\*\*\* ?END OF (THIS|THE) PROJECT\s+GUTENBERG EBOOK.*$", re.M)
 GUTENBERG_NAME_RE = re.compile(r"Project\s+Gutenberg")
-HEADER_RE = {key: re.compile(rf"^{label}:\s*(.+)$", re.M) for key, label in
-             (("title", "Title"), ("author", "Author"), ("language", "Language"), ("encoding", "Character set encoding"))}
+HEADER_RE = {
+    key: re.compile(rf"^{label}:\s*(.+)$", re.M)
+    for key, label in (
+        ("title", "Title"),
+        ("author", "Author"),
+        ("language", "Language"),
+        ("encoding", "Character set encoding"),
+    )
+}
 EBOOK_RE = re.compile(r"\[E(?:Book|text) #(\d+)\]", re.I)
 LANGUAGES = {"french": "fr", "english": "en", "german": "de", "italian": "it", "spanish": "es", "latin": "la"}
 
@@ -69,7 +88,9 @@ def read_raw(path: Path, gutenberg: bool | None = None) -> RawBook:
     if not data.strip():
         raise BookragError(f"{path} is empty: there is no text to find a structure in")
     if b"\x00" in data[:65536]:
-        raise BookragError(f"{path} is a binary file, not plain text: give the book as a .txt file (UTF-8 or ISO-8859-1)")
+        raise BookragError(
+            f"{path} is a binary file, not plain text: give the book as a .txt file (UTF-8 or ISO-8859-1)"
+        )
     try:
         text, encoding = data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError as exc:
@@ -77,7 +98,8 @@ def read_raw(path: Path, gutenberg: bool | None = None) -> RawBook:
         if bad is not None:
             raise BookragError(
                 f"{path} has bytes that are neither UTF-8 nor ISO-8859-1 text (byte 0x{data[bad]:02x} at offset {bad}; "
-                f"UTF-8 fails at offset {exc.start}): convert the file to UTF-8") from None
+                f"UTF-8 fails at offset {exc.start}): convert the file to UTF-8"
+            ) from None
         text, encoding = data.decode("iso-8859-1"), "iso-8859-1"
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     head = text[:5000]
@@ -85,18 +107,29 @@ def read_raw(path: Path, gutenberg: bool | None = None) -> RawBook:
     is_gutenberg = bool(start or end or GUTENBERG_NAME_RE.search(head)) if gutenberg is None else gutenberg
     if is_gutenberg and (start is None or end is None):
         which = "START" if start is None else "END"
-        raise BookragError(f"{path} looks like a Gutenberg file but its {which} marker line "
-                           f"('*** {which} OF THE … GUTENBERG EBOOK …') is missing: use the complete file as downloaded")
-    header = {k: r.search(text[:start.start()] if start else head) for k, r in HEADER_RE.items()}
-    ebook = EBOOK_RE.search(text[:start.start()] if start else head)
+        raise BookragError(
+            f"{path} looks like a Gutenberg file but its {which} marker line "
+            f"('*** {which} OF THE … GUTENBERG EBOOK …') is missing: use the complete file as downloaded"
+        )
+    header = {k: r.search(text[: start.start()] if start else head) for k, r in HEADER_RE.items()}
+    ebook = EBOOK_RE.search(text[: start.start()] if start else head)
     if is_gutenberg:
         assert start is not None and end is not None
-        offset = text[:start.start()].count("\n")  # line 0 is the rest of the marker line, as in prepare
-        lines = text[start.end():end.start()].split("\n")
+        offset = text[: start.start()].count("\n")  # line 0 is the rest of the marker line, as in prepare
+        lines = text[start.end() : end.start()].split("\n")
     else:
         offset, lines = 0, text.split("\n")
-    return RawBook(path, encoding, hashlib.sha256(data).hexdigest(), len(data), is_gutenberg, offset, lines,
-                   {k: m.group(1).strip() for k, m in header.items() if m}, int(ebook.group(1)) if ebook else None)
+    return RawBook(
+        path,
+        encoding,
+        hashlib.sha256(data).hexdigest(),
+        len(data),
+        is_gutenberg,
+        offset,
+        lines,
+        {k: m.group(1).strip() for k, m in header.items() if m},
+        int(ebook.group(1)) if ebook else None,
+    )
 
 
 def slugify(text: str, words: int = 8) -> str:
@@ -108,7 +141,7 @@ def slugify(text: str, words: int = 8) -> str:
 def _title(structure: Structure, raw: RawBook) -> str:
     header = raw.header.get("title", "")
     if structure.title:  # the header's spelling when it says the same ("Amérique", not "amérique")
-        prefix = " ".join(header.split()[:len(structure.title.split())]).rstrip(",;:. ")
+        prefix = " ".join(header.split()[: len(structure.title.split())]).rstrip(",;:. ")
         return prefix if normalize(prefix) == normalize(structure.title) else structure.title
     return header or raw.path.stem
 
@@ -132,12 +165,22 @@ def no_headings_error(books: list[RawBook]) -> BookragError:
     common = sorted(((len(v), k) for k, v in shapes.items() if len(v) >= 2), reverse=True)[:3]
     seen = "; ".join(f"{k!r} ({n}×)" for n, k in common) or "none"
     names = ", ".join(str(r.path) for r in books)
-    return BookragError(f"no chapter or part headings found in {names} (most frequent heading-like lines: {seen}); "
-                        f"write corpus/<slug>/book.toml by hand, see docs/manifests.md")
+    return BookragError(
+        f"no chapter or part headings found in {names} (most frequent heading-like lines: {seen}); "
+        f"write corpus/<slug>/book.toml by hand, see docs/manifests.md"
+    )
 
 
-def propose(files: list[Path], *, slug: str | None = None, title: str | None = None, author: str | None = None,
-            year: int | None = None, gutenberg: int | None = None, sources: Path | None = None) -> Proposal:
+def propose(
+    files: list[Path],
+    *,
+    slug: str | None = None,
+    title: str | None = None,
+    author: str | None = None,
+    year: int | None = None,
+    gutenberg: int | None = None,
+    sources: Path | None = None,
+) -> Proposal:
     books = [read_raw(f, True if gutenberg else None) for f in files]
     first = books[0]
     language = LANGUAGES.get(first.header.get("language", "").lower(), "fr")
@@ -151,12 +194,16 @@ def propose(files: list[Path], *, slug: str | None = None, title: str | None = N
     texts = {b.path.name: b.lines for b in books}
     listed = {id(e) for _sec, entries in chapter_subentries(structure) for e in entries}
     disagreements = find_subsections(structure, texts)
-    structure.toc = [e for e in structure.toc if id(e) not in listed]  # each has its own warning when not found
+    structure.toc = [
+        e for e in structure.toc if id(e) not in listed
+    ]  # each has its own warning when not found
     empty_sections(structure, books)
     book_title = title or _title(structure, first)
     book_author = author or first.header.get("author", "")
     book_year = year or _year(first)
-    book_slug = slug or slugify(" ".join([book_author.split()[-1] if book_author else "", book_title]).strip())
+    book_slug = slug or slugify(
+        " ".join([book_author.split()[-1] if book_author else "", book_title]).strip()
+    )
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", book_slug):
         raise BookragError(f"slug {book_slug!r} must be lower-case letters, digits and dashes")
     notes = end_notes(structure, books)
@@ -167,13 +214,26 @@ def propose(files: list[Path], *, slug: str | None = None, title: str | None = N
     for f, a, _b, words in structure.left_out:
         if words >= 100:
             raw = next(b for b in books if b.path.name == f)
-            warnings.append(f"{words:,} words after line {raw.offset + a + 1} of {f} are left out "
-                            f"({_first_text(raw.lines, a)!r} …): end matter, or another work in the same file")
+            warnings.append(
+                f"{words:,} words after line {raw.offset + a + 1} of {f} are left out "
+                f"({_first_text(raw.lines, a)!r} …): end matter, or another work in the same file"
+            )
     ebook = gutenberg or first.ebook
-    manifest = render_manifest(structure, books, slug=book_slug, title=book_title, author=book_author, year=book_year,
-                               language=language, ebook=ebook, sources=sources)
+    manifest = render_manifest(
+        structure,
+        books,
+        slug=book_slug,
+        title=book_title,
+        author=book_author,
+        year=book_year,
+        language=language,
+        ebook=ebook,
+        sources=sources,
+    )
     warnings += verify(manifest, book_slug, structure, books)
-    return Proposal(book_slug, book_title, book_author, book_year, language, books, structure, warnings, manifest)
+    return Proposal(
+        book_slug, book_title, book_author, book_year, language, books, structure, warnings, manifest
+    )
 
 
 def empty_sections(structure: Structure, books: list[RawBook]) -> None:
@@ -183,10 +243,13 @@ def empty_sections(structure: Structure, books: list[RawBook]) -> None:
     tops = structure.front_matter + [x for p in structure.parts for x in p.sections]
     empty = [leaf for top in tops if top.sections for leaf in leaf_sections(top) if not leaf.words]
     if empty:
-        raise BookragError("sections without paragraphs (a heading followed by the next heading): "
-                           + "; ".join(f"{offsets[x.file][0]} line {offsets[x.file][1] + x.line + 1} {x.title!r}"
-                                       for x in empty)
-                           + "; fix the file or write the manifest by hand (docs/manifests.md)")
+        raise BookragError(
+            "sections without paragraphs (a heading followed by the next heading): "
+            + "; ".join(
+                f"{offsets[x.file][0]} line {offsets[x.file][1] + x.line + 1} {x.title!r}" for x in empty
+            )
+            + "; fix the file or write the manifest by hand (docs/manifests.md)"
+        )
 
 
 def end_notes(structure: Structure, books: list[RawBook]) -> list[DetectedPart]:
@@ -200,31 +263,48 @@ def end_notes(structure: Structure, books: list[RawBook]) -> list[DetectedPart]:
     out: list[DetectedPart] = []
     for raw in books:
         f, lines = raw.path.name, raw.lines
-        tops = [(p, sec) for p in [None] for sec in structure.front_matter] + \
-               [(p, sec) for p in structure.parts for sec in p.sections]
+        tops = [(p, sec) for p in [None] for sec in structure.front_matter] + [
+            (p, sec) for p in structure.parts for sec in p.sections
+        ]
         tree = [(p, leaf) for p, sec in tops for leaf in leaf_sections(sec)]
         chapter = {id(leaf): sec for _p, sec in tops for leaf in leaf_sections(sec)}
         found = endnotes.find(f, lines)
-        if found is None or found.heading_line < max((sec.end for _p, sec in tree if sec.file == f), default=0):
+        if found is None or found.heading_line < max(
+            (sec.end for _p, sec in tree if sec.file == f), default=0
+        ):
             continue  # no end notes, or the heading lies inside a section of the tree
         problems = endnotes.raw_problems(found, str(raw.path), raw.offset)
         if problems:
-            raise BookragError(f"{raw.path}: its end notes and their calls disagree ({len(problems)} "
-                               f"problem{'s' if len(problems) > 1 else ''}); fix the file or its manifest by hand:\n"
-                               + "\n".join(problems))
+            raise BookragError(
+                f"{raw.path}: its end notes and their calls disagree ({len(problems)} "
+                f"problem{'s' if len(problems) > 1 else ''}); fix the file or its manifest by hand:\n"
+                + "\n".join(problems)
+            )
         places: dict[str, list[str]] = {}
         paragraphs: dict[int, list[str]] = {}
         for call in found.calls:
-            where = next(((p, sec) for p, sec in tree if sec.file == f and sec.line <= call.line < sec.end), None)
+            where = next(
+                ((p, sec) for p, sec in tree if sec.file == f and sec.line <= call.line < sec.end), None
+            )
             if where is None:
                 continue  # a call in text the tree leaves out
             p, sec = where
             if id(sec) not in paragraphs:
-                paragraphs[id(sec)] = to_paragraphs(lines[sec.body:sec.end])
-            numbers = [k for k, para in enumerate(paragraphs[id(sec)], start=1) if f"(_{call.label}_)" in para]
+                paragraphs[id(sec)] = to_paragraphs(lines[sec.body : sec.end])
+            numbers = [
+                k for k, para in enumerate(paragraphs[id(sec)], start=1) if f"(_{call.label}_)" in para
+            ]
             top = chapter[id(sec)]
-            place = ", ".join(x for x in [p.title if p else "", top.label, sec.title if sec is not top else "",
-                                          f"§ {numbers[0]}" if numbers else ""] if x)
+            place = ", ".join(
+                x
+                for x in [
+                    p.title if p else "",
+                    top.label,
+                    sec.title if sec is not top else "",
+                    f"§ {numbers[0]}" if numbers else "",
+                ]
+                if x
+            )
             if place not in places.setdefault(call.label, []):
                 places[call.label].append(place)
         notes = []
@@ -233,14 +313,33 @@ def end_notes(structure: Structure, books: list[RawBook]) -> list[DetectedPart]:
             body = skip_blocks(lines, note.line, 1)
             label = f"Note {note.label}"
             title = "; ".join(places.get(note.label, [])) or (f"page {note.page}" if note.page else label)
-            notes.append(Section("note", label, title, None, f, note.line, body, end, note.start, 1,
-                                         count_words(lines[body:end])))
-        out.append(DetectedPart("Notes", "Notes", None, None, f, found.heading_line, found.end, found.heading, 1, notes))
-        structure.toc = [e for e in structure.toc if e.kind == "part" or normalize(e.title) != normalize(found.heading)]
+            notes.append(
+                Section(
+                    "note",
+                    label,
+                    title,
+                    None,
+                    f,
+                    note.line,
+                    body,
+                    end,
+                    note.start,
+                    1,
+                    count_words(lines[body:end]),
+                )
+            )
+        out.append(
+            DetectedPart(
+                "Notes", "Notes", None, None, f, found.heading_line, found.end, found.heading, 1, notes
+            )
+        )
+        structure.toc = [
+            e for e in structure.toc if e.kind == "part" or normalize(e.title) != normalize(found.heading)
+        ]
         kept = []  # the notes are no longer left out; text before them still is
         for lf, a, b, words in structure.left_out:
             if lf == f and a <= found.heading_line < b:
-                a, b, words = a, found.heading_line, count_words(lines[a:found.heading_line])
+                a, b, words = a, found.heading_line, count_words(lines[a : found.heading_line])
             if words:
                 kept.append((lf, a, b, words))
         structure.left_out = kept
@@ -252,6 +351,7 @@ def _first_text(lines: list[str], a: int) -> str:
 
 
 # --- the manifest -------------------------------------------------------------------------
+
 
 def _q(text: str) -> str:
     """A TOML basic string."""
@@ -295,8 +395,18 @@ def _url(raw: RawBook, ebook: int | None) -> str | None:
     return f"https://www.gutenberg.org/files/{n}/{n}-{'8' if raw.encoding == 'iso-8859-1' else '0'}.txt"
 
 
-def render_manifest(s: Structure, books: list[RawBook], *, slug: str, title: str, author: str, year: int | None,
-                    language: str, ebook: int | None, sources: Path | None) -> str:
+def render_manifest(
+    s: Structure,
+    books: list[RawBook],
+    *,
+    slug: str,
+    title: str,
+    author: str,
+    year: int | None,
+    language: str,
+    ebook: int | None,
+    sources: Path | None,
+) -> str:
     first = books[0]
     sections = [x for x in s.front_matter] + [x for p in s.parts for x in p.sections]
     default_blocks = _common([x.heading_blocks for x in sections])
@@ -314,19 +424,35 @@ def render_manifest(s: Structure, books: list[RawBook], *, slug: str, title: str
     out += [f"language = {_q(language)}", "", "[source]", f"kind = {_q(kind)}"]
     if kind == "gutenberg" and ebook:
         out.append(f"ebook = {ebook}")
-    out += [f"folder = {_q(_folder(first, sources))}   # under $BOOKRAG_SOURCES", f"encoding = {_q(first.encoding)}", ""]
+    out += [
+        f"folder = {_q(_folder(first, sources))}   # under $BOOKRAG_SOURCES",
+        f"encoding = {_q(first.encoding)}",
+        "",
+    ]
     for raw in books:
-        out += ["[[source.files]]", f"name = {_q(raw.path.name)}", f"sha256 = {_q(raw.sha256)}", f"size = {raw.size}"]
+        out += [
+            "[[source.files]]",
+            f"name = {_q(raw.path.name)}",
+            f"sha256 = {_q(raw.sha256)}",
+            f"size = {raw.size}",
+        ]
         url = _url(raw, ebook) if kind == "gutenberg" else None
         out += [f"url = {_q(url)}"] if url else []
         out.append("")
-    out += ["[structure]", f"heading_blocks = {default_blocks}", "",
-            "[theme]   # fed to the summary prompts (loader/prompts/*.j2): fill it before `bookrag summarize` with an LLM",
-            'field = ""    # the discipline, e.g. "économie politique"',
-            'period = ""   # where and when, e.g. "France, Second Empire (1850-1860)"',
-            'genre = ""    # e.g. "traité", "pamphlets", "essai"',
-            'angle = ""    # what the reader studies in each chapter (the analytical angle)',
-            "", "[embedding]", 'policy = "all"', ""]
+    out += [
+        "[structure]",
+        f"heading_blocks = {default_blocks}",
+        "",
+        "[theme]   # fed to the summary prompts (loader/prompts/*.j2): fill it before `bookrag summarize` with an LLM",
+        'field = ""    # the discipline, e.g. "économie politique"',
+        'period = ""   # where and when, e.g. "France, Second Empire (1850-1860)"',
+        'genre = ""    # e.g. "traité", "pamphlets", "essai"',
+        'angle = ""    # what the reader studies in each chapter (the analytical angle)',
+        "",
+        "[embedding]",
+        'policy = "all"',
+        "",
+    ]
     taken: set[str] = set()
     for sec in s.front_matter:
         out += ["[[front_matter]]"] + _section_lines(sec, taken, default_blocks, file=True)
@@ -357,10 +483,18 @@ def _subsection_tables(sec: Section, key: str, default_blocks: int) -> list[str]
     """The [[<key>.sections]] tables of sec's sub-sections, then theirs, in reading order. Slugs
     are numbered in order ("01-du-vote-universel"); a leading sub-section is "00-debut"."""
     out: list[str] = []
-    for k, sub in enumerate(sec.sections, start=0 if sec.sections and sec.sections[0].start == sec.start else 1):
+    for k, sub in enumerate(
+        sec.sections, start=0 if sec.sections and sec.sections[0].start == sec.start else 1
+    ):
         slug = "00-debut" if k == 0 else f"{k:02d}-{slugify(sub.title, 6)}".rstrip("-")
-        out += [f"[[{key}.sections]]", f"slug = {_q(slug)}", f"title = {_q(sub.title)}", f"label = {_q(sub.label)}",
-                f"kind = {_q(sub.kind)}", f"start = {_q(sub.start)}"]
+        out += [
+            f"[[{key}.sections]]",
+            f"slug = {_q(slug)}",
+            f"title = {_q(sub.title)}",
+            f"label = {_q(sub.label)}",
+            f"kind = {_q(sub.kind)}",
+            f"start = {_q(sub.start)}",
+        ]
         out += [f"heading_blocks = {sub.heading_blocks}"] if sub.heading_blocks != default_blocks else []
         out += [f"# {sub.words:,} words", ""] + _subsection_tables(sub, f"{key}.sections", default_blocks)
     return out
@@ -391,34 +525,52 @@ def verify(manifest: str, slug: str, s: Structure, books: list[RawBook]) -> list
     except BookragError as exc:
         return [f"the proposed manifest does not cut the text as shown: {str(exc).split(': ', 1)[-1]}"]
     leaves = [(leaf, top.label) for top in s.front_matter for leaf in leaf_sections(top)]
-    leaves += [(leaf, f"{top.label} of {p.title}") for p in s.parts for top in p.sections for leaf in leaf_sections(top)]
+    leaves += [
+        (leaf, f"{top.label} of {p.title}")
+        for p in s.parts
+        for top in p.sections
+        for leaf in leaf_sections(top)
+    ]
     expected = [(leaf.file, leaf.line, leaf.body, leaf.end) for leaf, _label in leaves]
     got = list(ranges.values())
     out = []
-    for (e, g), label in zip(zip(expected, got), [label if leaf.label == top else f"{leaf.label!r} in {top}"
-                                                  for (leaf, top), label in zip(leaves, [x[1] for x in leaves])]):
+    for (e, g), label in zip(
+        zip(expected, got),
+        [
+            label if leaf.label == top else f"{leaf.label!r} in {top}"
+            for (leaf, top), label in zip(leaves, [x[1] for x in leaves])
+        ],
+    ):
         if e != g:
-            out.append(f"{label}: `bookrag prepare` would cut lines {g[1] + 1}-{g[3]} instead of {e[1] + 1}-{e[3]}; "
-                       f"edit its start/end in the manifest")
+            out.append(
+                f"{label}: `bookrag prepare` would cut lines {g[1] + 1}-{g[3]} instead of {e[1] + 1}-{e[3]}; "
+                f"edit its start/end in the manifest"
+            )
     return out
 
 
 # --- printing -----------------------------------------------------------------------------
 
+
 def render_tree(p: Proposal) -> list[str]:
     offsets = {b.path.name: b.offset for b in p.books}
-    total = sum(x.words for x in p.structure.front_matter) + sum(x.words for q in p.structure.parts for x in q.sections)
+    total = sum(x.words for x in p.structure.front_matter) + sum(
+        x.words for q in p.structure.parts for x in q.sections
+    )
     files = ", ".join(b.path.name for b in p.books)
-    out = [f"{p.title} — {p.author or 'unknown author'}{f', {p.year}' if p.year else ''}  ({files}, {total:,} words)",
-           "  level 2: parts, chapters with sections; level 1: sections with text; line: where the heading is in the raw file"]
+    out = [
+        f"{p.title} — {p.author or 'unknown author'}{f', {p.year}' if p.year else ''}  ({files}, {total:,} words)",
+        "  level 2: parts, chapters with sections; level 1: sections with text; line: where the heading is in the raw file",
+    ]
 
     def rows(indent: str, sec: Section) -> list[str]:
         head = sec.label if sec.title == sec.label else f"{sec.label} — {sec.title}"
         line = f"{indent}{2 if sec.sections else 1}  {head}"
         if len(line) > 72:
             line = line[:71] + "…"
-        return [f"{line:<73} line {offsets[sec.file] + sec.line + 1:>6}  {sec.words:>7,} words"] + \
-            [r for sub in sec.sections for r in rows(indent + "  ", sub)]
+        return [f"{line:<73} line {offsets[sec.file] + sec.line + 1:>6}  {sec.words:>7,} words"] + [
+            r for sub in sec.sections for r in rows(indent + "  ", sub)
+        ]
 
     for sec in p.structure.front_matter:
         out += rows("  ", sec)
@@ -437,19 +589,26 @@ def author_summary_lines(p: Proposal) -> list[str]:
     from loader.importers.gutenberg import author_summaries
 
     lines = {b.path.name: b.lines for b in p.books}
-    sections = [*p.structure.front_matter, *(x for q in p.structure.parts for x in q.sections if x.kind != "note")]
-    found = [author_summaries(lines[sec.file][sec.body:sec.end]) for sec in sections]
+    sections = [
+        *p.structure.front_matter,
+        *(x for q in p.structure.parts for x in q.sections if x.kind != "note"),
+    ]
+    found = [author_summaries(lines[sec.file][sec.body : sec.end]) for sec in sections]
     total, heads = sum(len(a) for a in found), sum(1 for a in found if a and a[0] == 1)
     if not total:
         return []
-    return [f"  the author's own summaries: {total} in {sum(1 for a in found if a)} sections ({heads} opening a section, "
-            f"{total - heads} after a heading inside one); each stays a paragraph of its own, marked author_summary"]
+    return [
+        f"  the author's own summaries: {total} in {sum(1 for a in found if a)} sections ({heads} opening a section, "
+        f"{total - heads} after a heading inside one); each stays a paragraph of its own, marked author_summary"
+    ]
 
 
 def check_free(corpus: Path, slug: str, force: bool = False) -> None:
     """An existing manifest is never overwritten without --force."""
     if (corpus / slug / "book.toml").exists() and not force:
-        raise BookragError(f"corpus/{slug}/book.toml already exists: choose another --slug, or pass --force to overwrite it")
+        raise BookragError(
+            f"corpus/{slug}/book.toml already exists: choose another --slug, or pass --force to overwrite it"
+        )
 
 
 def write_manifest(corpus: Path, p: Proposal, force: bool = False) -> Path:
@@ -470,4 +629,3 @@ def next_step(p: Proposal, sources: Path | None) -> str:
     if sources is not None and sources.resolve() == root:
         return f"bookrag prepare {p.slug}"
     return f"BOOKRAG_SOURCES={root} bookrag prepare {p.slug}"
-

@@ -20,9 +20,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from tqdm import tqdm
 
@@ -33,8 +34,15 @@ from loader.chunking import Chunk, chunk_body
 from loader.embedding import RECIPE, Embedder, embedding_input
 from loader.tokens import ENCODING, count_tokens
 
-MANIFEST_KEYS = ("type", "source_file", "source_file_hash", "parent_source_file", "heading_path",
-                 "level", "node_type")
+MANIFEST_KEYS = (
+    "type",
+    "source_file",
+    "source_file_hash",
+    "parent_source_file",
+    "heading_path",
+    "level",
+    "node_type",
+)
 
 
 @dataclass
@@ -93,16 +101,24 @@ def _vector(v: Any) -> list[float]:
     return [round(float(x), 7) for x in v]
 
 
-def render_sidecar(manifest: dict[str, Any], chunks: list[Chunk], vectors: Any | None,
-                   cites: list[list[dict[str, Any]]] | None = None,
-                   sentences: list[list[dict[str, Any]]] | None = None,
-                   author_paragraphs: frozenset[int] = frozenset()) -> str:
+def render_sidecar(
+    manifest: dict[str, Any],
+    chunks: list[Chunk],
+    vectors: Any | None,
+    cites: list[list[dict[str, Any]]] | None = None,
+    sentences: list[list[dict[str, Any]]] | None = None,
+    author_paragraphs: frozenset[int] = frozenset(),
+) -> str:
     """The sidecar's text; `sentences[i]` are chunk i's anchored sentences, each with its
     `embedding` already computed; chunks of `author_paragraphs` get `"kind": "author_summary"`."""
     lines = [_dump(manifest)]
     for c in chunks:
-        row: dict[str, Any] = {"chunk_index": c.index, "content_token_count": c.tokens, "text": c.text,
-                               "paragraph": c.paragraph}
+        row: dict[str, Any] = {
+            "chunk_index": c.index,
+            "content_token_count": c.tokens,
+            "text": c.text,
+            "paragraph": c.paragraph,
+        }
         if c.paragraph in author_paragraphs:
             row["kind"] = author_summary.KIND
         if cites and cites[c.index]:
@@ -136,8 +152,9 @@ class _Plan:
     author_paragraphs: frozenset[int] = frozenset()  # the author's own summaries (source.md)
 
 
-def _plan(md: Path, home: Path, max_tokens: int, embedder: Embedder | None,
-          recipe: str = RECIPE) -> _Plan | None:
+def _plan(
+    md: Path, home: Path, max_tokens: int, embedder: Embedder | None, recipe: str = RECIPE
+) -> _Plan | None:
     """What the sidecar of md must contain; None when the existing one is up to date."""
     meta, body = frontmatter.read(md)
     frontmatter.validate(meta, md)
@@ -157,12 +174,18 @@ def _plan(md: Path, home: Path, max_tokens: int, embedder: Embedder | None,
         manifest["dimension"] = embedder.dimension
     # An extractive summary's sentence is a paragraph's own words, which that paragraph's vector and
     # BM25 row already carry: only written summaries (team, LLM) give the sentence branch rows.
-    with_sentences = (embed and meta["node_type"] == "summary" and meta["level"] == 1
-                      and meta.get("generator") != "extractive")
+    with_sentences = (
+        embed
+        and meta["node_type"] == "summary"
+        and meta["level"] == 1
+        and meta.get("generator") != "extractive"
+    )
     current = read_manifest(sidecar_path(md))
     settings = chunking_settings(max_tokens)
     if current is not None:
-        same = all(current.get(k) == manifest.get(k) for k in (*MANIFEST_KEYS, "embedding_model", "dimension"))
+        same = all(
+            current.get(k) == manifest.get(k) for k in (*MANIFEST_KEYS, "embedding_model", "dimension")
+        )
         same = same and current.get("chunking") == settings
         same = same and current.get("embedding_recipe") == (recipe if embed else None)
         same = same and current.get("sentence_recipe") == (SENTENCE_RECIPE if with_sentences else None)
@@ -183,10 +206,15 @@ def _plan(md: Path, home: Path, max_tokens: int, embedder: Embedder | None,
         first_line = _body_first_line(md)
         cites = [_cites(md, home, rel, meta["level"], c, first_line, body) for c in chunks]
         if with_sentences:
-            sentences = [[{"text": t, "paragraphs": list(units)} for t, units in anchored_sentences(c.text)]
-                         for c in chunks]
-        chunks = [Chunk(c.index, stripped, count_tokens(stripped), c.paragraph)
-                  for c in chunks for stripped in [strip_anchors(c.text)]]
+            sentences = [
+                [{"text": t, "paragraphs": list(units)} for t, units in anchored_sentences(c.text)]
+                for c in chunks
+            ]
+        chunks = [
+            Chunk(c.index, stripped, count_tokens(stripped), c.paragraph)
+            for c in chunks
+            for stripped in [strip_anchors(c.text)]
+        ]
     manifest["chunk_count"] = len(chunks)
     manifest["chunking"] = settings
     if embed:
@@ -202,7 +230,9 @@ def _body_first_line(md: Path) -> int:
     return text[: len(text) - len(body)].count("\n") + 1
 
 
-def _cites(md: Path, home: Path, rel: str, level: int, chunk: Chunk, first_line: int, body: str) -> list[dict[str, Any]]:
+def _cites(
+    md: Path, home: Path, rel: str, level: int, chunk: Chunk, first_line: int, body: str
+) -> list[dict[str, Any]]:
     """What a summary chunk's anchors cite: paragraphs of the section's source.md (level 1) or
     child nodes (levels 2-3, numbered in manifest order). Errors name the .md line."""
     line = first_line + next((i for i, ln in enumerate(body.split("\n")) if chunk.text[:60] in ln), 0)
@@ -250,8 +280,10 @@ def _note_cites(md: Path, home: Path, rel: str, chunks: list[Chunk], body: str) 
         labels = endnotes.called_labels(c.text)
         missing = [label for label in labels if label not in notes]
         if missing:
-            raise BookragError(f"{md}:{_call_line(md, body, c.paragraph, f'(_{missing[0]}_)')}: calls note (_{missing[0]}_), which the notes do not "
-                               "hold (the manifest's Notes part has no such section)")
+            raise BookragError(
+                f"{md}:{_call_line(md, body, c.paragraph, f'(_{missing[0]}_)')}: calls note (_{missing[0]}_), which the notes do not "
+                "hold (the manifest's Notes part has no such section)"
+            )
         out.append([{"source_file": notes[label]} for label in labels])
     return out if any(out) else []
 
@@ -263,14 +295,24 @@ def _children(home: Path, rel: str) -> list[str]:
     return [n.source_file for n in nodes if n.parent_source_file == rel and n.node_type == "summary"]
 
 
-def write_sidecars(mds: Iterable[Path], home: Path, max_tokens: int, embedder: Embedder | None,
-                   progress: bool = True, recipe: str = RECIPE) -> SidecarStats:
+def write_sidecars(
+    mds: Iterable[Path],
+    home: Path,
+    max_tokens: int,
+    embedder: Embedder | None,
+    progress: bool = True,
+    recipe: str = RECIPE,
+) -> SidecarStats:
     """Write the sidecar of every .md that changed (hash, model, chunking or recipe);
     skip the others without embedding anything. Each write is atomic."""
     stats = SidecarStats()
     todo, reuse = _todo(mds, home, max_tokens, embedder, recipe, stats)
-    total = sum(sum(c.text not in reuse[md][0] for c in p.chunks)
-                + sum(s["text"] not in reuse[md][1] for ss in p.sentences for s in ss) for md, p in todo if p.embed)
+    total = sum(
+        sum(c.text not in reuse[md][0] for c in p.chunks)
+        + sum(s["text"] not in reuse[md][1] for ss in p.sentences for s in ss)
+        for md, p in todo
+        if p.embed
+    )
     with tqdm(total=total, unit="chunk", desc="embedding", disable=not progress or total == 0) as bar:
         for md, p in todo:
             vectors = None
@@ -286,21 +328,36 @@ def write_sidecars(mds: Iterable[Path], home: Path, max_tokens: int, embedder: E
                 vectors = [known[c.text] for c in p.chunks]
                 fresh_sentences = sorted({s["text"] for ss in p.sentences for s in ss} - set(known_sentences))
                 if fresh_sentences:
-                    computed = embedder.passages([embedding_input(None, t, SENTENCE_RECIPE) for t in fresh_sentences])
-                    known_sentences = {**known_sentences, **{t: list(v) for t, v in zip(fresh_sentences, computed)}}
-                sentences = [[{**s, "embedding": known_sentences[s["text"]]} for s in ss] for ss in p.sentences]
+                    computed = embedder.passages(
+                        [embedding_input(None, t, SENTENCE_RECIPE) for t in fresh_sentences]
+                    )
+                    known_sentences = {
+                        **known_sentences,
+                        **{t: list(v) for t, v in zip(fresh_sentences, computed)},
+                    }
+                sentences = [
+                    [{**s, "embedding": known_sentences[s["text"]]} for s in ss] for ss in p.sentences
+                ]
                 bar.update(len(fresh) + len(fresh_sentences))
                 stats.chunks_embedded += len(fresh)
                 stats.sentences_embedded += len(fresh_sentences)
-            frontmatter.write_atomic(sidecar_path(md), render_sidecar(p.manifest, p.chunks, vectors, p.cites, sentences,
-                                                                      p.author_paragraphs))
+            frontmatter.write_atomic(
+                sidecar_path(md),
+                render_sidecar(p.manifest, p.chunks, vectors, p.cites, sentences, p.author_paragraphs),
+            )
             stats.written += 1
             stats.files.append(md)
     return stats
 
 
-def _todo(mds: Iterable[Path], home: Path, max_tokens: int, embedder: Embedder | None, recipe: str,
-          stats: SidecarStats) -> tuple[list[tuple[Path, _Plan]], dict[Path, tuple[dict[str, list[float]], dict[str, list[float]]]]]:
+def _todo(
+    mds: Iterable[Path],
+    home: Path,
+    max_tokens: int,
+    embedder: Embedder | None,
+    recipe: str,
+    stats: SidecarStats,
+) -> tuple[list[tuple[Path, _Plan]], dict[Path, tuple[dict[str, list[float]], dict[str, list[float]]]]]:
     """The sidecars to write (counting the up-to-date ones in stats) and the vectors each can reuse."""
     todo: list[tuple[Path, _Plan]] = []
     for md in mds:
@@ -312,21 +369,34 @@ def _todo(mds: Iterable[Path], home: Path, max_tokens: int, embedder: Embedder |
     return todo, {md: _previous_vectors(md, p.manifest) if p.embed else ({}, {}) for md, p in todo}
 
 
-def texts_to_embed(mds: Iterable[Path], home: Path, max_tokens: int, embedder: Embedder,
-                   recipe: str = RECIPE) -> list[str]:
+def texts_to_embed(
+    mds: Iterable[Path], home: Path, max_tokens: int, embedder: Embedder, recipe: str = RECIPE
+) -> list[str]:
     """The inputs `write_sidecars` would embed now (chunks and summary sentences, without the
     vectors it can reuse), for an estimate before the work starts; nothing is written."""
     todo, reuse = _todo(mds, home, max_tokens, embedder, recipe, SidecarStats())
     out: list[str] = []
     for md, p in todo:
         if p.embed:
-            out += [embedding_input(p.manifest["heading_path"], c.text, recipe) for c in p.chunks if c.text not in reuse[md][0]]
-            out += sorted({embedding_input(None, s["text"], SENTENCE_RECIPE) for ss in p.sentences for s in ss
-                           if s["text"] not in reuse[md][1]})
+            out += [
+                embedding_input(p.manifest["heading_path"], c.text, recipe)
+                for c in p.chunks
+                if c.text not in reuse[md][0]
+            ]
+            out += sorted(
+                {
+                    embedding_input(None, s["text"], SENTENCE_RECIPE)
+                    for ss in p.sentences
+                    for s in ss
+                    if s["text"] not in reuse[md][1]
+                }
+            )
     return out
 
 
-def _previous_vectors(md: Path, manifest: dict[str, Any]) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+def _previous_vectors(
+    md: Path, manifest: dict[str, Any]
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """text -> vector of the chunks, and of the sentences, from the sidecar about to be
     replaced, when it embedded the same way (model, heading path, recipes): a change of shape
     or of anchors does not re-embed."""
@@ -335,21 +405,36 @@ def _previous_vectors(md: Path, manifest: dict[str, Any]) -> tuple[dict[str, lis
     except (OSError, ValueError):
         return {}, {}
     m = lines[0] if lines and isinstance(lines[0], dict) else {}
-    if (m.get("embedding_model"), m.get("dimension")) != (manifest.get("embedding_model"), manifest.get("dimension")):
+    if (m.get("embedding_model"), m.get("dimension")) != (
+        manifest.get("embedding_model"),
+        manifest.get("dimension"),
+    ):
         return {}, {}
     rows = [c for c in lines[1:] if isinstance(c, dict)]
 
     def good(obj: Any) -> bool:
-        return (isinstance(obj, dict) and isinstance(obj.get("text"), str) and isinstance(obj.get("embedding"), list)
-                and len(obj["embedding"]) == manifest.get("dimension"))
+        return (
+            isinstance(obj, dict)
+            and isinstance(obj.get("text"), str)
+            and isinstance(obj.get("embedding"), list)
+            and len(obj["embedding"]) == manifest.get("dimension")
+        )
 
     chunks: dict[str, list[float]] = {}
-    if (m.get("heading_path"), m.get("embedding_recipe")) == (manifest.get("heading_path"), manifest.get("embedding_recipe")):
+    if (m.get("heading_path"), m.get("embedding_recipe")) == (
+        manifest.get("heading_path"),
+        manifest.get("embedding_recipe"),
+    ):
         chunks = {c["text"]: c["embedding"] for c in rows if good(c)}
     sentences: dict[str, list[float]] = {}
     if m.get("sentence_recipe") == manifest.get("sentence_recipe"):
-        sentences = {s["text"]: s["embedding"] for c in rows if isinstance(c.get("sentences"), list)
-                     for s in c["sentences"] if good(s)}
+        sentences = {
+            s["text"]: s["embedding"]
+            for c in rows
+            if isinstance(c.get("sentences"), list)
+            for s in c["sentences"]
+            if good(s)
+        }
     return chunks, sentences
 
 
@@ -368,9 +453,11 @@ def read_sidecar(path: Path) -> Sidecar:
     try:
         lines = data.decode("utf-8").splitlines()
     except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise BookragError(f"{path}:{line}: not valid UTF-8 (byte 0x{data[exc.start]:02x}); "
-                           "regenerate it with `bookrag sidecars`") from None
+        line = data[: exc.start].count(b"\n") + 1
+        raise BookragError(
+            f"{path}:{line}: not valid UTF-8 (byte 0x{data[exc.start]:02x}); "
+            "regenerate it with `bookrag sidecars`"
+        ) from None
     for n, line in enumerate(lines, start=1):
         try:
             obj = json.loads(line, parse_constant=_reject_constant)
@@ -380,11 +467,13 @@ def read_sidecar(path: Path) -> Sidecar:
             raise BookragError(f"{path}:{n}: a line must be a JSON object")
         if n == 1:
             if obj.get("type") != "manifest":
-                raise BookragError(f"{path}:1: the first line must be the manifest (\"type\": \"manifest\")")
+                raise BookragError(f'{path}:1: the first line must be the manifest ("type": "manifest")')
             manifest = obj
             continue
         if obj.get("type") == "manifest":
-            raise BookragError(f"{path}:{n}: a second manifest line; the manifest must be the first line only")
+            raise BookragError(
+                f"{path}:{n}: a second manifest line; the manifest must be the first line only"
+            )
         chunks.append(obj)
         _check_chunk(path, n, obj, manifest)
     if manifest is None:
@@ -398,7 +487,9 @@ def _check_manifest(path: Path, m: dict[str, Any], chunks: list[dict[str, Any]])
         if key not in m:
             raise BookragError(f"{path}:1: manifest lacks {key!r}")
     if not isinstance(m["chunk_count"], int) or m["chunk_count"] != len(chunks):
-        raise BookragError(f"{path}:1: chunk_count is {m['chunk_count']} but the file has {len(chunks)} chunk lines")
+        raise BookragError(
+            f"{path}:1: chunk_count is {m['chunk_count']} but the file has {len(chunks)} chunk lines"
+        )
     if m["node_type"] not in ("source", "summary") or m["level"] not in (0, 1, 2, 3):
         raise BookragError(f"{path}:1: bad node_type/level {m['node_type']!r}/{m['level']!r}")
     if not str(m["source_file_hash"]).startswith("sha256:") or len(m["source_file_hash"]) != 71:
@@ -412,7 +503,9 @@ def _check_chunk(path: Path, n: int, obj: dict[str, Any], m: dict[str, Any] | No
     assert m is not None
     expected = n - 2
     if obj.get("chunk_index") != expected:
-        raise BookragError(f"{path}:{n}: chunk_index is {obj.get('chunk_index')!r}, expected {expected} (indices run 0..n-1 in order)")
+        raise BookragError(
+            f"{path}:{n}: chunk_index is {obj.get('chunk_index')!r}, expected {expected} (indices run 0..n-1 in order)"
+        )
     if not isinstance(obj.get("text"), str) or not obj["text"]:
         raise BookragError(f"{path}:{n}: chunk text missing or empty")
     if "\x00" in obj["text"]:
@@ -422,23 +515,35 @@ def _check_chunk(path: Path, n: int, obj: dict[str, Any], m: dict[str, Any] | No
         raise BookragError(f"{path}:{n}: content_token_count must be a non-negative integer")
     para = obj.get("paragraph")
     if not isinstance(para, int) or para < 1:
-        raise BookragError(f"{path}:{n}: paragraph missing or not a positive integer (a sidecar from before "
-                           "format 2: run `bookrag sidecars` again)")
+        raise BookragError(
+            f"{path}:{n}: paragraph missing or not a positive integer (a sidecar from before "
+            "format 2: run `bookrag sidecars` again)"
+        )
     kind = obj.get("kind")
     if kind is not None and kind not in author_summary.KINDS:
-        raise BookragError(f"{path}:{n}: kind must be {author_summary.KIND!r} (the author's own summary) or absent "
-                           f"(the text), got {kind!r}")
+        raise BookragError(
+            f"{path}:{n}: kind must be {author_summary.KIND!r} (the author's own summary) or absent "
+            f"(the text), got {kind!r}"
+        )
     if kind == author_summary.KIND and m.get("node_type") != "source":
-        raise BookragError(f"{path}:{n}: kind {kind!r} on a summary chunk; only a source.md holds the author's summaries")
+        raise BookragError(
+            f"{path}:{n}: kind {kind!r} on a summary chunk; only a source.md holds the author's summaries"
+        )
     cites = obj.get("cites")
     if cites is not None:
-        if m.get("node_type") != "summary" and (not isinstance(cites, list) or any(
-                not isinstance(c, dict) or "paragraphs" in c for c in cites)):
-            raise BookragError(f"{path}:{n}: cites on a source chunk must name whole end notes ({{source_file}} "
-                               "objects without paragraphs)")
+        if m.get("node_type") != "summary" and (
+            not isinstance(cites, list) or any(not isinstance(c, dict) or "paragraphs" in c for c in cites)
+        ):
+            raise BookragError(
+                f"{path}:{n}: cites on a source chunk must name whole end notes ({{source_file}} "
+                "objects without paragraphs)"
+            )
         if not isinstance(cites, list) or not all(
-                isinstance(c, dict) and isinstance(c.get("source_file"), str)
-                and all(isinstance(p, int) and p >= 1 for p in c.get("paragraphs", [])) for c in cites):
+            isinstance(c, dict)
+            and isinstance(c.get("source_file"), str)
+            and all(isinstance(p, int) and p >= 1 for p in c.get("paragraphs", []))
+            for c in cites
+        ):
             raise BookragError(f"{path}:{n}: cites must be a list of {{source_file, paragraphs?}} objects")
     _check_sentences(path, n, obj, m)
     emb = obj.get("embedding")
@@ -454,7 +559,9 @@ def _check_vector(where: str, emb: Any, m: dict[str, Any]) -> None:
     if not isinstance(emb, list):
         raise BookragError(f"{where}: embedding missing (the manifest says the file is embedded)")
     if len(emb) != m.get("dimension"):
-        raise BookragError(f"{where}: embedding has {len(emb)} values, the manifest's dimension is {m.get('dimension')}")
+        raise BookragError(
+            f"{where}: embedding has {len(emb)} values, the manifest's dimension is {m.get('dimension')}"
+        )
     if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in emb):
         raise BookragError(f"{where}: embedding holds a non-finite or non-numeric value")
 
@@ -466,10 +573,16 @@ def _check_sentences(path: Path, n: int, obj: dict[str, Any], m: dict[str, Any])
     sentences = obj.get("sentences")
     if sentences is None:
         return
-    if (m.get("node_type") != "summary" or m.get("level") != 1 or not m.get("sentence_recipe")
-            or m.get("embedding_model") is None):
-        raise BookragError(f"{path}:{n}: sentences on a chunk that is not of an embedded chapter summary "
-                           "(only level-1 summaries with a sentence_recipe carry them)")
+    if (
+        m.get("node_type") != "summary"
+        or m.get("level") != 1
+        or not m.get("sentence_recipe")
+        or m.get("embedding_model") is None
+    ):
+        raise BookragError(
+            f"{path}:{n}: sentences on a chunk that is not of an embedded chapter summary "
+            "(only level-1 summaries with a sentence_recipe carry them)"
+        )
     if not isinstance(sentences, list):
         raise BookragError(f"{path}:{n}: sentences must be a list of {{text, paragraphs, embedding}} objects")
     for i, s in enumerate(sentences, start=1):
@@ -477,7 +590,13 @@ def _check_sentences(path: Path, n: int, obj: dict[str, Any], m: dict[str, Any])
         if not isinstance(s, dict) or not isinstance(s.get("text"), str) or not s["text"].strip():
             raise BookragError(f"{where}: text missing or empty")
         paras = s.get("paragraphs")
-        if (not isinstance(paras, list) or not paras or not all(isinstance(p, int) and p >= 1 for p in paras)
-                or paras != sorted(set(paras))):
-            raise BookragError(f"{where}: paragraphs must be a non-empty, sorted list of distinct positive integers")
+        if (
+            not isinstance(paras, list)
+            or not paras
+            or not all(isinstance(p, int) and p >= 1 for p in paras)
+            or paras != sorted(set(paras))
+        ):
+            raise BookragError(
+                f"{where}: paragraphs must be a non-empty, sorted list of distinct positive integers"
+            )
         _check_vector(where, s.get("embedding"), m)

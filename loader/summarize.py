@@ -33,10 +33,10 @@ import json
 import math
 import re
 import signal
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 import jinja2
 from tqdm import tqdm
@@ -103,9 +103,11 @@ class SummarizeReport:
     refused: int = 0  # replies sent back for their anchors
 
     def line(self) -> str:
-        return (f"{len(self.generated)} generated, {len(self.skipped)} up to date, {len(self.kept_team)} team-written kept, "
-                f"{len(self.failed)} failed; {self.requests} requests ({self.refused} sent back for invalid anchors), "
-                f"{self.tokens_sent} prompt tokens sent")
+        return (
+            f"{len(self.generated)} generated, {len(self.skipped)} up to date, {len(self.kept_team)} team-written kept, "
+            f"{len(self.failed)} failed; {self.requests} requests ({self.refused} sent back for invalid anchors), "
+            f"{self.tokens_sent} prompt tokens sent"
+        )
 
 
 def llm_config_from_env() -> LLMConfig:
@@ -113,17 +115,31 @@ def llm_config_from_env() -> LLMConfig:
 
     s = load_settings()
     if not s.llm_model:
-        raise BookragError("BOOKRAG_LLM_MODEL is not set: name the chat model to summarise with "
-                           "(and OPENAI_BASE_URL / OPENAI_API_KEY for its endpoint), or use --provider extractive")
-    return LLMConfig(model=s.llm_model, base_url=s.openai_base_url, api_key=s.api_key, context_window=s.llm_context,
-                     max_output_tokens=s.llm_max_output, timeout=s.llm_timeout, max_retries=s.llm_retries)
+        raise BookragError(
+            "BOOKRAG_LLM_MODEL is not set: name the chat model to summarise with "
+            "(and OPENAI_BASE_URL / OPENAI_API_KEY for its endpoint), or use --provider extractive"
+        )
+    return LLMConfig(
+        model=s.llm_model,
+        base_url=s.openai_base_url,
+        api_key=s.api_key,
+        context_window=s.llm_context,
+        max_output_tokens=s.llm_max_output,
+        timeout=s.llm_timeout,
+        max_retries=s.llm_retries,
+    )
 
 
 # --- templates -------------------------------------------------------------------------
 
+
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(PROMPTS), undefined=jinja2.StrictUndefined,
-                              keep_trailing_newline=True, autoescape=False)
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(PROMPTS),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
 
 
 def template_sha256(name: str) -> str:
@@ -135,18 +151,40 @@ def numbers(inputs: list[Item]) -> list[int]:
     return [i.number if i.number is not None else k for k, i in enumerate(inputs, start=1)]
 
 
-def render_prompt(name: str, book: Book, node: Node, inputs: list[Item], algorithm: str,
-                  slice_: dict | None = None, units: int | None = None, outline: list[Item] | None = None) -> str:
+def render_prompt(
+    name: str,
+    book: Book,
+    node: Node,
+    inputs: list[Item],
+    algorithm: str,
+    slice_: dict | None = None,
+    units: int | None = None,
+    outline: list[Item] | None = None,
+) -> str:
     """A prompt; `units` is how many units the whole node has (default: the inputs' last number);
     `outline`: the author's own summaries of the node (merge.md.j2: its inputs are partial summaries)."""
     nums = numbers(inputs)
-    return _env().get_template(name).render(
-        outline=[{"number": i.number, "text": i.text} for i in outline or []],
-        book={"title": book.title, "author": book.author, "year": book.year, "language": book.language},
-        theme=book.theme,
-        node={"heading_path": node.heading_path.removesuffix(" (résumé)"), "title": node.title, "level": node.level},
-        inputs=[{"heading": i.heading, "text": i.text, "number": n, "author": i.author} for i, n in zip(inputs, nums)],
-        algorithm=algorithm, slice=slice_, words=WORDS[node.level], units=units or max(nums, default=0),
+    return (
+        _env()
+        .get_template(name)
+        .render(
+            outline=[{"number": i.number, "text": i.text} for i in outline or []],
+            book={"title": book.title, "author": book.author, "year": book.year, "language": book.language},
+            theme=book.theme,
+            node={
+                "heading_path": node.heading_path.removesuffix(" (résumé)"),
+                "title": node.title,
+                "level": node.level,
+            },
+            inputs=[
+                {"heading": i.heading, "text": i.text, "number": n, "author": i.author}
+                for i, n in zip(inputs, nums)
+            ],
+            algorithm=algorithm,
+            slice=slice_,
+            words=WORDS[node.level],
+            units=units or max(nums, default=0),
+        )
     )
 
 
@@ -155,9 +193,17 @@ RETRY_PROBLEMS = 10  # problems listed when a reply is sent back (the rest are c
 
 def render_retry(problems: list[str], level: int, first: int, last: int) -> str:
     """The message that sends a reply back: what is wrong with its anchors, what to do."""
-    return _env().get_template(RETRY_TEMPLATE).render(problems=problems[:RETRY_PROBLEMS],
-                                                      more=max(len(problems) - RETRY_PROBLEMS, 0),
-                                                      level=level, first=first, last=last)
+    return (
+        _env()
+        .get_template(RETRY_TEMPLATE)
+        .render(
+            problems=problems[:RETRY_PROBLEMS],
+            more=max(len(problems) - RETRY_PROBLEMS, 0),
+            level=level,
+            first=first,
+            last=last,
+        )
+    )
 
 
 # --- inputs ----------------------------------------------------------------------------
@@ -166,12 +212,18 @@ def render_retry(problems: list[str], level: int, first: int, last: int) -> str:
 PENDING_TEXT = "(résumé à générer)"
 
 
-def _body(home: Path, source_file: str, needed_by: str, pending: frozenset[str] | set[str] = frozenset()) -> str:
+def _body(
+    home: Path, source_file: str, needed_by: str, pending: frozenset[str] | set[str] = frozenset()
+) -> str:
     path = home / source_file
     if not path.exists():
         if source_file in pending:
             return PENDING_TEXT
-        hint = "run `bookrag prepare`" if source_file.endswith("source.md") else "summarise the level below first"
+        hint = (
+            "run `bookrag prepare`"
+            if source_file.endswith("source.md")
+            else "summarise the level below first"
+        )
         raise BookragError(f"{path}: missing, needed to summarise {needed_by} ({hint})")
     return frontmatter.read(path)[1].strip()
 
@@ -222,8 +274,9 @@ def template_for(node: Node) -> str:
     return CHAPTER_TEMPLATE if node.level == 2 and node.section is not None else TEMPLATES[node.level]
 
 
-def job_inputs(home: Path, tree: list[Node], node: Node, algorithm: str,
-               pending: frozenset[str] | set[str] = frozenset()) -> list[Item]:
+def job_inputs(
+    home: Path, tree: list[Node], node: Node, algorithm: str, pending: frozenset[str] | set[str] = frozenset()
+) -> list[Item]:
     """The exact inputs of a node's summary, in book order, numbered as its anchors number them:
     a section's paragraphs §1.., or each child summary (or text under it) by the child it is or
     lies under. Child summaries come without their own anchors (they number other units).
@@ -236,22 +289,45 @@ def job_inputs(home: Path, tree: list[Node], node: Node, algorithm: str,
         marked = set(author_summary.paragraphs_of(meta, home / picked[0].source_file, len(paras)))
         return [Item("", p, k, k in marked) for k, p in enumerate(paras, start=1)]
     if node.level == 2:
-        return [Item(n.heading_path.split(" > ")[-1].removesuffix(" (résumé)"),
-                     strip_anchors(_body(home, n.source_file, node.source_file, pending)), unit_number(tree, node, n))
-                for n in picked]
-    return [Item(n.heading_path.removesuffix(" (résumé)").split(" > ", 1)[-1],
-                 strip_anchors(_body(home, n.source_file, node.source_file, pending)), unit_number(tree, node, n))
-            for n in picked]
+        return [
+            Item(
+                n.heading_path.split(" > ")[-1].removesuffix(" (résumé)"),
+                strip_anchors(_body(home, n.source_file, node.source_file, pending)),
+                unit_number(tree, node, n),
+            )
+            for n in picked
+        ]
+    return [
+        Item(
+            n.heading_path.removesuffix(" (résumé)").split(" > ", 1)[-1],
+            strip_anchors(_body(home, n.source_file, node.source_file, pending)),
+            unit_number(tree, node, n),
+        )
+        for n in picked
+    ]
 
 
 def inputs_sha256(inputs: list[Item]) -> str:
     """The inputs' digest; an author's summary is marked (other inputs hash as before it existed)."""
-    return hashlib.sha256(json.dumps([[i.heading, i.text, *(["author_summary"] if i.author else [])] for i in inputs],
-                                     ensure_ascii=False).encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps(
+            [[i.heading, i.text, *(["author_summary"] if i.author else [])] for i in inputs],
+            ensure_ascii=False,
+        ).encode()
+    ).hexdigest()
 
 
-def summary_meta(book: Book, node: Node, *, generator: str, model: str | None, algorithm: str,
-                 template: str, template_hash: str, inputs_hash: str) -> dict:
+def summary_meta(
+    book: Book,
+    node: Node,
+    *,
+    generator: str,
+    model: str | None,
+    algorithm: str,
+    template: str,
+    template_hash: str,
+    inputs_hash: str,
+) -> dict:
     return {
         "book": book.slug,
         "title": node.title,
@@ -271,6 +347,7 @@ def summary_meta(book: Book, node: Node, *, generator: str, model: str | None, a
 
 # --- providers -------------------------------------------------------------------------
 
+
 class LLM:
     """Chat completions through the openai SDK; its client retries 429/5xx/timeouts with
     exponential backoff (max_retries); auth and model errors stop the run with a clear message."""
@@ -280,7 +357,9 @@ class LLM:
 
         self.cfg = cfg
         self.model = cfg.model
-        self.client = OpenAI(base_url=cfg.base_url, api_key=cfg.api_key, timeout=cfg.timeout, max_retries=cfg.max_retries)
+        self.client = OpenAI(
+            base_url=cfg.base_url, api_key=cfg.api_key, timeout=cfg.timeout, max_retries=cfg.max_retries
+        )
 
     def complete(self, messages: list[dict[str, str]]) -> str:
         """The reply to a conversation (a prompt, or a prompt, a refused reply and its correction)."""
@@ -288,22 +367,32 @@ class LLM:
 
         try:
             resp = self.client.chat.completions.create(
-                model=self.cfg.model, messages=messages,
-                temperature=0, max_tokens=self.cfg.max_output_tokens,
+                model=self.cfg.model,
+                messages=messages,
+                temperature=0,
+                max_tokens=self.cfg.max_output_tokens,
             )
         except openai.AuthenticationError as exc:
-            raise BookragError(f"the LLM endpoint {self.client.base_url} refused the API key (401): set OPENAI_API_KEY") from exc
+            raise BookragError(
+                f"the LLM endpoint {self.client.base_url} refused the API key (401): set OPENAI_API_KEY"
+            ) from exc
         except openai.PermissionDeniedError as exc:
-            raise BookragError(f"the LLM endpoint {self.client.base_url} denied access (403): {exc.message}") from exc
+            raise BookragError(
+                f"the LLM endpoint {self.client.base_url} denied access (403): {exc.message}"
+            ) from exc
         except openai.NotFoundError as exc:
-            raise BookragError(f"model {self.cfg.model!r} not found at {self.client.base_url} (404): check BOOKRAG_LLM_MODEL") from exc
+            raise BookragError(
+                f"model {self.cfg.model!r} not found at {self.client.base_url} (404): check BOOKRAG_LLM_MODEL"
+            ) from exc
         choice = resp.choices[0] if resp.choices else None
         text = (choice.message.content or "").strip() if choice else ""
         if not text:
             raise RuntimeError("the model returned an empty summary")
         if choice.finish_reason == "length":  # cut off mid-sentence: never write it as if complete
-            raise RuntimeError(f"the model stopped at max_tokens={self.cfg.max_output_tokens} before finishing the "
-                               f"summary; raise BOOKRAG_LLM_MAX_OUTPUT")
+            raise RuntimeError(
+                f"the model stopped at max_tokens={self.cfg.max_output_tokens} before finishing the "
+                f"summary; raise BOOKRAG_LLM_MAX_OUTPUT"
+            )
         return text
 
 
@@ -323,7 +412,8 @@ EXTRACTIVE_MODEL = "extractive/centroid-tfidf"
 
 #: Words that say nothing of a text's subject, left out of the extractive provider's centrality
 #: (French and English function words of three letters or more: shorter words are left out anyway).
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
     les des une aux ces ses mes tes nos vos leur leurs que qui quoi dont est sont été être était étaient
     sera seront serait seraient soit avoir ont avait avaient aura auraient eût fut furent fût
     pas plus moins non oui mais car donc puis ainsi aussi alors comme comment quand lorsque lorsqu
@@ -335,7 +425,8 @@ STOPWORDS = frozenset("""
     the and for are but not you all any can had her was one our out has him his how its may who
     with that this from they will would there their what which when were been have into than then
     them these those such only also more most some very upon shall should could being
-""".split())
+""".split()
+)
 
 _WORD = re.compile(r"[^\W\d_]+")
 
@@ -384,14 +475,25 @@ def extractive_summary(inputs: list[Item], level: int) -> str:
     the budget, and the central sentences of the other paragraphs fill what is left (one at least)."""
     units = numbers(inputs)
     budget, own, used = EXTRACTIVE_WORDS[level], [], 0
-    for s, n in ((s, n) for item, n in zip(inputs, units) if item.author
-                 for phrase in author_summary.phrases(item.text) for _off, s in anchor_split(phrase)):
+    for s, n in (
+        (s, n)
+        for item, n in zip(inputs, units)
+        if item.author
+        for phrase in author_summary.phrases(item.text)
+        for _off, s in anchor_split(phrase)
+    ):
         if own and used + len(s.split()) > budget:
             break  # the author's phrases in order, within the budget
         own.append(anchor_sentence(s, n))
         used += len(s.split())
-    found = [(s, n) for item, n in zip(inputs, units) if not item.author for p in paragraphs(item.text)
-             for s in split_sentences(p) if len(s.split()) >= 4 and not s.startswith("[^")]
+    found = [
+        (s, n)
+        for item, n in zip(inputs, units)
+        if not item.author
+        for p in paragraphs(item.text)
+        for s in split_sentences(p)
+        if len(s.split()) >= 4 and not s.startswith("[^")
+    ]
     if not found and not own:
         raise RuntimeError("no sentence to extract")
     sentences = [s for s, _ in found]
@@ -408,10 +510,11 @@ def extractive_summary(inputs: list[Item], level: int) -> str:
             break
     picked = [anchor_sentence(*found[i]) for i in sorted(chosen)]
     blocks = [" ".join(own)] if own else []
-    return "\n\n".join(blocks + [" ".join(picked[i:i + 3]) for i in range(0, len(picked), 3)])
+    return "\n\n".join(blocks + [" ".join(picked[i : i + 3]) for i in range(0, len(picked), 3)])
 
 
 # --- planning and running --------------------------------------------------------------
+
 
 def summary_nodes(tree: list[Node], levels: set[int] | None) -> list[Node]:
     """The summaries to write, each after every summary it reads: by level, the deepest first."""
@@ -419,14 +522,22 @@ def summary_nodes(tree: list[Node], levels: set[int] | None) -> list[Node]:
     return sorted(nodes, key=lambda n: (n.level, -n.depth if n.level == 2 else 0, n.order))
 
 
-def plan_job(home: Path, book: Book, tree: list[Node], node: Node, algorithm: str,
-             pending: frozenset[str] | set[str] = frozenset()) -> Job:
+def plan_job(
+    home: Path,
+    book: Book,
+    tree: list[Node],
+    node: Node,
+    algorithm: str,
+    pending: frozenset[str] | set[str] = frozenset(),
+) -> Job:
     alg = "bottom-up" if node.level == 1 else algorithm
     inputs = job_inputs(home, tree, node, alg, pending)
     name = template_for(node)
     units = len(inputs) if node.level == 1 else len(child_units(tree, node))
     prompt = render_prompt(name, book, node, inputs, alg, units=units)
-    return Job(node, inputs, name, template_sha256(name), inputs_sha256(inputs), count_tokens(prompt), "", units)
+    return Job(
+        node, inputs, name, template_sha256(name), inputs_sha256(inputs), count_tokens(prompt), "", units
+    )
 
 
 def stale_reason(home: Path, job: Job, generator: str, model: str, algorithm: str) -> str | None:
@@ -438,9 +549,11 @@ def stale_reason(home: Path, job: Job, generator: str, model: str, algorithm: st
     if not body.strip():
         return "empty"
     checks = [
-        ("generator", generator), ("model", model),
+        ("generator", generator),
+        ("model", model),
         ("algorithm", "bottom-up" if job.node.level == 1 else algorithm),
-        ("prompt_template", job.template), ("template_sha256", job.template_sha256),
+        ("prompt_template", job.template),
+        ("template_sha256", job.template_sha256),
         ("inputs_sha256", job.inputs_sha256),
     ]
     for key, want in checks:
@@ -454,15 +567,28 @@ def _slices(job: Job, book: Book, alg: str, limit: int) -> list[list[Item]]:
     groups: list[list[Item]] = [[]]
     for item in job.inputs:
         trial = groups[-1] + [item]
-        if groups[-1] and count_tokens(render_prompt(job.template, book, job.node, trial, alg, {"index": 1, "count": 2},
-                                                     job.units)) > limit:
+        if (
+            groups[-1]
+            and count_tokens(
+                render_prompt(job.template, book, job.node, trial, alg, {"index": 1, "count": 2}, job.units)
+            )
+            > limit
+        ):
             groups.append([item])
         else:
             groups[-1] = trial
-        if count_tokens(render_prompt(job.template, book, job.node, groups[-1], alg, {"index": 1, "count": 2},
-                                      job.units)) > limit:
-            raise BookragError(f"{job.node.source_file}: one input ({item.heading or 'a paragraph'}) alone exceeds the "
-                               f"model's window ({limit} prompt tokens); raise BOOKRAG_LLM_CONTEXT")
+        if (
+            count_tokens(
+                render_prompt(
+                    job.template, book, job.node, groups[-1], alg, {"index": 1, "count": 2}, job.units
+                )
+            )
+            > limit
+        ):
+            raise BookragError(
+                f"{job.node.source_file}: one input ({item.heading or 'a paragraph'}) alone exceeds the "
+                f"model's window ({limit} prompt tokens); raise BOOKRAG_LLM_CONTEXT"
+            )
     return groups
 
 
@@ -480,15 +606,18 @@ def anchor_problems(text: str, level: int, units: int, allowed: list[int] | None
         return problems
     cited = cited_units(text)
     if not cited:
-        return [f"no anchor at all: end the sentences with the numbers of the units they draw on ([§1] to [§{units}])"]
+        return [
+            f"no anchor at all: end the sentences with the numbers of the units they draw on ([§1] to [§{units}])"
+        ]
     outside = [u for u in cited if u not in allowed] if allowed else []
     if outside:
         problems.append(f"§{outside[0]} is not in the text given (§{min(allowed)}–§{max(allowed)})")
     return problems
 
 
-def complete_anchored(llm: LLM, prompt: str, level: int, units: int, report: SummarizeReport,
-                      allowed: list[int] | None = None) -> str:
+def complete_anchored(
+    llm: LLM, prompt: str, level: int, units: int, report: SummarizeReport, allowed: list[int] | None = None
+) -> str:
     """The model's reply to a prompt once its anchors pass anchor_problems. A reply that fails is
     sent back with its problems (the prompt, the reply, then retry.md.j2), at most
     anchor_retries times; then InvalidAnchors."""
@@ -501,8 +630,11 @@ def complete_anchored(llm: LLM, prompt: str, level: int, units: int, report: Sum
     for _ in range(attempts):
         if problems:  # send the refused reply back with what is wrong with it
             correction = render_retry(problems, level, first, last)
-            messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": reply},
-                        {"role": "user", "content": correction}]
+            messages = [
+                {"role": "user", "content": prompt},
+                {"role": "assistant", "content": reply},
+                {"role": "user", "content": correction},
+            ]
             if sum(count_tokens(m["content"]) for m in messages) > limit:  # no room for the refused reply
                 messages = [{"role": "user", "content": f"{prompt.rstrip()}\n\n{correction}"}]
         report.requests += 1
@@ -512,11 +644,14 @@ def complete_anchored(llm: LLM, prompt: str, level: int, units: int, report: Sum
         if not problems:
             return reply
         report.refused += 1
-    raise InvalidAnchors(f"the reply's anchors were still invalid after {attempts} attempts: " + "; ".join(problems[:3]))
+    raise InvalidAnchors(
+        f"the reply's anchors were still invalid after {attempts} attempts: " + "; ".join(problems[:3])
+    )
 
 
-def generate(job: Job, book: Book, alg: str, llm: LLM | None, report: SummarizeReport,
-             say: Callable[[str], None]) -> str:
+def generate(
+    job: Job, book: Book, alg: str, llm: LLM | None, report: SummarizeReport, say: Callable[[str], None]
+) -> str:
     level = job.node.level
     if llm is None:
         text = extractive_summary(job.inputs, level)
@@ -526,24 +661,44 @@ def generate(job: Job, book: Book, alg: str, llm: LLM | None, report: SummarizeR
         return text
     limit = llm.cfg.context_window - llm.cfg.max_output_tokens
     if job.prompt_tokens <= limit:
-        return complete_anchored(llm, render_prompt(job.template, book, job.node, job.inputs, alg, units=job.units),
-                                 level, job.units, report)
+        return complete_anchored(
+            llm,
+            render_prompt(job.template, book, job.node, job.inputs, alg, units=job.units),
+            level,
+            job.units,
+            report,
+        )
     groups = _slices(job, book, alg, limit)
-    say(f"{job.node.source_file}: prompt of {job.prompt_tokens} tokens exceeds the window ({limit}); "
-        f"summarising {len(groups)} slices then merging")
+    say(
+        f"{job.node.source_file}: prompt of {job.prompt_tokens} tokens exceeds the window ({limit}); "
+        f"summarising {len(groups)} slices then merging"
+    )
     partials = []
     for k, group in enumerate(groups, start=1):
-        prompt = render_prompt(job.template, book, job.node, group, alg, {"index": k, "count": len(groups)}, job.units)
-        partials.append(Item(f"{k}", complete_anchored(llm, prompt, level, job.units, report, numbers(group))))
+        prompt = render_prompt(
+            job.template, book, job.node, group, alg, {"index": k, "count": len(groups)}, job.units
+        )
+        partials.append(
+            Item(f"{k}", complete_anchored(llm, prompt, level, job.units, report, numbers(group)))
+        )
     outline = [Item(i.heading, i.text, n, True) for i, n in zip(job.inputs, numbers(job.inputs)) if i.author]
     prompt = render_prompt(MERGE_TEMPLATE, book, job.node, partials, alg, units=job.units, outline=outline)
     return complete_anchored(llm, prompt, level, job.units, report)
 
 
-def summarize_book(settings: Settings, book: Book, *, provider: str = "llm", levels: set[int] | None = None,
-                   algorithm: str = "bottom-up", force: bool = False, dry_run: bool = False,
-                   llm_config: LLMConfig | None = None, progress: bool = True,
-                   say: Callable[[str], None] = print) -> SummarizeReport:
+def summarize_book(
+    settings: Settings,
+    book: Book,
+    *,
+    provider: str = "llm",
+    levels: set[int] | None = None,
+    algorithm: str = "bottom-up",
+    force: bool = False,
+    dry_run: bool = False,
+    llm_config: LLMConfig | None = None,
+    progress: bool = True,
+    say: Callable[[str], None] = print,
+) -> SummarizeReport:
     if algorithm not in ALGORITHMS:
         raise BookragError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
     if provider not in ("llm", "extractive"):
@@ -587,8 +742,10 @@ def summarize_book(settings: Settings, book: Book, *, provider: str = "llm", lev
                 continue
             if dry_run:
                 estimate = " (estimate: the new input summaries are not written yet)" if changing else ""
-                say(f"would generate {node.source_file} (level {node.level}, {reason or 'forced'}): "
-                    f"{job.prompt_tokens} prompt tokens{estimate}")
+                say(
+                    f"would generate {node.source_file} (level {node.level}, {reason or 'forced'}): "
+                    f"{job.prompt_tokens} prompt tokens{estimate}"
+                )
                 pending.add(node.source_file)
                 report.generated.append(node.source_file)
                 continue
@@ -602,8 +759,16 @@ def summarize_book(settings: Settings, book: Book, *, provider: str = "llm", lev
                 failed_files.add(node.source_file)
                 bar.update(1)
                 continue
-            meta = summary_meta(book, node, generator=generator, model=model, algorithm=alg, template=job.template,
-                                template_hash=job.template_sha256, inputs_hash=job.inputs_sha256)
+            meta = summary_meta(
+                book,
+                node,
+                generator=generator,
+                model=model,
+                algorithm=alg,
+                template=job.template,
+                template_hash=job.template_sha256,
+                inputs_hash=job.inputs_sha256,
+            )
             # Ctrl-C cannot cut a write in half: the file is renamed into place whole, and a
             # Ctrl-C arriving meanwhile stops the run right after it.
             with _sigint_deferred():

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
@@ -52,7 +53,9 @@ def security_for(host: str, allowed: tuple[str, ...] = ()) -> TransportSecurityS
         enable_dns_rebinding_protection=True,
         # with any port, or none (a client behind a proxy on 80/443 sends the bare name)
         allowed_hosts=sorted(f"{n}{port}" for n in names for port in (":*", "")),
-        allowed_origins=sorted(f"{scheme}://{n}{port}" for n in names for scheme in ("http", "https") for port in (":*", "")),
+        allowed_origins=sorted(
+            f"{scheme}://{n}{port}" for n in names for scheme in ("http", "https") for port in (":*", "")
+        ),
     )
 
 
@@ -62,30 +65,51 @@ class BearerToken:
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app, self.expected = app, f"Bearer {token}".encode()
 
-    async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[dict]], send: Callable[[dict], Awaitable[None]]) -> None:
+    async def __call__(
+        self, scope: Scope, receive: Callable[[], Awaitable[dict]], send: Callable[[dict], Awaitable[None]]
+    ) -> None:
         if scope["type"] == "http":
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
             if not hmac.compare_digest(given, self.expected):
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]})
-                await send({"type": "http.response.body", "body": b"missing or wrong bearer token (BOOKRAG_MCP_TOKEN)\n"})
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")],
+                    }
+                )
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": b"missing or wrong bearer token (BOOKRAG_MCP_TOKEN)\n",
+                    }
+                )
                 return
         await self.app(scope, receive, send)
 
 
 def http_app(server: MCPServer, settings: Settings, host: str) -> ASGIApp:
     if not is_loopback(host) and not settings.mcp_token:
-        raise BookragError(f"binding to {host} serves the corpus beyond this machine: set BOOKRAG_MCP_TOKEN to a "
-                           "secret that clients send as 'Authorization: Bearer <token>'")
+        raise BookragError(
+            f"binding to {host} serves the corpus beyond this machine: set BOOKRAG_MCP_TOKEN to a "
+            "secret that clients send as 'Authorization: Bearer <token>'"
+        )
     if host in ("0.0.0.0", "::") and not settings.mcp_allowed_hosts:
-        raise BookragError(f"binding to {host} answers any address of this machine, but clients' Host headers are "
-                           "checked: set BOOKRAG_MCP_ALLOWED_HOSTS to the names or addresses they use "
-                           "(e.g. books.example.org,192.0.2.2)")
+        raise BookragError(
+            f"binding to {host} answers any address of this machine, but clients' Host headers are "
+            "checked: set BOOKRAG_MCP_ALLOWED_HOSTS to the names or addresses they use "
+            "(e.g. books.example.org,192.0.2.2)"
+        )
     # json_response: each call is answered with one JSON body rather than an SSE stream (the tools
     # send no progress notifications, and a stream costs a task and an event per call).
     security = security_for(host, settings.mcp_allowed_hosts)
-    starlette = server.streamable_http_app(streamable_http_path="/mcp", host=host, json_response=True,
-                                           max_request_body_size=MAX_BODY_BYTES, transport_security=security)
+    starlette = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        host=host,
+        json_response=True,
+        max_request_body_size=MAX_BODY_BYTES,
+        transport_security=security,
+    )
     # the reading room answers every other path, through the same pool, Host checks and token
     starlette.router.routes.append(Mount("", app=reading_room_app(running_state(server), security)))
     app: ASGIApp = starlette

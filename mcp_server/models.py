@@ -9,19 +9,33 @@ from pydantic import BaseModel, Field
 
 # --- result shapes -------------------------------------------------------------------------
 
+
 class Citation(BaseModel):
     book: str
     heading_path: str
     source_file: str
     chunk_index: int
-    paragraph: int | None = Field(None, description="the paragraph of source_file this chunk is from (§N, 1-based); for a source.md row, the number chapter summaries' anchors cite: cite it as §N")
-    scholarly: str | None = Field(None, description="the passage cited as a scholar writes it (author, *title*, volume (year), part, chapter, « title », § N; a summary says résumé): quote this in answers")
-    url: str | None = Field(None, description="the paragraph in its chapter in the reading room (served by `bookrag mcp --http`), for a reader to check the citation")
+    paragraph: int | None = Field(
+        None,
+        description="the paragraph of source_file this chunk is from (§N, 1-based); for a source.md row, the number chapter summaries' anchors cite: cite it as §N",
+    )
+    scholarly: str | None = Field(
+        None,
+        description="the passage cited as a scholar writes it (author, *title*, volume (year), part, chapter, « title », § N; a summary says résumé): quote this in answers",
+    )
+    url: str | None = Field(
+        None,
+        description="the paragraph in its chapter in the reading room (served by `bookrag mcp --http`), for a reader to check the citation",
+    )
 
 
 class Cites(BaseModel):
-    source_file: str = Field(description="the cited file: the section's source.md, a child summary, or the end note a paragraph calls")
-    paragraphs: list[int] | None = Field(None, description="its paragraphs (§N, 1-based) the anchors name; none = the whole node")
+    source_file: str = Field(
+        description="the cited file: the section's source.md, a child summary, or the end note a paragraph calls"
+    )
+    paragraphs: list[int] | None = Field(
+        None, description="its paragraphs (§N, 1-based) the anchors name; none = the whole node"
+    )
 
 
 class Chunk(BaseModel):
@@ -30,8 +44,14 @@ class Chunk(BaseModel):
     node_type: str
     content: str
     tokens: int
-    cites: list[Cites] | None = Field(None, description="summaries: what this chunk's anchors cite (the book's own paragraphs); paragraphs: the author's end notes they call")
-    kind: Literal["text", "author_summary"] | None = Field(None, description="'author_summary': the author's own summary of the section (his outline of what follows, in his words: quotable); 'text': the book's text or a summary; absent where the tool does not say")
+    cites: list[Cites] | None = Field(
+        None,
+        description="summaries: what this chunk's anchors cite (the book's own paragraphs); paragraphs: the author's end notes they call",
+    )
+    kind: Literal["text", "author_summary"] | None = Field(
+        None,
+        description="'author_summary': the author's own summary of the section (his outline of what follows, in his words: quotable); 'text': the book's text or a summary; absent where the tool does not say",
+    )
 
 
 class Hit(Chunk):
@@ -40,11 +60,22 @@ class Hit(Chunk):
     bm25_rank: int | None = None
     vector_rank: int | None = None
     section_score: float | None = None
-    sentence_rank: int | None = Field(None, description="placed by the sentence branch: its rank there (a chapter-summary sentence close to the query cites this paragraph)")
-    found_by: list[int] | None = Field(None, description="with phrasings: the wordings that found this hit (0 = the query, i = phrasings[i-1])")
-    phrasing_ranks: list[int] | None = Field(None, description="with phrasings: its rank in each of those wordings' searches, in found_by's order")
+    sentence_rank: int | None = Field(
+        None,
+        description="placed by the sentence branch: its rank there (a chapter-summary sentence close to the query cites this paragraph)",
+    )
+    found_by: list[int] | None = Field(
+        None,
+        description="with phrasings: the wordings that found this hit (0 = the query, i = phrasings[i-1])",
+    )
+    phrasing_ranks: list[int] | None = Field(
+        None, description="with phrasings: its rank in each of those wordings' searches, in found_by's order"
+    )
     parent: list[Chunk] | None = Field(None, description="the parent node's rows, when expand_parent")
-    cited: list[Chunk] | None = Field(None, description="when expand_cited: a summary hit's rows its anchors cite, a paragraph hit's end notes")
+    cited: list[Chunk] | None = Field(
+        None,
+        description="when expand_cited: a summary hit's rows its anchors cite, a paragraph hit's end notes",
+    )
 
 
 class ContextChunk(Chunk):
@@ -55,9 +86,13 @@ class ContextChunk(Chunk):
 
 class SearchResult(BaseModel):
     query: str
-    phrasings: list[str] = Field(default_factory=list, description="the other wordings searched with the query")
+    phrasings: list[str] = Field(
+        default_factory=list, description="the other wordings searched with the query"
+    )
     hits: list[Hit]
-    context: list[ContextChunk] | None = Field(None, description="when token_budget is set: hits and parents within the budget, in reading order")
+    context: list[ContextChunk] | None = Field(
+        None, description="when token_budget is set: hits and parents within the budget, in reading order"
+    )
     context_tokens: int | None = None
 
 
@@ -69,7 +104,10 @@ class Node(BaseModel):
     heading_path: str
     parent_source_file: str | None
     tokens: int = Field(description="the tokens of the chunks returned")
-    last_paragraph: int | None = Field(None, description="get_node and get_parent: the node's last §N, whichever paragraphs were asked for (read on with get_node's paragraphs)")
+    last_paragraph: int | None = Field(
+        None,
+        description="get_node and get_parent: the node's last §N, whichever paragraphs were asked for (read on with get_node's paragraphs)",
+    )
     chunks: list[Chunk]
 
 
@@ -84,7 +122,9 @@ class Children(BaseModel):
     token_budget: int
     used_tokens: int
     included: list[Node]
-    left_out: list[LeftOut] = Field(description="children not loaded because the budget was spent, in document order")
+    left_out: list[LeftOut] = Field(
+        description="children not loaded because the budget was spent, in document order"
+    )
 
 
 class OutlineEntry(BaseModel):
@@ -97,7 +137,9 @@ class OutlineEntry(BaseModel):
     tokens: int
     embedded: bool
     depth: int  # 0 the book, 1 a part or front matter, 2 a chapter, 3 a chapter's section…; a text one below its summary
-    author_summaries: list[int] | None = Field(None, description="a text node's paragraphs (§N) that are the author's own summaries of what follows")
+    author_summaries: list[int] | None = Field(
+        None, description="a text node's paragraphs (§N) that are the author's own summaries of what follows"
+    )
 
 
 class Outline(BaseModel):
@@ -108,7 +150,9 @@ class Outline(BaseModel):
 class Book(BaseModel):
     book: str
     title: str
-    volume: str | None = Field(None, description="which volume of the work the book is (e.g. II), when it is one")
+    volume: str | None = Field(
+        None, description="which volume of the work the book is (e.g. II), when it is one"
+    )
     author: str | None
     year: int | None
     embedding_policy: str

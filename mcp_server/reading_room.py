@@ -47,15 +47,20 @@ MAX_QUERY_CHARS = 2000  # as the MCP search tool
 SEARCH_K = 10
 HEADERS = {
     "content-security-policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-                               "frame-ancestors 'none'; base-uri 'none'",
+    "frame-ancestors 'none'; base-uri 'none'",
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
 }
 T = TypeVar("T")
 StateGetter = Callable[[], AppState | None]
 
-_templates = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True,
-                                lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+_templates = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(TEMPLATES),
+    autoescape=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    undefined=jinja2.StrictUndefined,
+)
 
 
 def running_state(server: MCPServer) -> StateGetter:
@@ -66,11 +71,18 @@ def running_state(server: MCPServer) -> StateGetter:
 
 
 def _page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
-    return HTMLResponse(_templates.get_template(template).render(**context), status_code=status, headers=HEADERS)
+    return HTMLResponse(
+        _templates.get_template(template).render(**context), status_code=status, headers=HEADERS
+    )
 
 
 def _error(status: int, message: str) -> HTMLResponse:
-    return _page("error.html.j2", status, title="Not found" if status == 404 else "Cannot show this page", message=message)
+    return _page(
+        "error.html.j2",
+        status,
+        title="Not found" if status == 404 else "Cannot show this page",
+        message=message,
+    )
 
 
 def _in_thread(state: AppState, fn: Callable[[psycopg.Connection], T]) -> T:
@@ -79,7 +91,9 @@ def _in_thread(state: AppState, fn: Callable[[psycopg.Connection], T]) -> T:
         return with_connection(state, fn)
     except ToolError as exc:
         cause = exc.__cause__
-        if isinstance(cause, (PoolTimeout, psycopg.OperationalError)) and not isinstance(cause, psycopg.errors.QueryCanceled):
+        if isinstance(cause, (PoolTimeout, psycopg.OperationalError)) and not isinstance(
+            cause, psycopg.errors.QueryCanceled
+        ):
             raise PageError(503, str(exc)) from exc
         if isinstance(cause, (BookragError, psycopg.errors.InvalidParameterValue)):
             raise PageError(400, str(exc)) from exc
@@ -100,6 +114,7 @@ async def _read(request: Request, fn: Callable[[psycopg.Connection], T]) -> T:
 
 # --- pages -------------------------------------------------------------------------------
 
+
 async def library(request: Request) -> Response:
     catalogue: room_pages.Catalogue = request.app.state.catalogue
     return _page("library.html.j2", books=await _read(request, catalogue.books))
@@ -116,7 +131,9 @@ async def node(request: Request) -> Response:
     return _page("tree.html.j2", page=page)
 
 
-def _search(state: AppState, query: str, book: str | None, also: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def _search(
+    state: AppState, query: str, book: str | None, also: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
     """The default search (rag.search through bookrag.search; with other wordings of the question,
     rag.search_phrasings), embedding them before taking a connection, as the MCP search tool does;
     the corpus model is read again once if it changed."""
@@ -143,7 +160,10 @@ async def search_page(request: Request) -> Response:
     raw_also = [a for a in request.query_params.getlist("also") if a.strip()]
     query, also = None, ()
     if raw is not None:
-        for text, what in ((raw, "the query"), *((a, f"phrasing {i}") for i, a in enumerate(raw_also, start=1))):
+        for text, what in (
+            (raw, "the query"),
+            *((a, f"phrasing {i}") for i, a in enumerate(raw_also, start=1)),
+        ):
             if len(text) > MAX_QUERY_CHARS:
                 raise PageError(400, f"{what} is {len(text)} characters long; the limit is {MAX_QUERY_CHARS}")
         try:
@@ -155,19 +175,31 @@ async def search_page(request: Request) -> Response:
     def work() -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None, float]:
         books = _in_thread(state, catalogue.books)
         if book is not None and book not in {b["book"] for b in books}:
-            raise PageError(404, f"no book {book[:200]!r} in the library; choose one from the list or search them all")
+            raise PageError(
+                404, f"no book {book[:200]!r} in the library; choose one from the list or search them all"
+            )
         started = time.perf_counter()
         rows = _search(state, query, book, also) if query is not None else None
         return books, rows, (time.perf_counter() - started) * 1000
 
     books, rows, elapsed_ms = await anyio.to_thread.run_sync(work)
-    return _page("search.html.j2", query=raw or "", also=raw_also, book=book, books=books, elapsed_ms=elapsed_ms,
-                 hits=None if rows is None else room_pages.search_hits(rows))
+    return _page(
+        "search.html.j2",
+        query=raw or "",
+        also=raw_also,
+        book=book,
+        books=books,
+        elapsed_ms=elapsed_ms,
+        hits=None if rows is None else room_pages.search_hits(rows),
+    )
 
 
 async def stylesheet(_request: Request) -> Response:
-    return Response((TEMPLATES / "room.css").read_text(encoding="utf-8"), media_type="text/css",
-                    headers={**HEADERS, "cache-control": "max-age=3600"})
+    return Response(
+        (TEMPLATES / "room.css").read_text(encoding="utf-8"),
+        media_type="text/css",
+        headers={**HEADERS, "cache-control": "max-age=3600"},
+    )
 
 
 async def _page_error(_request: Request, exc: Exception) -> Response:
@@ -177,8 +209,10 @@ async def _page_error(_request: Request, exc: Exception) -> Response:
 
 async def _http_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    message = {404: "no such page in the reading room; start from the library at /",
-               405: "the reading room only answers GET requests"}.get(exc.status_code, str(exc.detail))
+    message = {
+        404: "no such page in the reading room; start from the library at /",
+        405: "the reading room only answers GET requests",
+    }.get(exc.status_code, str(exc.detail))
     return _error(exc.status_code, message)
 
 
@@ -203,13 +237,16 @@ class CheckHost:
 
 def reading_room_app(reader: StateGetter, security: TransportSecuritySettings) -> ASGIApp:
     """The reading room as an ASGI app; `reader` gives the running MCP server's state."""
-    app = Starlette(routes=[
-        Route("/", library),
-        Route("/search", search_page),
-        Route("/static/room.css", stylesheet),
-        Route("/books/{book}", node),
-        Route("/books/{book}/{folder:path}", node),
-    ], exception_handlers={PageError: _page_error, HTTPException: _http_error, Exception: _server_error})
+    app = Starlette(
+        routes=[
+            Route("/", library),
+            Route("/search", search_page),
+            Route("/static/room.css", stylesheet),
+            Route("/books/{book}", node),
+            Route("/books/{book}/{folder:path}", node),
+        ],
+        exception_handlers={PageError: _page_error, HTTPException: _http_error, Exception: _server_error},
+    )
     app.state.reader = reader
     app.state.catalogue = room_pages.Catalogue()
     return CheckHost(app, security)

@@ -105,14 +105,18 @@ class TreePage:
 
 # --- input -------------------------------------------------------------------------------
 
+
 def check_folder(book: str, folder: str) -> None:
     """A book slug and a folder below it, segment by segment: no empty, `.` or `..` segment, no
     absolute path, nothing but letters, digits, `.`, `_` and `-`."""
     for segment in [book, *(folder.split("/") if folder else [])]:
         if segment in (".", "..") or not SEGMENT.fullmatch(segment):
             path = f"/books/{book}/{folder}".rstrip("/")
-            raise PageError(404, f"{path[:200]!r} is not a page of the reading room: its pages are "
-                                 "/books/<book>/<part>/<chapter>, without '..', '.' or empty parts")
+            raise PageError(
+                404,
+                f"{path[:200]!r} is not a page of the reading room: its pages are "
+                "/books/<book>/<part>/<chapter>, without '..', '.' or empty parts",
+            )
 
 
 def parse_highlight(raw: str | None) -> list[int]:
@@ -140,6 +144,7 @@ def section_label(paragraphs: list[int]) -> str:
 
 # --- reading -----------------------------------------------------------------------------
 
+
 def _rows(conn: psycopg.Connection, query: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
     return conn.execute(query, params).fetchall()
 
@@ -160,8 +165,12 @@ def _folder_of(source_file: str) -> str:
 
 def _summaries(conn: psycopg.Connection, files: list[str]) -> dict[str, list[dict[str, Any]]]:
     """The chunks of these summaries, each with what its anchors cite (rag.cites), by file."""
-    rows = _rows(conn, "SELECT g.*, rag.cites(g.source_file, g.chunk_index) AS cites FROM unnest(%s::text[]) f(file) "
-                       "CROSS JOIN LATERAL rag.get_node(f.file) g", (files,))
+    rows = _rows(
+        conn,
+        "SELECT g.*, rag.cites(g.source_file, g.chunk_index) AS cites FROM unnest(%s::text[]) f(file) "
+        "CROSS JOIN LATERAL rag.get_node(f.file) g",
+        (files,),
+    )
     out: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         out.setdefault(r["source_file"], []).append(r)
@@ -171,9 +180,13 @@ def _summaries(conn: psycopg.Connection, files: list[str]) -> dict[str, list[dic
 def _sentences(conn: psycopg.Connection, files: list[str]) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """The anchored sentences of these summaries (chapter summaries written by the team or an
     LLM have them; extractive ones and part or book summaries do not), by (file, chunk)."""
-    rows = _rows(conn, "SELECT source_file, chunk_index, sentence_index, content, cited_source_file, cited_paragraphs "
-                       "FROM rag.sentences WHERE source_file = ANY(%s::text[]) "
-                       "ORDER BY source_file, chunk_index, sentence_index", (files,))
+    rows = _rows(
+        conn,
+        "SELECT source_file, chunk_index, sentence_index, content, cited_source_file, cited_paragraphs "
+        "FROM rag.sentences WHERE source_file = ANY(%s::text[]) "
+        "ORDER BY source_file, chunk_index, sentence_index",
+        (files,),
+    )
     out: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in rows:
         out.setdefault((r["source_file"], r["chunk_index"]), []).append(r)
@@ -189,14 +202,21 @@ def _anchors(cites: list[dict[str, Any]], titles: dict[str, str]) -> list[Anchor
         url = citation_url("", c["source_file"], c["paragraphs"])
         if url is None:
             continue
-        label = (section_label(c["paragraphs"]) if c["paragraphs"]
-                 else titles.get(c["source_file"], c["source_file"]).split(" (", 1)[0])
+        label = (
+            section_label(c["paragraphs"])
+            if c["paragraphs"]
+            else titles.get(c["source_file"], c["source_file"]).split(" (", 1)[0]
+        )
         out.append(Anchor(label, url))
     return out
 
 
-def _summary(chunks: list[dict[str, Any]], sentences: dict[tuple[str, int], list[dict[str, Any]]],
-             titles: dict[str, str], prefix: str) -> list[SummaryParagraph]:
+def _summary(
+    chunks: list[dict[str, Any]],
+    sentences: dict[tuple[str, int], list[dict[str, Any]]],
+    titles: dict[str, str],
+    prefix: str,
+) -> list[SummaryParagraph]:
     """A summary's paragraphs: its sentences, each with its anchor links, or, for a chunk without
     sentence rows, the chunk's text followed by what it cites."""
     paragraphs: dict[int, SummaryParagraph] = {}
@@ -206,13 +226,26 @@ def _summary(chunks: list[dict[str, Any]], sentences: dict[tuple[str, int], list
         rows = sentences.get((chunk["source_file"], chunk["chunk_index"]))
         if rows:
             for s in rows:
-                para.sentences.append(Sentence(
-                    f"{prefix}s-{chunk['chunk_index']}-{s['sentence_index']}", room_text.render(s["content"]),
-                    [Anchor(section_label(s["cited_paragraphs"]),
-                            citation_url("", s["cited_source_file"], s["cited_paragraphs"]) or "")]))
+                para.sentences.append(
+                    Sentence(
+                        f"{prefix}s-{chunk['chunk_index']}-{s['sentence_index']}",
+                        room_text.render(s["content"]),
+                        [
+                            Anchor(
+                                section_label(s["cited_paragraphs"]),
+                                citation_url("", s["cited_source_file"], s["cited_paragraphs"]) or "",
+                            )
+                        ],
+                    )
+                )
         else:
-            para.sentences.append(Sentence(f"{prefix}s-{chunk['chunk_index']}", room_text.render(chunk["content"]),
-                                           _anchors(chunk["cites"] or [], titles)))
+            para.sentences.append(
+                Sentence(
+                    f"{prefix}s-{chunk['chunk_index']}",
+                    room_text.render(chunk["content"]),
+                    _anchors(chunk["cites"] or [], titles),
+                )
+            )
     return list(paragraphs.values())
 
 
@@ -245,19 +278,25 @@ class Catalogue:
         return rows
 
 
-def node_page(conn: psycopg.Connection, catalogue: Catalogue, book: str, folder: str,
-              highlight: list[int]) -> ChapterPage | TreePage:
+def node_page(
+    conn: psycopg.Connection, catalogue: Catalogue, book: str, folder: str, highlight: list[int]
+) -> ChapterPage | TreePage:
     """The page of a folder: a section's (chapter or front matter) or a book's or part's tree."""
     rows = catalogue.outline(conn, book)
     page = chapter_page(conn, rows, book, folder, highlight) if folder else None
     page = page or tree_page(conn, rows, book, folder)
     if page is None:
-        raise PageError(404, f"no chapter or part {folder!r} in {_book_title(rows, book)}; its table of contents is "
-                             f"at {page_path(book)}")
+        raise PageError(
+            404,
+            f"no chapter or part {folder!r} in {_book_title(rows, book)}; its table of contents is "
+            f"at {page_path(book)}",
+        )
     return page
 
 
-def tree_page(conn: psycopg.Connection, rows: list[dict[str, Any]], book: str, folder: str) -> TreePage | None:
+def tree_page(
+    conn: psycopg.Connection, rows: list[dict[str, Any]], book: str, folder: str
+) -> TreePage | None:
     """The tree below a book or part folder, each node with its summary; None when the folder is
     not a book's or a part's (a chapter has its own page)."""
     base = f"corpus/{book}/" + (f"{folder}/" if folder else "")
@@ -273,8 +312,9 @@ def tree_page(conn: psycopg.Connection, rows: list[dict[str, Any]], book: str, f
     for r in summaries:  # document order: a parent comes before its children
         f = _folder_of(r["source_file"])
         entry = Entry(f, titles[r["source_file"]], r["level"], page_path(book, f), f in sections)
-        entry.summary = _summary(chunks.get(r["source_file"], []), sentences, titles,
-                                 "" if f == folder else f"{f}/")
+        entry.summary = _summary(
+            chunks.get(r["source_file"], []), sentences, titles, "" if f == folder else f"{f}/"
+        )
         entries[r["source_file"]] = entry
         parent = entries.get(r["parent_source_file"] or "")
         if parent is not None and f != folder:
@@ -286,11 +326,19 @@ def tree_page(conn: psycopg.Connection, rows: list[dict[str, Any]], book: str, f
 
 
 def _book_title(rows: list[dict[str, Any]], book: str) -> str:
-    return next(((r["heading_path"] or "").split(" > ", 1)[0].removesuffix(" (résumé)") for r in rows if r["heading_path"]), book)
+    return next(
+        (
+            (r["heading_path"] or "").split(" > ", 1)[0].removesuffix(" (résumé)")
+            for r in rows
+            if r["heading_path"]
+        ),
+        book,
+    )
 
 
-def chapter_page(conn: psycopg.Connection, rows: list[dict[str, Any]], book: str, folder: str,
-                 highlight: list[int]) -> ChapterPage | None:
+def chapter_page(
+    conn: psycopg.Connection, rows: list[dict[str, Any]], book: str, folder: str, highlight: list[int]
+) -> ChapterPage | None:
     """A section's page, or None when the folder has no text (source.md) of its own."""
     source, summary = f"corpus/{book}/{folder}/source.md", f"corpus/{book}/{folder}/summary.md"
     sections = [r for r in rows if r["node_type"] == "source"]
@@ -307,8 +355,11 @@ def chapter_page(conn: psycopg.Connection, rows: list[dict[str, Any]], book: str
     missing = sorted(wanted - merged.keys())
     title = titles.get(summary) or _title(sections[at]["heading_path"], source)
     if missing:
-        raise PageError(404, f"{title} has paragraphs §1–{max(merged, default=0)}; "
-                             f"{section_label(missing)} {'is' if len(missing) == 1 else 'are'} not among them")
+        raise PageError(
+            404,
+            f"{title} has paragraphs §1–{max(merged, default=0)}; "
+            f"{section_label(missing)} {'is' if len(missing) == 1 else 'are'} not among them",
+        )
     chunks = _summaries(conn, [summary]).get(summary, []) if summary in titles else []
     sentences = _sentences(conn, [summary]) if chunks else {}
     summary_paragraphs = _summary(chunks, sentences, titles, "")
@@ -320,8 +371,17 @@ def chapter_page(conn: psycopg.Connection, rows: list[dict[str, Any]], book: str
                     cited_by.setdefault(p, []).append(f"s-{chunk_index}-{s['sentence_index']}")
     texts = {n: " ".join(parts) for n, parts in merged.items()}
     notes, seen = room_text.Notes.of(list(texts.values())), set()
-    paragraphs = [Paragraph(n, room_text.render(t, notes, seen), room_text.note_label(t) is not None, n in wanted,
-                            cited_by.get(n, []), n in authors) for n, t in sorted(texts.items())]
+    paragraphs = [
+        Paragraph(
+            n,
+            room_text.render(t, notes, seen),
+            room_text.note_label(t) is not None,
+            n in wanted,
+            cited_by.get(n, []),
+            n in authors,
+        )
+        for n, t in sorted(texts.items())
+    ]
     book_title = _book_title(rows, book)
     trail = [Link(book_title, page_path(book))]
     parent = next((r["parent_source_file"] for r in rows if r["source_file"] == summary), None) or ""
@@ -332,11 +392,24 @@ def chapter_page(conn: psycopg.Connection, rows: list[dict[str, Any]], book: str
         if not 0 <= i < len(sections):
             return None
         f = _folder_of(sections[i]["source_file"])
-        return Link(titles.get(f"corpus/{book}/{f}/summary.md") or _title(sections[i]["heading_path"], f), page_path(book, f))
+        return Link(
+            titles.get(f"corpus/{book}/{f}/summary.md") or _title(sections[i]["heading_path"], f),
+            page_path(book, f),
+        )
 
-    return ChapterPage(book, book_title, title, (text[0]["heading_path"] if text else "") or title, source,
-                       summary_paragraphs, paragraphs, section_label(highlight) if highlight else "", trail,
-                       link(at - 1), link(at + 1))
+    return ChapterPage(
+        book,
+        book_title,
+        title,
+        (text[0]["heading_path"] if text else "") or title,
+        source,
+        summary_paragraphs,
+        paragraphs,
+        section_label(highlight) if highlight else "",
+        trail,
+        link(at - 1),
+        link(at + 1),
+    )
 
 
 @dataclass
@@ -366,15 +439,29 @@ def search_hits(rows: list[dict[str, Any]]) -> list[SearchHit]:
         if r.get("section_score") is not None:
             branches.append(f"chapter {r['section_score']:.2f}")
         if r.get("found_by"):
-            branches.append("found by " + ", ".join(f"{'the question' if i == 0 else f'wording {i}'} #{rank}"
-                                                    for i, rank in zip(r["found_by"], r["phrasing_ranks"])))
+            branches.append(
+                "found by "
+                + ", ".join(
+                    f"{'the question' if i == 0 else f'wording {i}'} #{rank}"
+                    for i, rank in zip(r["found_by"], r["phrasing_ranks"])
+                )
+            )
         found = split_source_file(r["source_file"])
         chapter = None
         if found and found[1]:
             chapter = Link(_title(r["heading_path"], found[1]), page_path(found[0], found[1]))
         where = f"§{r['paragraph']}" if r.get("paragraph") else f"chunk {r['chunk_index']}"
         excerpt = r["content"] if len(r["content"]) <= 700 else r["content"][:699] + "…"
-        out.append(SearchHit(r["rank"], r["heading_path"] or "", f"{r['source_file']} {where}",
-                             citation_url("", r["source_file"], r.get("paragraph")) or "", chapter, branches,
-                             room_text.render(excerpt), r.get("kind") == "author_summary"))
+        out.append(
+            SearchHit(
+                r["rank"],
+                r["heading_path"] or "",
+                f"{r['source_file']} {where}",
+                citation_url("", r["source_file"], r.get("paragraph")) or "",
+                chapter,
+                branches,
+                room_text.render(excerpt),
+                r.get("kind") == "author_summary",
+            )
+        )
     return out

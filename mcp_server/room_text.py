@@ -25,7 +25,9 @@ class Notes:
     @classmethod
     def of(cls, texts: list[str]) -> Notes:
         defined = {m.group(1) for t in texts if (m := NOTE_DEFINITION.match(t))}
-        return cls(defined, {m.group(1) for t in texts for m in NOTE_CALL.finditer(NOTE_DEFINITION.sub("", t))})
+        return cls(
+            defined, {m.group(1) for t in texts for m in NOTE_CALL.finditer(NOTE_DEFINITION.sub("", t))}
+        )
 
 
 def note_label(text: str) -> str | None:
@@ -55,8 +57,11 @@ def render(text: str, notes: Notes | None = None, seen: set[str] | None = None) 
 
     html = NOTE_CALL.sub(call, html)
     if label:
-        back = (f'<a class="note-label" id="fn-{label}" href="#fnref-{label}" aria-label="back to the call of note {label}">'
-                f"[{label}]</a>" if notes is not None and label in notes.called
-                else f'<span class="note-label"{f" id=\"fn-{label}\"" if notes is not None else ""}>[{label}]</span>')
+        back = (
+            f'<a class="note-label" id="fn-{label}" href="#fnref-{label}" aria-label="back to the call of note {label}">'
+            f"[{label}]</a>"
+            if notes is not None and label in notes.called
+            else f'<span class="note-label"{f' id="fn-{label}"' if notes is not None else ""}>[{label}]</span>'
+        )
         html = f"{back} {html}"
     return Markup(html)

@@ -44,14 +44,38 @@ from bookrag.cite import BookMeta, book_meta, scholarly
 from bookrag.config import Settings
 from bookrag.errors import BookragError, database_reason
 from bookrag.links import DEFAULT_BASE, citation_url
-from bookrag.search import (MODEL_REFUSED, MODES, SearchRequest, check_phrasings, check_query, corpus_model,
-                            query_vectors, resolve_node, search_and_pack)
-from mcp_server.models import (Book, Books, Children, Chunk, Cites, ContextChunk, Hit, LeftOut, Node, Outline, OutlineEntry,
-                               SearchResult, SqlResult)
+from bookrag.search import (
+    MODEL_REFUSED,
+    MODES,
+    SearchRequest,
+    check_phrasings,
+    check_query,
+    corpus_model,
+    query_vectors,
+    resolve_node,
+    search_and_pack,
+)
 from mcp_server import watchdog
+from mcp_server.models import (
+    Book,
+    Books,
+    Children,
+    Chunk,
+    Cites,
+    ContextChunk,
+    Hit,
+    LeftOut,
+    Node,
+    Outline,
+    OutlineEntry,
+    SearchResult,
+    SqlResult,
+)
 from mcp_server.sql_guard import UnsafeSQL, builds_values, check_select, plan_problem
 
-READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
+READ_ONLY = ToolAnnotations(
+    read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=False
+)
 MAX_CONTENT_CHARS = 4000  # one chunk's text (or one read_only_sql cell) is cut beyond this
 MAX_SQL_CHARS = 100_000  # read_only_sql: rows beyond this many characters are dropped (truncated = true)
 POOL_SIZE = 8
@@ -59,8 +83,10 @@ SQL_SLOTS = 2  # read_only_sql calls running at once; the other connections stay
 SQL_TIMEOUT_S = 5  # statement_timeout of read_only_sql
 SQL_DEADLINE_S = 6.0  # the call returns by then whatever the backend does (it is cancelled)
 #: Per-connection limits (they override whatever the role's own defaults have become).
-CONNECTION_OPTIONS = ("-c default_transaction_read_only=on -c statement_timeout=10s -c lock_timeout=1s "
-                      "-c idle_in_transaction_session_timeout=30s -c work_mem=16MB")
+CONNECTION_OPTIONS = (
+    "-c default_transaction_read_only=on -c statement_timeout=10s -c lock_timeout=1s "
+    "-c idle_in_transaction_session_timeout=30s -c work_mem=16MB"
+)
 
 T = TypeVar("T")
 
@@ -117,10 +143,14 @@ def with_connection(state: AppState, fn: Callable[[psycopg.Connection], T]) -> T
         raise ToolError(database_reason(exc)) from exc
     except psycopg.errors.QueryCanceled as exc:  # an OperationalError subclass: test it first
         raise ToolError("the statement ran past its time limit and was cancelled; narrow it") from exc
-    except (psycopg.errors.ProgramLimitExceeded, psycopg.errors.OutOfMemory,
-            psycopg.errors.ConfigurationLimitExceeded) as exc:
-        raise ToolError(f"the answer is too large for the server ({database_reason(exc)}); "
-                        "aggregate less or add a LIMIT") from exc
+    except (
+        psycopg.errors.ProgramLimitExceeded,
+        psycopg.errors.OutOfMemory,
+        psycopg.errors.ConfigurationLimitExceeded,
+    ) as exc:
+        raise ToolError(
+            f"the answer is too large for the server ({database_reason(exc)}); aggregate less or add a LIMIT"
+        ) from exc
     except psycopg.errors.InsufficientPrivilege as exc:
         raise ToolError(f"not allowed: {database_reason(exc)}") from exc
     except (PoolTimeout, psycopg.OperationalError) as exc:
@@ -147,7 +177,9 @@ def _never_loaded(state: AppState) -> bool:
 
 
 def _nothing_loaded(conn: psycopg.Connection) -> bool:
-    return conn.execute("SELECT NOT EXISTS (SELECT 1 FROM rag.hierarchical_content_nodes) AS empty").fetchone()["empty"]
+    return conn.execute(
+        "SELECT NOT EXISTS (SELECT 1 FROM rag.hierarchical_content_nodes) AS empty"
+    ).fetchone()["empty"]
 
 
 def _add_citations(state: AppState, rows: list[dict[str, Any]]) -> None:
@@ -156,7 +188,9 @@ def _add_citations(state: AppState, rows: list[dict[str, Any]]) -> None:
     if state.books is None or any(r["book"] not in state.books for r in rows):
         state.books = with_connection(state, book_meta)
     for r in rows:
-        r["scholarly"] = scholarly(state.books.get(r["book"]), r["heading_path"], r.get("paragraph"), r["node_type"])
+        r["scholarly"] = scholarly(
+            state.books.get(r["book"]), r["heading_path"], r.get("paragraph"), r["node_type"]
+        )
         r["url"] = citation_url(state.reading_room_url, r["source_file"], r.get("paragraph"))
 
 
@@ -167,20 +201,36 @@ def _rows(conn: psycopg.Connection, query: str, params: tuple[Any, ...]) -> list
 def _chunk(r: dict[str, Any]) -> dict[str, Any]:
     content = r["content"] or ""
     return {
-        "citation": {"book": r["book"], "heading_path": r["heading_path"], "source_file": r["source_file"],
-                     "chunk_index": r["chunk_index"], "paragraph": r.get("paragraph"), "scholarly": r.get("scholarly"),
-                     "url": r.get("url")},
-        "level": r["level"], "node_type": r["node_type"], "tokens": r["content_token_count"] or 0, "kind": r.get("kind"),
+        "citation": {
+            "book": r["book"],
+            "heading_path": r["heading_path"],
+            "source_file": r["source_file"],
+            "chunk_index": r["chunk_index"],
+            "paragraph": r.get("paragraph"),
+            "scholarly": r.get("scholarly"),
+            "url": r.get("url"),
+        },
+        "level": r["level"],
+        "node_type": r["node_type"],
+        "tokens": r["content_token_count"] or 0,
+        "kind": r.get("kind"),
         "content": content if len(content) <= MAX_CONTENT_CHARS else content[:MAX_CONTENT_CHARS] + "…",
     }
 
 
 def _node(rows: list[dict[str, Any]]) -> Node:
     first = rows[0]
-    return Node(source_file=first["source_file"], book=first["book"], level=first["level"], node_type=first["node_type"],
-                heading_path=first["heading_path"], parent_source_file=first["parent_source_file"],
-                tokens=sum(r["content_token_count"] or 0 for r in rows), last_paragraph=first.get("last_paragraph"),
-                chunks=[Chunk(**_chunk(r)) for r in rows])
+    return Node(
+        source_file=first["source_file"],
+        book=first["book"],
+        level=first["level"],
+        node_type=first["node_type"],
+        heading_path=first["heading_path"],
+        parent_source_file=first["parent_source_file"],
+        tokens=sum(r["content_token_count"] or 0 for r in rows),
+        last_paragraph=first.get("last_paragraph"),
+        chunks=[Chunk(**_chunk(r)) for r in rows],
+    )
 
 
 def _no_node(source_file: str) -> ToolError:
@@ -197,9 +247,11 @@ def _resolved(conn: psycopg.Connection, source_file: str) -> str:
 
 #: A node's chunks (rag.get_node or rag.get_parent) from paragraph first to last (§N), with the node's
 #: last paragraph and the book's paragraphs each chunk's anchors cite.
-_WITH_CITES = ("SELECT x.*, rag.cites(x.source_file, x.chunk_index) AS cites FROM (SELECT g.*, max(g.paragraph) OVER () "
-               "AS last_paragraph FROM rag.{}(%s) g) x WHERE x.paragraph IS NULL OR x.paragraph BETWEEN %s AND %s "
-               "ORDER BY x.chunk_index")
+_WITH_CITES = (
+    "SELECT x.*, rag.cites(x.source_file, x.chunk_index) AS cites FROM (SELECT g.*, max(g.paragraph) OVER () "
+    "AS last_paragraph FROM rag.{}(%s) g) x WHERE x.paragraph IS NULL OR x.paragraph BETWEEN %s AND %s "
+    "ORDER BY x.chunk_index"
+)
 EVERY = (1, 2**31 - 1)  # every paragraph
 
 
@@ -218,20 +270,59 @@ PHRASING = Annotated[str, Field(min_length=1, max_length=2000)]
 
 def search_tool(
     ctx: Context,
-    query: Annotated[str, Field(min_length=1, max_length=2000, description="the question, in the book's language")],
-    phrasings: Annotated[list[PHRASING], Field(max_length=4, description=(
-        "up to 4 more wordings of the same question, searched with it and fused: (1) 6-12 keywords the author "
-        "himself would use, in his period's vocabulary; (2) a 20-40-word passage written as the author might have "
-        "written the answer, in his style and period. Not a modern paraphrase: it finds less"))] = [],
+    query: Annotated[
+        str, Field(min_length=1, max_length=2000, description="the question, in the book's language")
+    ],
+    phrasings: Annotated[
+        list[PHRASING],
+        Field(
+            max_length=4,
+            description=(
+                "up to 4 more wordings of the same question, searched with it and fused: (1) 6-12 keywords the author "
+                "himself would use, in his period's vocabulary; (2) a 20-40-word passage written as the author might have "
+                "written the answer, in his style and period. Not a modern paraphrase: it finds less"
+            ),
+        ),
+    ] = [],
     k: Annotated[int, Field(ge=1, le=50, description="number of hits")] = 8,
     book: Annotated[str | None, Field(description="restrict to one book (see list_books)")] = None,
-    within: Annotated[str | None, Field(max_length=500, description=(
-        "a source_file: search only inside that node and below it. Once a first search has found the chapter (a "
-        "paragraph hit's parent summary.md, or a summary hit's own), search again within it to pin the passage"))] = None,
-    levels: Annotated[list[Annotated[int, Field(ge=0, le=3)]] | None, Field(min_length=1, description="0 paragraphs (the book's own words, to quote), 1 summaries of the sections holding them (a chapter, or a chapter's section when it has sections), 2 summaries of parts and of chapters that hold sections, 3 book summary; omitted: paragraphs first, summaries when no paragraph matches")] = None,
-    expand_parent: Annotated[bool, Field(description="attach each hit's parent node (a paragraph's section summary, a section summary's chapter or part summary)")] = False,
-    expand_cited: Annotated[bool, Field(description="attach to each summary hit the book's paragraphs its sentences cite (quote those, not the summary); to a paragraph hit, the author's end notes it calls")] = False,
-    token_budget: Annotated[int | None, Field(ge=50, le=20000, description="also build a reading-order context (hits + parents) within this many tokens")] = None,
+    within: Annotated[
+        str | None,
+        Field(
+            max_length=500,
+            description=(
+                "a source_file: search only inside that node and below it. Once a first search has found the chapter (a "
+                "paragraph hit's parent summary.md, or a summary hit's own), search again within it to pin the passage"
+            ),
+        ),
+    ] = None,
+    levels: Annotated[
+        list[Annotated[int, Field(ge=0, le=3)]] | None,
+        Field(
+            min_length=1,
+            description="0 paragraphs (the book's own words, to quote), 1 summaries of the sections holding them (a chapter, or a chapter's section when it has sections), 2 summaries of parts and of chapters that hold sections, 3 book summary; omitted: paragraphs first, summaries when no paragraph matches",
+        ),
+    ] = None,
+    expand_parent: Annotated[
+        bool,
+        Field(
+            description="attach each hit's parent node (a paragraph's section summary, a section summary's chapter or part summary)"
+        ),
+    ] = False,
+    expand_cited: Annotated[
+        bool,
+        Field(
+            description="attach to each summary hit the book's paragraphs its sentences cite (quote those, not the summary); to a paragraph hit, the author's end notes it calls"
+        ),
+    ] = False,
+    token_budget: Annotated[
+        int | None,
+        Field(
+            ge=50,
+            le=20000,
+            description="also build a reading-order context (hits + parents) within this many tokens",
+        ),
+    ] = None,
 ) -> SearchResult:
     """Search the loaded books; returns ranked passages, each with its citation (cite the paragraph: heading_path, §N).
     A hit with kind "author_summary" is the author's own summary of its section (his outline, in his words).
@@ -252,8 +343,18 @@ def search_tool(
     except BookragError as exc:
         raise ToolError(str(exc)) from exc
 
-    req = SearchRequest(query, MODES[0], k, book, levels, expand_parent, token_budget, within,
-                        expand_cited=expand_cited, phrasings=wordings)
+    req = SearchRequest(
+        query,
+        MODES[0],
+        k,
+        book,
+        levels,
+        expand_parent,
+        token_budget,
+        within,
+        expand_cited=expand_cited,
+        phrasings=wordings,
+    )
 
     def run() -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
         # The query (and its phrasings, in one batch) is embedded before a connection is taken
@@ -277,32 +378,67 @@ def search_tool(
         hits, context = run()
     if not hits and with_connection(state, _nothing_loaded):
         raise ToolError(NO_BOOK)
-    _add_citations(state, [*hits, *(context or []), *(r for h in hits for r in (h["parent"] or []) + (h["cited"] or []))])
-    out = SearchResult(query=query, phrasings=list(wordings), hits=[
-        Hit(**_chunk(h), rank=h["rank"], score=h["score"], bm25_rank=h["bm25_rank"], vector_rank=h["vector_rank"],
-            section_score=h["section_score"], sentence_rank=h["sentence_rank"], cites=h["cites"] or None,
-            found_by=h.get("found_by"), phrasing_ranks=h.get("phrasing_ranks"),
-            parent=[Chunk(**_chunk(p)) for p in h["parent"]] if expand_parent else None,
-            cited=[Chunk(**_chunk(c)) for c in h["cited"]] if expand_cited else None)
-        for h in hits])
+    _add_citations(
+        state, [*hits, *(context or []), *(r for h in hits for r in (h["parent"] or []) + (h["cited"] or []))]
+    )
+    out = SearchResult(
+        query=query,
+        phrasings=list(wordings),
+        hits=[
+            Hit(
+                **_chunk(h),
+                rank=h["rank"],
+                score=h["score"],
+                bm25_rank=h["bm25_rank"],
+                vector_rank=h["vector_rank"],
+                section_score=h["section_score"],
+                sentence_rank=h["sentence_rank"],
+                cites=h["cites"] or None,
+                found_by=h.get("found_by"),
+                phrasing_ranks=h.get("phrasing_ranks"),
+                parent=[Chunk(**_chunk(p)) for p in h["parent"]] if expand_parent else None,
+                cited=[Chunk(**_chunk(c)) for c in h["cited"]] if expand_cited else None,
+            )
+            for h in hits
+        ],
+    )
     if context is not None:
-        out.context = [ContextChunk(**_chunk(r), role=r["role"], hit_rank=r["hit_rank"], used_tokens=r["used_tokens"])
-                       for r in context]
+        out.context = [
+            ContextChunk(**_chunk(r), role=r["role"], hit_rank=r["hit_rank"], used_tokens=r["used_tokens"])
+            for r in context
+        ]
         out.context_tokens = context[-1]["used_tokens"] if context else 0
     return out
 
 
 def get_node(
     ctx: Context,
-    source_file: Annotated[str, Field(min_length=1, max_length=500, description="a citation's source_file, e.g. corpus/<book>/.../summary.md")],
-    paragraphs: Annotated[list[int] | None, Field(min_length=2, max_length=2, description=(
-        "only paragraphs first to last (§N, inclusive), e.g. [4, 10] to read around a hit's §7 in a long chapter; "
-        "all of them when omitted"))] = None,
+    source_file: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=500,
+            description="a citation's source_file, e.g. corpus/<book>/.../summary.md",
+        ),
+    ],
+    paragraphs: Annotated[
+        list[int] | None,
+        Field(
+            min_length=2,
+            max_length=2,
+            description=(
+                "only paragraphs first to last (§N, inclusive), e.g. [4, 10] to read around a hit's §7 in a long chapter; "
+                "all of them when omitted"
+            ),
+        ),
+    ] = None,
 ) -> Node:
     """A node's text (its chunks, in order: all of them, or the paragraphs asked for) and metadata, by source file; a summary's chunks list the book's paragraphs their anchors cite, a paragraph that calls an end note ("(_A_)") lists that note's source_file."""
     first, last = paragraphs or EVERY
     if not 1 <= first <= last:
-        raise ToolError(f"paragraphs [{first}, {last}]: give [first, last] with 1 <= first <= last, e.g. [4, 10]")
+        raise ToolError(
+            f"paragraphs [{first}, {last}]: give [first, last] with 1 <= first <= last, e.g. [4, 10]"
+        )
 
     def go(conn: psycopg.Connection) -> list[dict[str, Any]]:
         node = _resolved(conn, source_file)
@@ -317,9 +453,12 @@ def get_node(
 
 def get_parent(
     ctx: Context,
-    source_file: Annotated[str, Field(min_length=1, max_length=500, description="the node whose parent you want")],
+    source_file: Annotated[
+        str, Field(min_length=1, max_length=500, description="the node whose parent you want")
+    ],
 ) -> Node:
     """The parent node (a paragraph's section summary; a section's chapter summary, when the chapter has sections; a chapter's part summary; a part's book summary); a summary's chunks list the book's paragraphs their anchors cite."""
+
     def go(conn: psycopg.Connection) -> tuple[str, list[dict[str, Any]]]:
         node = _resolved(conn, source_file)
         return node, _rows(conn, _WITH_CITES.format("get_parent"), (node, *EVERY))
@@ -333,9 +472,12 @@ def get_parent(
 def get_children(
     ctx: Context,
     source_file: Annotated[str, Field(min_length=1, max_length=500, description="the parent node")],
-    token_budget: Annotated[int, Field(ge=0, le=50000, description="maximum tokens of children to return")] = 4000,
+    token_budget: Annotated[
+        int, Field(ge=0, le=50000, description="maximum tokens of children to return")
+    ] = 4000,
 ) -> Children:
     """A node's children in document order (a part's chapters, a chapter's sections or its paragraphs), as many whole ones as fit in the token budget; says which were left out."""
+
     def go(conn: psycopg.Connection) -> tuple[str, list[dict[str, Any]]]:
         node = _resolved(conn, source_file)
         return node, _rows(conn, "SELECT * FROM rag.get_children(%s, %s)", (node, token_budget))
@@ -348,11 +490,20 @@ def get_children(
         if r["role"] == "child":
             included.setdefault(r["source_file"], []).append({**r, "parent_source_file": node})
         else:
-            left.append(LeftOut(source_file=r["source_file"], heading_path=r["heading_path"], tokens=r["content_token_count"]))
+            left.append(
+                LeftOut(
+                    source_file=r["source_file"],
+                    heading_path=r["heading_path"],
+                    tokens=r["content_token_count"],
+                )
+            )
     nodes = [_node(rs) for rs in included.values()]
-    used = max((r["used_tokens"] for r in rows if r["role"] == "child"), default=0)  # rag.get_children's running total
-    return Children(parent_source_file=node, token_budget=token_budget,
-                    used_tokens=used, included=nodes, left_out=left)
+    used = max(
+        (r["used_tokens"] for r in rows if r["role"] == "child"), default=0
+    )  # rag.get_children's running total
+    return Children(
+        parent_source_file=node, token_budget=token_budget, used_tokens=used, included=nodes, left_out=left
+    )
 
 
 def outline(
@@ -361,10 +512,24 @@ def outline(
 ) -> Outline:
     """A book's table of contents: every node (book, parts, chapters, their sections, their texts) with level, depth in the tree, heading, size in tokens, and the paragraphs that are the author's own summaries."""
     rows = with_connection(_state(ctx), lambda conn: _rows(conn, "SELECT * FROM rag.outline(%s)", (book,)))
-    return Outline(book=book, entries=[OutlineEntry(source_file=r["source_file"], parent_source_file=r["parent_source_file"],
-                                                    level=r["level"], node_type=r["node_type"], heading_path=r["heading_path"],
-                                                    chunks=r["chunk_count"], tokens=r["tokens"], embedded=r["embedded"], depth=r["depth"],
-                                                    author_summaries=r.get("author_summaries")) for r in rows])
+    return Outline(
+        book=book,
+        entries=[
+            OutlineEntry(
+                source_file=r["source_file"],
+                parent_source_file=r["parent_source_file"],
+                level=r["level"],
+                node_type=r["node_type"],
+                heading_path=r["heading_path"],
+                chunks=r["chunk_count"],
+                tokens=r["tokens"],
+                embedded=r["embedded"],
+                depth=r["depth"],
+                author_summaries=r.get("author_summaries"),
+            )
+            for r in rows
+        ],
+    )
 
 
 def list_books(ctx: Context) -> Books:
@@ -381,7 +546,8 @@ def list_books(ctx: Context) -> Books:
 _CAPPED = pgsql.SQL(
     "SELECT (SELECT json_agg(CASE WHEN length(e.value::text) > {cap} THEN to_json(left(e.value::text, {cap}) || '…') "
     "ELSE e.value END ORDER BY e.o) FROM json_each(row_to_json(q)) WITH ORDINALITY AS e(key, value, o)) AS cells "
-    "FROM (\n{statement}\n) AS q")
+    "FROM (\n{statement}\n) AS q"
+)
 
 
 class MemoryCapExceeded(Exception):
@@ -396,11 +562,15 @@ def _select(conn: psycopg.Connection, statement: str, max_rows: int, value_build
     try:
         with conn.transaction():
             conn.execute("SET TRANSACTION READ ONLY")
-            conn.execute(pgsql.SQL("SET LOCAL statement_timeout = {}").format(pgsql.Literal(f"{SQL_TIMEOUT_S}s")))
+            conn.execute(
+                pgsql.SQL("SET LOCAL statement_timeout = {}").format(pgsql.Literal(f"{SQL_TIMEOUT_S}s"))
+            )
             # no parallel workers: their memory is not the backend's, and the plan's rows would be per worker
             conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
             with conn.cursor(row_factory=tuple_row) as cur:  # the plan, without running the statement
-                (plan,) = cur.execute(pgsql.SQL("EXPLAIN (FORMAT JSON) {}").format(pgsql.SQL(statement))).fetchone()
+                (plan,) = cur.execute(
+                    pgsql.SQL("EXPLAIN (FORMAT JSON) {}").format(pgsql.SQL(statement))
+                ).fetchone()
             problem = plan_problem(plan[0]["Plan"], value_building)
             if problem:
                 raise ToolError(f"rejected before running: {problem}")
@@ -415,12 +585,17 @@ def _select(conn: psycopg.Connection, statement: str, max_rows: int, value_build
                 # the standard library's decoder here, not the pool's orjson (bookrag.db.configure):
                 # an agent's SELECT can return integers beyond 64 bits, which orjson turns into floats
                 psycopg.types.json.set_json_loads(json.loads, cur)
-                cur.execute(_CAPPED.format(cap=pgsql.Literal(MAX_CONTENT_CHARS), statement=pgsql.SQL(statement)))
+                cur.execute(
+                    _CAPPED.format(cap=pgsql.Literal(MAX_CONTENT_CHARS), statement=pgsql.SQL(statement))
+                )
                 for (cells,) in cur:
                     if len(rows) == max_rows:
                         truncated = True
                         break
-                    row = [c if c is None or isinstance(c, (int, float, bool, str)) else str(c) for c in cells or []]
+                    row = [
+                        c if c is None or isinstance(c, (int, float, bool, str)) else str(c)
+                        for c in cells or []
+                    ]
                     size += sum(len(str(c)) for c in row)
                     if size > MAX_SQL_CHARS:  # keep the answer within what an agent's context can take
                         truncated = True
@@ -434,23 +609,36 @@ def _select(conn: psycopg.Connection, statement: str, max_rows: int, value_build
         timer.cancel()
         if watch is not None:
             watch.stop()
-    if watch is not None and watch.tripped:  # a cancel that came between two fetches: the backend is still large
+    if (
+        watch is not None and watch.tripped
+    ):  # a cancel that came between two fetches: the backend is still large
         raise MemoryCapExceeded()
     return SqlResult(columns=columns, rows=rows, truncated=truncated)
 
 
-def _select_or_close(conn: psycopg.Connection, statement: str, max_rows: int, value_building: bool) -> SqlResult:
+def _select_or_close(
+    conn: psycopg.Connection, statement: str, max_rows: int, value_building: bool
+) -> SqlResult:
     try:
         return _select(conn, statement, max_rows, value_building)
     except MemoryCapExceeded:
         conn.close()  # the backend exits and gives its memory back; the pool opens a new one
-        raise ToolError(f"the statement took over {watchdog.MEMORY_CAP_BYTES // 2**20} MB of server memory and was "
-                        "cancelled; aggregate fewer rows or shorter values, or add a WHERE") from None
+        raise ToolError(
+            f"the statement took over {watchdog.MEMORY_CAP_BYTES // 2**20} MB of server memory and was "
+            "cancelled; aggregate fewer rows or shorter values, or add a WHERE"
+        ) from None
 
 
 async def read_only_sql(
     ctx: Context,
-    sql: Annotated[str, Field(min_length=1, max_length=5000, description="one SELECT over rag.hierarchical_content_nodes, rag.books, rag.embedding_models, rag.function_versions")],
+    sql: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=5000,
+            description="one SELECT over rag.hierarchical_content_nodes, rag.books, rag.embedding_models, rag.function_versions",
+        ),
+    ],
     max_rows: Annotated[int, Field(ge=1, le=500, description="rows returned at most")] = 100,
 ) -> SqlResult:
     """Answer questions about the corpus itself (counts, sizes, which chapters…) with one read-only SELECT; 5 s limit, cells cut at 4,000 characters."""
@@ -463,12 +651,15 @@ async def read_only_sql(
     value_building = builds_values(statement)
     state = _state(ctx)
     if not state.sql_slots.acquire(blocking=False):
-        raise ToolError(f"read_only_sql is busy ({SQL_SLOTS} statements already running); try again in a moment")
-
+        raise ToolError(
+            f"read_only_sql is busy ({SQL_SLOTS} statements already running); try again in a moment"
+        )
 
     def work() -> SqlResult:
         try:
-            return with_connection(state, lambda conn: _select_or_close(conn, statement, max_rows, value_building))
+            return with_connection(
+                state, lambda conn: _select_or_close(conn, statement, max_rows, value_building)
+            )
         finally:
             state.sql_slots.release()
 
@@ -476,7 +667,9 @@ async def read_only_sql(
         with anyio.fail_after(SQL_DEADLINE_S + 1):
             return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
     except TimeoutError as exc:
-        raise ToolError(f"the statement ran past its {SQL_TIMEOUT_S} s limit and was cancelled; narrow it") from exc
+        raise ToolError(
+            f"the statement ran past its {SQL_TIMEOUT_S} s limit and was cancelled; narrow it"
+        ) from exc
 
 
 # --- the server ----------------------------------------------------------------------------
@@ -487,12 +680,15 @@ INSTRUCTIONS = (
     "in his style); cite every claim with the hit's citation: its scholarly form (author, title, part, "
     "chapter, § N), with source_file and paragraph for the reader who checks. Use "
     "get_parent to read a hit's chapter summary, get_children to read a node's parts within a token budget. "
-    "The prompt answer_from_the_books walks through it.")
+    "The prompt answer_from_the_books walks through it."
+)
 
 
 def answer_from_the_books(
     question: Annotated[str, Field(min_length=1, max_length=2000, description="the reader's question")],
-    book: Annotated[str | None, Field(description="a book from list_books, if the question is about one")] = None,
+    book: Annotated[
+        str | None, Field(description="a book from list_books, if the question is about one")
+    ] = None,
 ) -> str:
     """Walks an agent through answering a question from the books, citing the paragraphs it quotes."""
     where = f' (book: "{book}")' if book else ""
@@ -502,7 +698,7 @@ def answer_from_the_books(
 
 1. Write the question in the author's own language before you search: 6-12 keywords he would use (his
    period's vocabulary, his own terms) and a 20-40-word passage as he might have written the answer, in his
-   style. Call `search` with the question as `query` and those two as `phrasings`{f', book "{book}"' if book else ''}.
+   style. Call `search` with the question as `query` and those two as `phrasings`{f', book "{book}"' if book else ""}.
    A modern paraphrase is not a phrasing: it finds less.
 2. Read the chapter around the best hits: `get_parent` on a paragraph hit gives its chapter summary, whose
    sentences cite the paragraphs they condense (`cites`).
@@ -519,12 +715,21 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[AppState]:
-        pool = ConnectionPool(url or reader_url(settings), min_size=1, max_size=POOL_SIZE, configure=_configure,
-                              check=ConnectionPool.check_connection, open=False, timeout=5.0,
-                              kwargs={"row_factory": dict_row})
+        pool = ConnectionPool(
+            url or reader_url(settings),
+            min_size=1,
+            max_size=POOL_SIZE,
+            configure=_configure,
+            check=ConnectionPool.check_connection,
+            open=False,
+            timeout=5.0,
+            kwargs={"row_factory": dict_row},
+        )
         pool.open(wait=False)
         try:
-            yield AppState(pool, threading.BoundedSemaphore(SQL_SLOTS), reading_room_url=settings.reading_room_url)
+            yield AppState(
+                pool, threading.BoundedSemaphore(SQL_SLOTS), reading_room_url=settings.reading_room_url
+            )
         finally:
             pool.close()
 

@@ -12,14 +12,71 @@ from sqlglot import exp
 
 ALLOWED_TABLES = {"hierarchical_content_nodes", "books", "embedding_models", "function_versions"}
 ALLOWED_FUNCTIONS = {
-    "count", "sum", "avg", "min", "max", "length", "char_length", "lower", "upper", "coalesce", "nullif", "round",
-    "floor", "ceil", "abs", "greatest", "least", "string_agg", "array_agg", "substr", "substring", "left", "right",
-    "split_part", "trim", "btrim", "replace", "position", "strpos", "concat", "bool_or", "bool_and", "array_length",
-    "cardinality", "vector_dims", "percentile_cont", "stddev", "variance", "regexp_replace", "starts_with", "row_number",
-    "rank", "dense_rank", "date_trunc", "extract", "to_char", "cast", "trycast", "if", "case", "jsonb_array_length",
-    "json_array_length", "jsonb_typeof", "json_typeof", "exists", "corr",
+    "count",
+    "sum",
+    "avg",
+    "min",
+    "max",
+    "length",
+    "char_length",
+    "lower",
+    "upper",
+    "coalesce",
+    "nullif",
+    "round",
+    "floor",
+    "ceil",
+    "abs",
+    "greatest",
+    "least",
+    "string_agg",
+    "array_agg",
+    "substr",
+    "substring",
+    "left",
+    "right",
+    "split_part",
+    "trim",
+    "btrim",
+    "replace",
+    "position",
+    "strpos",
+    "concat",
+    "bool_or",
+    "bool_and",
+    "array_length",
+    "cardinality",
+    "vector_dims",
+    "percentile_cont",
+    "stddev",
+    "variance",
+    "regexp_replace",
+    "starts_with",
+    "row_number",
+    "rank",
+    "dense_rank",
+    "date_trunc",
+    "extract",
+    "to_char",
+    "cast",
+    "trycast",
+    "if",
+    "case",
+    "jsonb_array_length",
+    "json_array_length",
+    "jsonb_typeof",
+    "json_typeof",
+    "exists",
+    "corr",
     # the names sqlglot gives some of the above once parsed
-    "group_concat", "str_position", "time_to_str", "timestamp_trunc", "logical_or", "logical_and", "array_size", "array",
+    "group_concat",
+    "str_position",
+    "time_to_str",
+    "timestamp_trunc",
+    "logical_or",
+    "logical_and",
+    "array_size",
+    "array",
 }
 RAG_FUNCTIONS = {"list_books", "outline", "get_node", "get_parent", "get_children", "search", "cites"}
 #: Aggregates that build one value from all their input rows: work_mem does not bound them.
@@ -30,8 +87,24 @@ VALUE_BUILDING_BYTES = 16 * 1024 * 1024
 #: A statement whose plan costs more is refused before it runs: it would hold a core for seconds
 #: while searches wait (the corpus's own analytical statements cost under 2,000 on both books).
 COST_BOUND = 2_000_000
-FORBIDDEN = (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Alter, exp.Command, exp.Into, exp.Lock,
-             exp.Merge, exp.TruncateTable, exp.Copy, exp.Set, exp.Transaction, exp.Commit, exp.Rollback)
+FORBIDDEN = (
+    exp.Insert,
+    exp.Update,
+    exp.Delete,
+    exp.Create,
+    exp.Drop,
+    exp.Alter,
+    exp.Command,
+    exp.Into,
+    exp.Lock,
+    exp.Merge,
+    exp.TruncateTable,
+    exp.Copy,
+    exp.Set,
+    exp.Transaction,
+    exp.Commit,
+    exp.Rollback,
+)
 
 
 class UnsafeSQL(ValueError):
@@ -41,9 +114,23 @@ class UnsafeSQL(ValueError):
 #: What sqlglot models as functions but PostgreSQL writes (or also writes) as built-in operators
 #: and constructs: AND, OR, ->, ->>, #>, #>>, @>, <@, &&, ~, ~*, ^, EXISTS, COLLATE. Listed one by
 #: one: other classes of the same shape (xor(), array_contains()…) are calls to check by name.
-OPERATORS = (exp.And, exp.Or, exp.JSONExtract, exp.JSONExtractScalar, exp.JSONBExtract, exp.JSONBExtractScalar,
-             exp.JSONBContains, exp.ArrayContainsAll, exp.ArrayContainedBy, exp.ArrayOverlaps, exp.RegexpLike,
-             exp.RegexpILike, exp.Pow, exp.Exists, exp.Collate)
+OPERATORS = (
+    exp.And,
+    exp.Or,
+    exp.JSONExtract,
+    exp.JSONExtractScalar,
+    exp.JSONBExtract,
+    exp.JSONBExtractScalar,
+    exp.JSONBContains,
+    exp.ArrayContainsAll,
+    exp.ArrayContainedBy,
+    exp.ArrayOverlaps,
+    exp.RegexpLike,
+    exp.RegexpILike,
+    exp.Pow,
+    exp.Exists,
+    exp.Collate,
+)
 #: Functions whose result can be many times their input: their replacement must be a literal of at
 #: most REPLACEMENT_CHARS characters, and at most REPLACE_DEPTH of them may nest (each level can
 #: multiply a value's length; planning folds constant ones before anything runs).
@@ -58,18 +145,26 @@ def _is_operator(node: exp.Expression) -> bool:
 
 
 def _replacing(node: exp.Expression) -> bool:
-    return isinstance(node, REPLACING) or (isinstance(node, exp.Func) and _function_name(node) in REPLACING_NAMES)
+    return isinstance(node, REPLACING) or (
+        isinstance(node, exp.Func) and _function_name(node) in REPLACING_NAMES
+    )
 
 
 def _check_replacing(node: exp.Expression) -> None:
     """A replace()/regexp_replace() call's replacement and nesting (see REPLACING)."""
     args = [a for a in node.iter_expressions()]
-    replacement = node.args.get("replacement") if isinstance(node, exp.RegexpReplace) else (args[2] if len(args) > 2 else None)
+    replacement = (
+        node.args.get("replacement")
+        if isinstance(node, exp.RegexpReplace)
+        else (args[2] if len(args) > 2 else None)
+    )
     name = _written_name(node) or "replace"
     if replacement is None or not (isinstance(replacement, exp.Literal) and replacement.is_string):
         raise UnsafeSQL(f"{name}(): the replacement must be a string literal")
     if len(replacement.this) > REPLACEMENT_CHARS:
-        raise UnsafeSQL(f"{name}(): the replacement may be at most {REPLACEMENT_CHARS} characters, got {len(replacement.this)}")
+        raise UnsafeSQL(
+            f"{name}(): the replacement may be at most {REPLACEMENT_CHARS} characters, got {len(replacement.this)}"
+        )
     depth, parent = 1, node.parent
     while parent is not None:
         depth += _replacing(parent)
@@ -101,7 +196,11 @@ def _ctes_in_scope(node: exp.Expression) -> set[str]:
     names: set[str] = set()
     parent = node.parent
     while parent is not None:
-        with_ = parent.args.get("with_") or parent.args.get("with") if isinstance(parent, exp.Expression) else None
+        with_ = (
+            parent.args.get("with_") or parent.args.get("with")
+            if isinstance(parent, exp.Expression)
+            else None
+        )
         if isinstance(with_, exp.With):
             names |= {c.alias_or_name.lower() for c in with_.expressions}
         parent = parent.parent
@@ -128,14 +227,17 @@ def check_select(sql: str) -> str:
 
 def _check_tree(tree: exp.Expression, sql: str) -> str:
     if not isinstance(tree, (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery)) and not (
-            isinstance(tree, exp.With) or tree.find(exp.Select) is tree):
+        isinstance(tree, exp.With) or tree.find(exp.Select) is tree
+    ):
         raise UnsafeSQL(f"only SELECT is allowed, got {tree.key.upper()}")
     for node in tree.walk():
         if isinstance(node, FORBIDDEN):
             raise UnsafeSQL(f"{node.key.upper()} is not allowed: read-only SELECT only")
         if isinstance(node, exp.With) and node.args.get("recursive"):
-            raise UnsafeSQL("WITH RECURSIVE is not allowed: its size cannot be bounded before it runs; walk the "
-                            "tree with rag.outline, rag.get_children or rag.get_parent")
+            raise UnsafeSQL(
+                "WITH RECURSIVE is not allowed: its size cannot be bounded before it runs; walk the "
+                "tree with rag.outline, rag.get_children or rag.get_parent"
+            )
         if isinstance(node, exp.Table):
             name, schema = node.name.lower(), (node.db or "").lower()
             if isinstance(node.this, exp.Anonymous) or isinstance(node.this, exp.Func):
@@ -145,12 +247,16 @@ def _check_tree(tree: exp.Expression, sql: str) -> str:
             if not schema and name in _ctes_in_scope(node):
                 continue
             label = f"{schema + '.' if schema else ''}{name}" or node.sql(dialect="postgres")[:80]
-            raise UnsafeSQL(f"table {label} is not readable here; "
-                            f"use rag.{', rag.'.join(sorted(ALLOWED_TABLES))}")
+            raise UnsafeSQL(
+                f"table {label} is not readable here; use rag.{', rag.'.join(sorted(ALLOWED_TABLES))}"
+            )
         if _replacing(node):
             _check_replacing(node)
-        if isinstance(node, exp.Func) and not isinstance(node, (exp.Cast, exp.Case, exp.If, exp.Paren)) \
-                and not _is_operator(node):
+        if (
+            isinstance(node, exp.Func)
+            and not isinstance(node, (exp.Cast, exp.Case, exp.If, exp.Paren))
+            and not _is_operator(node)
+        ):
             name = _function_name(node)
             parent = node.parent
             if isinstance(parent, exp.Table):
@@ -164,8 +270,10 @@ def _check_tree(tree: exp.Expression, sql: str) -> str:
             if name in ALLOWED_FUNCTIONS or type(node).__name__.lower() in ALLOWED_FUNCTIONS:
                 continue
             name = _written_name(node) or name
-            raise UnsafeSQL(f"function {name}() is not allowed (allowed: aggregates, string and math helpers, "
-                            f"rag.{', rag.'.join(sorted(RAG_FUNCTIONS))})")
+            raise UnsafeSQL(
+                f"function {name}() is not allowed (allowed: aggregates, string and math helpers, "
+                f"rag.{', rag.'.join(sorted(RAG_FUNCTIONS))})"
+            )
     return sql
 
 
@@ -192,16 +300,26 @@ def _bound_rows(node: dict) -> float:
     bounds = [_bound_rows(c) for c in children]
     if node.get("Node Type") in ("Nested Loop", "Hash Join", "Merge Join") and len(children) >= 2:
         condition = node.get("Hash Cond") or node.get("Merge Cond") or ""
-        trusted = (condition and not node.get("Join Filter") and _plain_equalities(condition)
-                   and all(_reads_a_table(c) for c in children[:2]))
+        trusted = (
+            condition
+            and not node.get("Join Filter")
+            and _plain_equalities(condition)
+            and all(_reads_a_table(c) for c in children[:2])
+        )
         if not trusted:
             return max(rows, bounds[0] * bounds[1])
         scale = 1.0
         for child, bound in zip(children[:2], bounds[:2]):
             scale *= max(1.0, bound / max(float(child.get("Plan Rows", 0)), 1.0))
         return rows * scale
-    return max(rows, sum(b for c, b in zip(children, bounds) if c.get("Parent Relationship") != "InitPlan"
-                         and c.get("Parent Relationship") != "SubPlan"))
+    return max(
+        rows,
+        sum(
+            b
+            for c, b in zip(children, bounds)
+            if c.get("Parent Relationship") != "InitPlan" and c.get("Parent Relationship") != "SubPlan"
+        ),
+    )
 
 
 def _reads_a_table(node: dict) -> bool:
@@ -223,8 +341,10 @@ def plan_problem(plan: dict, value_building: bool) -> str | None:
     an aggregating node's input over VALUE_BUILDING_BYTES."""
     cost = float(plan.get("Total Cost", 0))
     if cost > COST_BOUND:
-        return (f"the planner estimates a cost of {cost:,.0f} (bound {COST_BOUND:,}, about the work of reading "
-                "two million rows); add a WHERE or a LIMIT, or join on columns")
+        return (
+            f"the planner estimates a cost of {cost:,.0f} (bound {COST_BOUND:,}, about the work of reading "
+            "two million rows); add a WHERE or a LIMIT, or join on columns"
+        )
     if not value_building:
         return None
     nodes, stack = [], [plan]
@@ -241,9 +361,11 @@ def plan_problem(plan: dict, value_building: bool) -> str | None:
         for child in inputs + ([node] if node.get("Subplan Name") else []):
             size = _bound_rows(child) * width
             if size > VALUE_BUILDING_BYTES:
-                return (f"its array_agg/string_agg/ARRAY() would read about {_human(size)} "
-                        f"({_human_rows(_bound_rows(child))} rows; bound {_human(VALUE_BUILDING_BYTES)}); "
-                        "narrow it with a WHERE, join on columns, or aggregate shorter values (left(content, 200))")
+                return (
+                    f"its array_agg/string_agg/ARRAY() would read about {_human(size)} "
+                    f"({_human_rows(_bound_rows(child))} rows; bound {_human(VALUE_BUILDING_BYTES)}); "
+                    "narrow it with a WHERE, join on columns, or aggregate shorter values (left(content, 200))"
+                )
     return None
 
 

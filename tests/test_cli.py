@@ -21,7 +21,9 @@ def test_every_command_has_help_with_an_example(capsys):
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bookrag.cli", *args], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "bookrag.cli", *args], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def test_unknown_book(monkeypatch, capsys):
@@ -49,10 +51,22 @@ def test_search_and_embed_against_the_fixture(corpus_url, corpus_home, monkeypat
 
     hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert hits[0]["source_file"].endswith("chapitre-02-les-routes/source.md") and hits[0]["bm25_rank"] == 1
-    assert {"rank", "score", "bm25_rank", "vector_rank", "source_file", "chunk_index", "level", "node_type",
-            "heading_path", "content"} <= set(hits[0])
+    assert {
+        "rank",
+        "score",
+        "bm25_rank",
+        "vector_rank",
+        "source_file",
+        "chunk_index",
+        "level",
+        "node_type",
+        "heading_path",
+        "content",
+    } <= set(hits[0])
     assert main(["search", "", "--k", "2"]) == 1
-    assert capsys.readouterr().err.strip() == "error: the query is empty: give at least one word to search for"
+    assert (
+        capsys.readouterr().err.strip() == "error: the query is empty: give at least one word to search for"
+    )
     assert main(["embed", "le pain du village"]) == 0
     literal = capsys.readouterr().out.strip()
     assert literal.startswith("[") and len(literal.strip("[]").split(",")) == 384
@@ -74,10 +88,15 @@ def test_search_within_a_chapter_and_fusion_errors(corpus_url, corpus_home, monk
     assert files and files <= {chapter, chapter.replace("summary.md", "source.md")}
     # the bounds are the SQL's: its message, word for word, as the CLI's one line
     assert main(["search", "pain", "--tune", "bm25_weight=0", "--tune", "vector_weight=0"]) == 1
-    assert capsys.readouterr().err.strip() == "error: branch weights are both 0: give at least one branch a positive weight"
+    assert (
+        capsys.readouterr().err.strip()
+        == "error: branch weights are both 0: give at least one branch a positive weight"
+    )
     assert main(["search", "pain", "--within", "corpus/nope/summary.md"]) == 1
-    assert capsys.readouterr().err.strip() == ('error: within "corpus/nope/summary.md" names no loaded node; '
-                                               'use a source_file from a search hit or rag.outline')
+    assert capsys.readouterr().err.strip() == (
+        'error: within "corpus/nope/summary.md" names no loaded node; '
+        "use a source_file from a search hit or rag.outline"
+    )
     # a chapter's folder names its summary.md
     assert main(["search", "le prix du pain", "--within", chapter.removesuffix("/summary.md"), "--json"]) == 0
     assert {json.loads(line)["source_file"] for line in capsys.readouterr().out.splitlines()} == files
@@ -90,15 +109,24 @@ def test_node_candidates_read_what_users_paste():
     assert node_candidates(f) == [f]
     assert node_candidates(f.removeprefix("corpus/")) == [f.removeprefix("corpus/"), f]
     assert node_candidates(f"{f}?hl=2-3#p2") == [f"{f}?hl=2-3#p2", f]
-    assert node_candidates("b/p/chapitre-01/") == ["b/p/chapitre-01/", "corpus/b/p/chapitre-01/",
-                                                   "corpus/b/p/chapitre-01/summary.md"]
+    assert node_candidates("b/p/chapitre-01/") == [
+        "b/p/chapitre-01/",
+        "corpus/b/p/chapitre-01/",
+        "corpus/b/p/chapitre-01/summary.md",
+    ]
     assert node_candidates("./corpus/b/summary.md") == ["./corpus/b/summary.md", "corpus/b/summary.md"]
     # a reading-room URL, or its path: a paragraph anchor is the chapter's text, anything else its summary
     url = "http://127.0.0.1:8765/books/b/p/chapitre-01"
     assert node_candidates(f"{url}?hl=2-3#p2")[1] == f
-    assert node_candidates(f"{url}#summary-2")[1] == node_candidates(url)[1] == "corpus/b/p/chapitre-01/summary.md"
+    assert (
+        node_candidates(f"{url}#summary-2")[1]
+        == node_candidates(url)[1]
+        == "corpus/b/p/chapitre-01/summary.md"
+    )
     assert node_candidates("b/p/chapitre-01?hl=7#p7")[-1] == f
-    assert node_candidates("  #p2 ") == ["  #p2 "]  # nothing left to read: only the text itself, which no node is
+    assert node_candidates("  #p2 ") == [
+        "  #p2 "
+    ]  # nothing left to read: only the text itself, which no node is
 
 
 def test_database_errors_are_one_line(pg_url, monkeypatch, capsys):
@@ -107,7 +135,10 @@ def test_database_errors_are_one_line(pg_url, monkeypatch, capsys):
     unmigrated = psycopg.conninfo.make_conninfo(pg_url, dbname="postgres")
     monkeypatch.setenv("DATABASE_URL", unmigrated)
     assert main(["search", "pain"]) == 1
-    assert capsys.readouterr().err.strip() == 'error: database: schema "rag" does not exist (run `bookrag migrate`)'
+    assert (
+        capsys.readouterr().err.strip()
+        == 'error: database: schema "rag" does not exist (run `bookrag migrate`)'
+    )
 
 
 def test_bad_levels_are_refused_by_the_parser(capsys):
@@ -117,16 +148,36 @@ def test_bad_levels_are_refused_by_the_parser(capsys):
     assert "levels are comma-separated numbers 0..3, got 'a'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv,expected", [
-    (["eval", "--evalset", "e.jsonl", "--k", "abc"], "expected comma-separated whole numbers >= 1, got 'abc'"),
-    (["eval", "--evalset", "e.jsonl", "--limit", "-1"], "expected a whole number >= 1, got '-1'"),
-    (["eval", "--evalset", "e.jsonl", "--limit", "0"], "expected a whole number >= 1, got '0'"),
-    (["eval", "--evalset", "e.jsonl", "--modes", "hybrid,fuzzy"], "got fuzzy"),
-    (["eval", "--evalset", "e.jsonl", "--levels", "0,7"], "levels are comma-separated numbers 0..3, got '0,7'"),
-    (["sweep", "--book", "b", "--evalset", "e.jsonl", "--thresholds", "128,abc"],
-     "thresholds are token counts >= 1 or 'paragraph', got 'abc'"),
-    (["sweep", "--book", "b", "--evalset", "e.jsonl", "--strategies", "hybrid,bogus"], "got bogus"),
-], ids=["eval k", "eval limit -1", "eval limit 0", "eval mode", "eval levels", "sweep thresholds", "sweep strategies"])
+@pytest.mark.parametrize(
+    "argv,expected",
+    [
+        (
+            ["eval", "--evalset", "e.jsonl", "--k", "abc"],
+            "expected comma-separated whole numbers >= 1, got 'abc'",
+        ),
+        (["eval", "--evalset", "e.jsonl", "--limit", "-1"], "expected a whole number >= 1, got '-1'"),
+        (["eval", "--evalset", "e.jsonl", "--limit", "0"], "expected a whole number >= 1, got '0'"),
+        (["eval", "--evalset", "e.jsonl", "--modes", "hybrid,fuzzy"], "got fuzzy"),
+        (
+            ["eval", "--evalset", "e.jsonl", "--levels", "0,7"],
+            "levels are comma-separated numbers 0..3, got '0,7'",
+        ),
+        (
+            ["sweep", "--book", "b", "--evalset", "e.jsonl", "--thresholds", "128,abc"],
+            "thresholds are token counts >= 1 or 'paragraph', got 'abc'",
+        ),
+        (["sweep", "--book", "b", "--evalset", "e.jsonl", "--strategies", "hybrid,bogus"], "got bogus"),
+    ],
+    ids=[
+        "eval k",
+        "eval limit -1",
+        "eval limit 0",
+        "eval mode",
+        "eval levels",
+        "sweep thresholds",
+        "sweep strategies",
+    ],
+)
 def test_eval_and_sweep_options_are_checked_before_any_work(capsys, argv, expected):
     # a malformed option is argparse's usage error (exit 2) naming the value, never a traceback
     # or minutes of embedding before the failure
@@ -159,14 +210,24 @@ def test_eval_and_sweep_defaults_parse():
     assert args.k == [1, 5, 10] and args.levels is None and args.limit is None
     args = build_parser().parse_args(["sweep", "--book", "b", "--evalset", "e.jsonl"])
     assert args.thresholds[:4] == [64, 128, 256, 512] and len(args.thresholds) == 5
-    assert args.strategies == ["bm25", "vector", "hybrid", "hybrid+parent", "two-stage", "economic", "no-heading"]
+    assert args.strategies == [
+        "bm25",
+        "vector",
+        "hybrid",
+        "hybrid+parent",
+        "two-stage",
+        "economic",
+        "no-heading",
+    ]
 
 
 def test_sweep_of_an_unknown_book_says_so(fixture_home, capsys):
     assert main(["sweep", "--book", "nosuch", "--evalset", "e.jsonl"]) == 1
     err = capsys.readouterr().err.strip()
     # the message every command gives for an unknown book (loader.manifest.find_book)
-    assert err.startswith("error: unknown book 'nosuch': no ") and err.endswith("books with a manifest: traite-des-echanges")
+    assert err.startswith("error: unknown book 'nosuch': no ") and err.endswith(
+        "books with a manifest: traite-des-echanges"
+    )
 
 
 def test_within_takes_a_file_path_too(tmp_path, monkeypatch):
@@ -181,7 +242,9 @@ def test_within_takes_a_file_path_too(tmp_path, monkeypatch):
     assert node_path(str(home / stored), home) == stored
     monkeypatch.chdir(home / "corpus")
     assert node_path("b/ch/summary.md", home) == stored
-    assert node_path("/elsewhere/summary.md", home) == "/elsewhere/summary.md"  # left for resolve_node, then the SQL
+    assert (
+        node_path("/elsewhere/summary.md", home) == "/elsewhere/summary.md"
+    )  # left for resolve_node, then the SQL
     assert node_path(None, home) is None
 
 
@@ -195,7 +258,9 @@ def test_outline_lists_the_nodes_a_search_can_be_kept_within(loaded_cli, capsys)
     assert chapter in [r["source_file"] for r in rows] and len(rows) == len({r["source_file"] for r in rows})
     # the human form, one level: each node's title line, then its source_file
     assert main(["outline", "traite-des-echanges", "--levels", "1"]) == 0
-    printed = {line.strip() for line in capsys.readouterr().out.splitlines() if line.strip().startswith("corpus/")}
+    printed = {
+        line.strip() for line in capsys.readouterr().out.splitlines() if line.strip().startswith("corpus/")
+    }
     assert printed == {r["source_file"] for r in rows if r["level"] == 1} and chapter in printed
     assert main(["outline", "nope"]) == 1
     assert capsys.readouterr().err.startswith('error: unknown book "nope"; known books: traite-des-echanges')
@@ -224,19 +289,30 @@ def loaded_cli(corpus_url, corpus_home, monkeypatch):
 
 
 SEARCH_ERRORS = [
-    (["search", "\udcff\udcfe soleil", "--mode", "bm25"],
-     "error: the query is not valid UTF-8 (byte 0xff at character 1); type it again or check the terminal's encoding\n"),
+    (
+        ["search", "\udcff\udcfe soleil", "--mode", "bm25"],
+        "error: the query is not valid UTF-8 (byte 0xff at character 1); type it again or check the terminal's encoding\n",
+    ),
     (["search", "pain", "--k", "100000000000000000000"], "error: k is out of range: 100000000000000000000\n"),
-    (["search", "pain", "--tune", "sentence_every=9999999999"],
-     'error: tuning {"sentence_every": 9999999999}: value "9999999999" is out of range for type integer\n'),
+    (
+        ["search", "pain", "--tune", "sentence_every=9999999999"],
+        'error: tuning {"sentence_every": 9999999999}: value "9999999999" is out of range for type integer\n',
+    ),
     (["search", "pain", "--k", "0", "--mode", "bm25"], "error: k must be between 1 and 1000, got 0\n"),
-    (["search", "pain", "--budget", "0", "--mode", "bm25"], "error: budget must be between 1 and 1000000 tokens, got 0\n"),
+    (
+        ["search", "pain", "--budget", "0", "--mode", "bm25"],
+        "error: budget must be between 1 and 1000000 tokens, got 0\n",
+    ),
     (["search", "x" * 120_000], "error: query is 120000 characters long; the limit is 10000\n"),
     (["search", "   "], "error: the query is empty: give at least one word to search for\n"),
 ]
 
 
-@pytest.mark.parametrize("argv,expected", SEARCH_ERRORS, ids=["bad bytes", "huge k", "huge sentence_every", "k 0", "budget 0", "120 KB query", "empty"])
+@pytest.mark.parametrize(
+    "argv,expected",
+    SEARCH_ERRORS,
+    ids=["bad bytes", "huge k", "huge sentence_every", "k 0", "budget 0", "120 KB query", "empty"],
+)
 def test_search_errors_are_one_sentence(loaded_cli, capsys, argv, expected):
     """Bad bytes on the command line (what Python makes of $'\\xff\\xfe'), out-of-range numbers, a
     query refused before it is embedded: one sentence, exit 1, no traceback."""
@@ -248,13 +324,21 @@ def test_bad_bytes_from_a_real_shell(loaded_cli, corpus_home):
     import os
 
     env = {**os.environ, "DATABASE_URL": loaded_cli, "BOOKRAG_HOME": str(corpus_home)}
-    r = subprocess.run([sys.executable, "-m", "bookrag.cli", "search", b"\xff\xfe soleil", "--mode", "bm25"],
-                       capture_output=True, env=env, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "bookrag.cli", "search", b"\xff\xfe soleil", "--mode", "bm25"],
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 1 and b"Traceback" not in r.stderr
-    assert r.stderr.decode() == "error: the query is not valid UTF-8 (byte 0xff at character 1); type it again or check the terminal's encoding\n"
+    assert (
+        r.stderr.decode()
+        == "error: the query is not valid UTF-8 (byte 0xff at character 1); type it again or check the terminal's encoding\n"
+    )
 
 
 # --- every other one-sentence error, word for word ---------------------------------------------
+
 
 @pytest.fixture
 def fixture_home(tmp_path, monkeypatch):
@@ -265,33 +349,77 @@ def fixture_home(tmp_path, monkeypatch):
     home = make_home(tmp_path)
     (home / "empty").mkdir()
     monkeypatch.setenv("BOOKRAG_HOME", str(home))
-    for name in ("DATABASE_URL", "BOOKRAG_SOURCES", "BOOKRAG_MAX_CHUNK_TOKENS", "BOOKRAG_EMBEDDER", "BOOKRAG_LLM_TIMEOUT"):
+    for name in (
+        "DATABASE_URL",
+        "BOOKRAG_SOURCES",
+        "BOOKRAG_MAX_CHUNK_TOKENS",
+        "BOOKRAG_EMBEDDER",
+        "BOOKRAG_LLM_TIMEOUT",
+    ):
         monkeypatch.delenv(name, raising=False)
     return home
 
 
-REFUSED = "connection failed: connection to server at \"127.0.0.1\", port 1 failed: Connection refused\n" \
-          "\tIs the server running on that host and accepting TCP/IP connections?"
+REFUSED = (
+    'connection failed: connection to server at "127.0.0.1", port 1 failed: Connection refused\n'
+    "\tIs the server running on that host and accepting TCP/IP connections?"
+)
 CLI_ERRORS = [
-    ({"DATABASE_URL": "postgresql://bookrag@127.0.0.1:1/bookrag"}, ["db", "start"],
-     "error: DATABASE_URL is set: bookrag does not manage that server (unset it to use the embedded one)\n"),
-    ({"DATABASE_URL": "postgresql://bookrag@127.0.0.1:1/bookrag"}, ["search", "pain"],
-     f"error: cannot connect to the database (postgresql://bookrag@127.0.0.1:1/bookrag): {REFUSED}\n"),
-    ({}, ["prepare", "traite-des-echanges"],
-     "error: {home}/corpus/traite-des-echanges/book.toml: source.kind 'none' has no importer (gutenberg, text, wikisource)\n"),
+    (
+        {"DATABASE_URL": "postgresql://bookrag@127.0.0.1:1/bookrag"},
+        ["db", "start"],
+        "error: DATABASE_URL is set: bookrag does not manage that server (unset it to use the embedded one)\n",
+    ),
+    (
+        {"DATABASE_URL": "postgresql://bookrag@127.0.0.1:1/bookrag"},
+        ["search", "pain"],
+        f"error: cannot connect to the database (postgresql://bookrag@127.0.0.1:1/bookrag): {REFUSED}\n",
+    ),
+    (
+        {},
+        ["prepare", "traite-des-echanges"],
+        "error: {home}/corpus/traite-des-echanges/book.toml: source.kind 'none' has no importer (gutenberg, text, wikisource)\n",
+    ),
     ({"BOOKRAG_SOURCES": "{home}/nope"}, ["demo"], "error: BOOKRAG_SOURCES={home}/nope is not a folder\n"),
     ({}, ["sidecars", "nope.txt"], "error: nope.txt: not a .md file or a folder\n"),
-    ({}, ["sidecars", "{home}/empty"],
-     "error: no source.md or summary.md under {home}/empty; run `bookrag prepare` first\n"),
-    ({"BOOKRAG_MAX_CHUNK_TOKENS": "8"}, ["check"], "error: BOOKRAG_MAX_CHUNK_TOKENS must be an integer >= 16, got '8'\n"),
-    ({"BOOKRAG_EMBEDDER": "gpu"}, ["check"], "error: BOOKRAG_EMBEDDER must be 'local' or 'openai', got 'gpu'\n"),
-    ({"BOOKRAG_LLM_TIMEOUT": "soon"}, ["check"], "error: BOOKRAG_LLM_TIMEOUT must be a number >= 0.001, got 'soon'\n"),
+    (
+        {},
+        ["sidecars", "{home}/empty"],
+        "error: no source.md or summary.md under {home}/empty; run `bookrag prepare` first\n",
+    ),
+    (
+        {"BOOKRAG_MAX_CHUNK_TOKENS": "8"},
+        ["check"],
+        "error: BOOKRAG_MAX_CHUNK_TOKENS must be an integer >= 16, got '8'\n",
+    ),
+    (
+        {"BOOKRAG_EMBEDDER": "gpu"},
+        ["check"],
+        "error: BOOKRAG_EMBEDDER must be 'local' or 'openai', got 'gpu'\n",
+    ),
+    (
+        {"BOOKRAG_LLM_TIMEOUT": "soon"},
+        ["check"],
+        "error: BOOKRAG_LLM_TIMEOUT must be a number >= 0.001, got 'soon'\n",
+    ),
 ]
 
 
-@pytest.mark.parametrize("env,argv,expected", CLI_ERRORS, ids=[
-    "db start on DATABASE_URL", "no server", "kind without importer", "sources not a folder", "sidecars of a non-.md",
-    "sidecars of an empty folder", "chunk tokens", "embedder", "llm timeout"])
+@pytest.mark.parametrize(
+    "env,argv,expected",
+    CLI_ERRORS,
+    ids=[
+        "db start on DATABASE_URL",
+        "no server",
+        "kind without importer",
+        "sources not a folder",
+        "sidecars of a non-.md",
+        "sidecars of an empty folder",
+        "chunk tokens",
+        "embedder",
+        "llm timeout",
+    ],
+)
 def test_cli_errors_word_for_word(fixture_home, monkeypatch, capsys, env, argv, expected):
     for name, value in env.items():
         monkeypatch.setenv(name, value.format(home=fixture_home))
@@ -308,19 +436,25 @@ def test_check_lists_problems_then_fails(fixture_home, capsys):
         f"{chapter}/source.md:1: parent_source_file {chapter}/summary.md does not exist\n"
         "1 book, 12 files checked, 2 problems\n"
         "paragraphs cited by a summary anchor: traite-des-echanges 7/9 (78 %)\n",
-        "error: 2 problem(s) in the corpus tree\n")
+        "error: 2 problem(s) in the corpus tree\n",
+    )
 
 
 def test_a_bare_prepare_skips_books_it_has_no_input_for(fixture_home, capsys):
     assert main(["prepare"]) == 0
-    assert capsys.readouterr() == ("traite-des-echanges: skipped (none book: name it with --from EXPORT or --download)\n", "")
+    assert capsys.readouterr() == (
+        "traite-des-echanges: skipped (none book: name it with --from EXPORT or --download)\n",
+        "",
+    )
 
 
 def test_embed_before_any_load(pg_url, fixture_home, monkeypatch, capsys):
     monkeypatch.setenv("DATABASE_URL", pg_url)
     assert main(["embed", "le pain"]) == 1
-    assert capsys.readouterr() == ("", "error: no vectors are loaded, so there is no corpus model to embed with; "
-                                       "run `bookrag load` first\n")
+    assert capsys.readouterr() == (
+        "",
+        "error: no vectors are loaded, so there is no corpus model to embed with; run `bookrag load` first\n",
+    )
 
 
 def test_bare_bookrag_prints_help_with_the_developer_commands_apart(capsys):
@@ -343,7 +477,11 @@ def test_version(capsys):
 
 def test_short_k_and_defaults_in_help(capsys):
     parser = build_parser()
-    assert parser.parse_args(["search", "pain", "-k", "3"]).k == parser.parse_args(["search", "pain", "--k", "3"]).k == 3
+    assert (
+        parser.parse_args(["search", "pain", "-k", "3"]).k
+        == parser.parse_args(["search", "pain", "--k", "3"]).k
+        == 3
+    )
     assert parser.parse_args(["ask", "pain", "-k", "2"]).k == 2
     with pytest.raises(SystemExit):
         parser.parse_args(["search", "--help"])
@@ -366,8 +504,17 @@ def test_level_is_a_deprecated_spelling_of_levels(capsys):
 
 def test_eval_takes_modes_and_its_old_spelling_with_a_warning(capsys):
     parser = build_parser()
-    assert parser.parse_args(["eval", "--evalset", "e.jsonl", "--modes", "bm25,auto"]).mode == ["bm25", "auto"]
+    assert parser.parse_args(["eval", "--evalset", "e.jsonl", "--modes", "bm25,auto"]).mode == [
+        "bm25",
+        "auto",
+    ]
     assert parser.parse_args(["eval", "--evalset", "e.jsonl", "--mode", "hybrid"]).mode == ["hybrid"]
     assert capsys.readouterr().err == "warning: --mode is deprecated; use --modes\n"
-    assert parser.parse_args(["eval", "--evalset", "e.jsonl"]).mode == ["bm25", "vector", "auto", "hybrid", "hybrid-rrf",
-                                                                       "hybrid+parent"]
+    assert parser.parse_args(["eval", "--evalset", "e.jsonl"]).mode == [
+        "bm25",
+        "vector",
+        "auto",
+        "hybrid",
+        "hybrid-rrf",
+        "hybrid+parent",
+    ]

@@ -18,7 +18,9 @@ OURS = re.compile(r"BOOKRAG_\w+|DATABASE_URL|OPENAI_\w+")
 
 
 def _is_environ(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Attribute) and node.attr == "environ") or (isinstance(node, ast.Name) and node.id == "environ")
+    return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
+        isinstance(node, ast.Name) and node.id == "environ"
+    )
 
 
 def environment_reads(path: Path) -> list[tuple[int, str | None]]:
@@ -31,9 +33,15 @@ def environment_reads(path: Path) -> list[tuple[int, str | None]]:
             key = node.slice
         elif isinstance(node, ast.Call) and node.args:
             f = node.func
-            if isinstance(f, ast.Attribute) and f.attr in ("get", "setdefault", "pop") and _is_environ(f.value):
+            if (
+                isinstance(f, ast.Attribute)
+                and f.attr in ("get", "setdefault", "pop")
+                and _is_environ(f.value)
+            ):
                 key = node.args[0]
-            elif (isinstance(f, ast.Attribute) and f.attr == "getenv") or (isinstance(f, ast.Name) and f.id == "getenv"):
+            elif (isinstance(f, ast.Attribute) and f.attr == "getenv") or (
+                isinstance(f, ast.Name) and f.id == "getenv"
+            ):
                 key = node.args[0]
         if key is not None:
             name = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
@@ -67,8 +75,15 @@ def test_settings_read_every_documented_variable():
 
 def test_the_checker_sees_a_stray_read(tmp_path):
     stray = tmp_path / "stray.py"
-    stray.write_text("import os\nfrom os import environ, getenv\n"
-                     "a = os.environ.get('BOOKRAG_HOME')\nb = os.environ['DATABASE_URL']\n"
-                     "c = getenv('BOOKRAG_X')\nd = environ.get(name)\ne = os.environ.get('OMP_NUM_THREADS')\n")
-    assert environment_reads(stray) == [(3, "BOOKRAG_HOME"), (4, "DATABASE_URL"), (5, "BOOKRAG_X"), (6, None),
-                                        (7, "OMP_NUM_THREADS")]
+    stray.write_text(
+        "import os\nfrom os import environ, getenv\n"
+        "a = os.environ.get('BOOKRAG_HOME')\nb = os.environ['DATABASE_URL']\n"
+        "c = getenv('BOOKRAG_X')\nd = environ.get(name)\ne = os.environ.get('OMP_NUM_THREADS')\n"
+    )
+    assert environment_reads(stray) == [
+        (3, "BOOKRAG_HOME"),
+        (4, "DATABASE_URL"),
+        (5, "BOOKRAG_X"),
+        (6, None),
+        (7, "OMP_NUM_THREADS"),
+    ]

@@ -38,17 +38,24 @@ def test_every_public_sql_function_is_documented():
 
 
 def test_every_mcp_tool_is_in_the_tables():
-    from mcp_server.server import build_server
     import anyio
 
-    tools = anyio.run(build_server(Settings(DEFAULT_HOME, "postgresql:///none", None, "local", None, 400)).list_tools)
+    from mcp_server.server import build_server
+
+    tools = anyio.run(
+        build_server(Settings(DEFAULT_HOME, "postgresql:///none", None, "local", None, 400)).list_tools
+    )
     for t in tools:
         assert f"| `{t.name}` |" in README, t.name
         assert f"| `{t.name}` |" in MCP_DOC, t.name
 
 
 def test_local_links_resolve():
-    for doc in [DEFAULT_HOME / "README.md", *sorted((DEFAULT_HOME / "docs").glob("*.md")), DEFAULT_HOME / "bench" / "README.md"]:
+    for doc in [
+        DEFAULT_HOME / "README.md",
+        *sorted((DEFAULT_HOME / "docs").glob("*.md")),
+        DEFAULT_HOME / "bench" / "README.md",
+    ]:
         for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", doc.read_text(encoding="utf-8")):
             if not target.startswith(("http://", "https://", "mailto:")):
                 assert (doc.parent / target).exists(), f"{doc.relative_to(DEFAULT_HOME)}: {target}"
@@ -63,7 +70,10 @@ def test_client_configurations_have_each_clients_shape():
     desktop, vscode = blocks
     assert set(desktop["mcpServers"]["bookrag"]) == {"command", "args", "env"}
     assert desktop["mcpServers"]["bookrag"]["args"] == ["mcp"]
-    assert set(vscode["servers"]["bookrag"]) == {"type", "command", "args", "env"} and vscode["servers"]["bookrag"]["type"] == "stdio"
+    assert (
+        set(vscode["servers"]["bookrag"]) == {"type", "command", "args", "env"}
+        and vscode["servers"]["bookrag"]["type"] == "stdio"
+    )
     claude_code = re.search(r"^claude mcp add --transport stdio .*$", README, re.M).group(0)
     assert claude_code.endswith("bookrag -- /home/you/bookrag/.venv/bin/bookrag mcp")
     http = README.split("**Over HTTP**", 1)[1].split("\n\n", 1)[0]
@@ -110,11 +120,17 @@ def real_corpus(postgresql_proc, prepared_home, tmp_path_factory):
     shutil.copytree(prepared_home / "corpus", home / "corpus")
     books = ("bastiat-sophismes-economiques", "tocqueville-democratie-en-amerique")
     write_sidecars(sorted(home.rglob("source.md")), home, 400, None, progress=False)
-    admin = psycopg.conninfo.make_conninfo(host=postgresql_proc.host, port=postgresql_proc.port, user=postgresql_proc.user, dbname="postgres")
+    admin = psycopg.conninfo.make_conninfo(
+        host=postgresql_proc.host, port=postgresql_proc.port, user=postgresql_proc.user, dbname="postgres"
+    )
     name = "bookrag_readme"
     with psycopg.connect(admin, autocommit=True) as c:
         c.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
-        c.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(postgresql_proc.template_dbname)))
+        c.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(postgresql_proc.template_dbname)
+            )
+        )
     url = psycopg.conninfo.make_conninfo(admin, dbname=name)
     conn = db.connect(url)
     load(conn, home, [home / "corpus" / b for b in books])
@@ -126,12 +142,15 @@ def real_corpus(postgresql_proc, prepared_home, tmp_path_factory):
 
 def test_readme_sql_examples_run_as_printed(real_corpus, e5):
     statements = sql_examples()
-    assert len(statements) >= 10 and sum(':q::vector' in s for s in statements) == 2
+    assert len(statements) >= 10 and sum(":q::vector" in s for s in statements) == 2
     for stmt in statements:
         params = None
         if ":q::vector" in stmt:  # the psql recipe: :q is `bookrag embed "…"`
             question = re.search(r'embed "([^"]+)"', SQL_DOC).group(1)
-            stmt, params = stmt.replace(":q::vector", "%s::vector"), (str(list(map(float, e5.query(question)))),)
+            stmt, params = (
+                stmt.replace(":q::vector", "%s::vector"),
+                (str(list(map(float, e5.query(question)))),),
+            )
         rows = real_corpus.execute(stmt, params).fetchall()
         real_corpus.rollback()
         assert rows, stmt
@@ -144,17 +163,28 @@ def test_readme_citations_are_what_the_rule_gives_on_the_real_book(real_corpus):
     from bookrag.cite import add_citations
 
     with real_corpus.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute("SELECT * FROM rag.search('fabricants de chandelles soleil', NULL, 'bm25', 10, "
-                           "'bastiat-sophismes-economiques')").fetchall()
+        rows = cur.execute(
+            "SELECT * FROM rag.search('fabricants de chandelles soleil', NULL, 'bm25', 10, "
+            "'bastiat-sophismes-economiques')"
+        ).fetchall()
     real_corpus.rollback()
-    hits = [r for r in add_citations(real_corpus, rows) if r["source_file"].endswith("chapitre-07-petition-des-fabricants-de-chandelles/source.md")]
+    hits = [
+        r
+        for r in add_citations(real_corpus, rows)
+        if r["source_file"].endswith("chapitre-07-petition-des-fabricants-de-chandelles/source.md")
+    ]
     real_corpus.rollback()
     assert hits
     for h in hits:
-        assert h["citation"] == ("Bastiat, *Sophismes économiques* (1848), 1re série, ch. VII, "
-                                 f"« Pétition des fabricants de chandelles », § {h['paragraph']}")
+        assert h["citation"] == (
+            "Bastiat, *Sophismes économiques* (1848), 1re série, ch. VII, "
+            f"« Pétition des fabricants de chandelles », § {h['paragraph']}"
+        )
     quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
-    assert "    cite: Bastiat, *Sophismes économiques* (1848), 1re série, ch. VII, « Pétition des fabricants de chandelles », § 4" in quick
+    assert (
+        "    cite: Bastiat, *Sophismes économiques* (1848), 1re série, ch. VII, « Pétition des fabricants de chandelles », § 4"
+        in quick
+    )
 
 
 def test_every_readme_command_parses():
@@ -172,6 +202,6 @@ def test_every_readme_command_parses():
                 words = [w for w in shlex.split(part) if not re.fullmatch(r"[A-Z_]+=.*", w)]
                 if words[:1] == ["./run"] and words[1:2] != ["test"]:
                     commands.append(words[1:])
-    assert len(commands) >= 5 and ['demo'] in commands
+    assert len(commands) >= 5 and ["demo"] in commands
     for argv in commands:
         parser.parse_args(argv)  # exits (status 2) on an unknown command or option

@@ -22,8 +22,14 @@ LAYERS = "Layers point down: entry points > evaluation > search > loader > found
 def lint_imports(checkout: Path) -> subprocess.CompletedProcess:
     """`lint-imports` on a checkout's packages, as CI would run it there."""
     script = Path(sys.executable).with_name("lint-imports")
-    return subprocess.run([str(script), "--no-cache"], cwd=checkout, env={"PYTHONPATH": str(checkout), "PATH": ""},
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [str(script), "--no-cache"],
+        cwd=checkout,
+        env={"PYTHONPATH": str(checkout), "PATH": ""},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_the_import_contracts_hold():
@@ -41,8 +47,10 @@ def test_a_backwards_import_breaks_the_layers_contract(tmp_path):
     text = config.read_text(encoding="utf-8")
     anchor = "from bookrag.errors import BookragError\n"
     assert anchor in text
-    config.write_text(text.replace(anchor, anchor + "from mcp_server.server import serve  # backwards\n"), encoding="utf-8")
-    line = text[:text.index(anchor)].count("\n") + 2
+    config.write_text(
+        text.replace(anchor, anchor + "from mcp_server.server import serve  # backwards\n"), encoding="utf-8"
+    )
+    line = text[: text.index(anchor)].count("\n") + 2
     r = lint_imports(tmp_path)
     assert r.returncode == 1
     assert f"{LAYERS} BROKEN" in r.stdout and "Contracts: 1 kept, 1 broken." in r.stdout

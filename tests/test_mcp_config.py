@@ -45,7 +45,11 @@ def test_claude_clients_read_mcp_servers(client, capsys, monkeypatch):
         assert "claude_desktop_config.json" in where and "restart" in where
         assert "Library/Application Support/Claude/" in where and "%APPDATA%\\Claude\\" in where
     else:
-        assert ".mcp.json" in where and "claude mcp add --transport stdio" in where and f"-- {entry['command']} mcp" in where
+        assert (
+            ".mcp.json" in where
+            and "claude mcp add --transport stdio" in where
+            and f"-- {entry['command']} mcp" in where
+        )
 
 
 def test_vscode_reads_servers_with_a_type(capsys, monkeypatch):
@@ -83,7 +87,9 @@ def test_the_snippet_starts_a_server_that_answers(corpus_url):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BOOKRAG_", "DATABASE_URL"))}
 
     async def run() -> list[str]:
-        params = StdioServerParameters(command=entry["command"], args=entry["args"], env={**env, **entry["env"]})
+        params = StdioServerParameters(
+            command=entry["command"], args=entry["args"], env={**env, **entry["env"]}
+        )
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             result = await session.call_tool("list_books", {})

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import psycopg
 import pytest
@@ -203,8 +203,14 @@ def write_book(tmp: Path, manifest: str = MANIFEST, raw: str = RAW) -> Settings:
     (home / "corpus" / SLUG / "book.toml").write_text(manifest, encoding="utf-8")
     (sources / "marche").mkdir(parents=True)
     (sources / "marche" / "marche.txt").write_text(raw, encoding="utf-8")
-    return Settings(home=home, database_url=None, sources=sources, embedder="local", embedding_model=None,
-                    max_chunk_tokens=400)
+    return Settings(
+        home=home,
+        database_url=None,
+        sources=sources,
+        embedder="local",
+        embedding_model=None,
+        max_chunk_tokens=400,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +224,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     prepare(s, book)
     report = summarize_book(s, book, provider="extractive", progress=False, say=lambda _line: None)
     assert not report.failed
-    write_sidecars(sorted((s.corpus / SLUG).rglob("*.md")), s.home, 400, get_embedder("local"), progress=False)
+    write_sidecars(
+        sorted((s.corpus / SLUG).rglob("*.md")), s.home, 400, get_embedder("local"), progress=False
+    )
     return s
 
 
@@ -229,8 +237,11 @@ def nested_url(postgresql_proc, built: Settings) -> Iterator[str]:
     admin, name = _conninfo(postgresql_proc, "postgres"), "bookrag_nested_fixture"
     with psycopg.connect(admin, autocommit=True) as c:
         c.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
-        c.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name),
-                                                                 sql.Identifier(postgresql_proc.template_dbname)))
+        c.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(postgresql_proc.template_dbname)
+            )
+        )
     url = _conninfo(postgresql_proc, name)
     c = db.connect(url)
     load(c, built.home, [built.corpus / SLUG])
@@ -250,6 +261,7 @@ def nested(nested_url: str) -> Iterator[psycopg.Connection]:
 
 # --- the manifest and the tree ---------------------------------------------------------------
 
+
 def test_tree_levels_parents_and_heading_paths(tmp_path):
     book = find_book(write_book(tmp_path).corpus, SLUG)
     tree = {n.source_file: n for n in book_tree(book)}
@@ -260,33 +272,64 @@ def test_tree_levels_parents_and_heading_paths(tmp_path):
     assert tree[f"{MARCHE}/01-des-etals/source.md"].level == 0
     assert f"{MARCHE}/source.md" not in tree  # a chapter with sections has no text of its own
     assert tree[f"{P1}/chapitre-02-la-foire/summary.md"].level == 1  # a chapter without sections stays a leaf
-    assert tree[f"{EMPRUNTEUR}/summary.md"].level == 2 and tree[f"{EMPRUNTEUR}/01-le-paysan/summary.md"].level == 1
+    assert (
+        tree[f"{EMPRUNTEUR}/summary.md"].level == 2
+        and tree[f"{EMPRUNTEUR}/01-le-paysan/summary.md"].level == 1
+    )
     assert tree[f"{EMPRUNTEUR}/01-le-paysan/summary.md"].parent_source_file == f"{EMPRUNTEUR}/summary.md"
     assert tree[f"{EMPRUNTEUR}/summary.md"].parent_source_file == f"{CREDIT}/summary.md"
-    assert tree[f"{EMPRUNTEUR}/01-le-paysan/source.md"].heading_path == \
-        "Le marché du village > Deuxième partie > Chapitre I (Le crédit) > De l'emprunteur > Le paysan"
-    assert [tree[f].depth for f in (f"{C}/summary.md", f"{P2}/summary.md", f"{CREDIT}/summary.md",
-                                     f"{EMPRUNTEUR}/summary.md", f"{EMPRUNTEUR}/01-le-paysan/summary.md")] == [0, 1, 2, 3, 4]
+    assert (
+        tree[f"{EMPRUNTEUR}/01-le-paysan/source.md"].heading_path
+        == "Le marché du village > Deuxième partie > Chapitre I (Le crédit) > De l'emprunteur > Le paysan"
+    )
+    assert [
+        tree[f].depth
+        for f in (
+            f"{C}/summary.md",
+            f"{P2}/summary.md",
+            f"{CREDIT}/summary.md",
+            f"{EMPRUNTEUR}/summary.md",
+            f"{EMPRUNTEUR}/01-le-paysan/summary.md",
+        )
+    ] == [0, 1, 2, 3, 4]
     # summaries are written deepest first within level 2: a section of sections, its chapter, then the part
     order = [n.source_file for n in summary_nodes(book_tree(book), {2})]
-    assert order.index(f"{EMPRUNTEUR}/summary.md") < order.index(f"{CREDIT}/summary.md") < order.index(f"{P2}/summary.md")
+    assert (
+        order.index(f"{EMPRUNTEUR}/summary.md")
+        < order.index(f"{CREDIT}/summary.md")
+        < order.index(f"{P2}/summary.md")
+    )
     assert order.index(f"{MARCHE}/summary.md") < order.index(f"{P1}/summary.md")
 
 
 def test_a_nesting_that_skips_a_level_is_refused_with_its_line(tmp_path):
-    text = MANIFEST.replace('[[parts.sections]]\nslug = "chapitre-01-le-credit"\ntitle = "Le crédit"\nlabel = "Chapitre I"\n'
-                            'start = "CHAPITRE I."\nheading_blocks = 2\n\n', "")
+    text = MANIFEST.replace(
+        '[[parts.sections]]\nslug = "chapitre-01-le-credit"\ntitle = "Le crédit"\nlabel = "Chapitre I"\n'
+        'start = "CHAPITRE I."\nheading_blocks = 2\n\n',
+        "",
+    )
     s = write_book(tmp_path, text)
-    line = text.splitlines().index("[[parts.sections.sections]]", text.splitlines().index('slug = "deuxieme-partie"')) + 1
+    line = (
+        text.splitlines().index(
+            "[[parts.sections.sections]]", text.splitlines().index('slug = "deuxieme-partie"')
+        )
+        + 1
+    )
     with pytest.raises(BookragError) as exc:
         find_book(s.corpus, SLUG)
-    assert str(exc.value) == (f"{s.corpus / SLUG / 'book.toml'}:{line}: [[parts.sections.sections]] has no "
-                              f"[[parts.sections]] above it: the nesting skips a level")
+    assert str(exc.value) == (
+        f"{s.corpus / SLUG / 'book.toml'}:{line}: [[parts.sections.sections]] has no "
+        f"[[parts.sections]] above it: the nesting skips a level"
+    )
     front = 'slug = "x"\ntitle = "X"\n'
     path = tmp_path / "skip" / "book.toml"
     path.parent.mkdir()
-    path.write_text(f'[book]\nslug = "skip"\ntitle = "T"\n\n[[front_matter.sections]]\n{front}', encoding="utf-8")
-    with pytest.raises(BookragError, match=r"book.toml:5: \[\[front_matter.sections\]\] has no \[\[front_matter\]\] above it"):
+    path.write_text(
+        f'[book]\nslug = "skip"\ntitle = "T"\n\n[[front_matter.sections]]\n{front}', encoding="utf-8"
+    )
+    with pytest.raises(
+        BookragError, match=r"book.toml:5: \[\[front_matter.sections\]\] has no \[\[front_matter\]\] above it"
+    ):
         load_book(path)
 
 
@@ -300,16 +343,22 @@ def test_a_section_error_names_its_manifest_line(tmp_path):
 
 
 def test_text_before_the_first_section_without_a_leading_section_is_refused(tmp_path):
-    text = MANIFEST.replace('[[parts.sections.sections]]\nslug = "00-debut"\ntitle = "Le marché (début)"\nkind = "section"\n'
-                            'start = "CHAPITRE I."\nheading_blocks = 2\n\n', "")
+    text = MANIFEST.replace(
+        '[[parts.sections.sections]]\nslug = "00-debut"\ntitle = "Le marché (début)"\nkind = "section"\n'
+        'start = "CHAPITRE I."\nheading_blocks = 2\n\n',
+        "",
+    )
     s = write_book(tmp_path, text)
-    line = text.splitlines().index('slug = "chapitre-01-le-marche"')  # its [[parts.sections]] is the line above
+    line = text.splitlines().index(
+        'slug = "chapitre-01-le-marche"'
+    )  # its [[parts.sections]] is the line above
     with pytest.raises(BookragError) as exc:
         prepare(s, find_book(s.corpus, SLUG))
     assert str(exc.value) == (
         f"{s.corpus / SLUG / 'book.toml'}:{line}: section premiere-partie/chapitre-01-le-marche has text between its "
         "heading (marche.txt line 7) and its first sub-section (line 13) that belongs to no sub-section: add a leading "
-        "sub-section whose start is 'CHAPITRE I.'")
+        "sub-section whose start is 'CHAPITRE I.'"
+    )
     assert not list(s.corpus.rglob("source.md"))  # nothing written
 
 
@@ -319,19 +368,31 @@ def test_a_section_without_paragraphs_is_refused(tmp_path):
     line = MANIFEST.splitlines().index('slug = "01-du-preteur"')
     with pytest.raises(BookragError) as exc:
         prepare(s, find_book(s.corpus, SLUG))
-    assert str(exc.value).startswith(f"{s.corpus / SLUG / 'book.toml'}:{line}: section "
-                                     "deuxieme-partie/chapitre-01-le-credit/01-du-preteur has no paragraphs in marche.txt")
+    assert str(exc.value).startswith(
+        f"{s.corpus / SLUG / 'book.toml'}:{line}: section "
+        "deuxieme-partie/chapitre-01-le-credit/01-du-preteur has no paragraphs in marche.txt"
+    )
     assert not list(s.corpus.rglob("source.md"))
 
 
 # --- prepare, summaries, anchors, check --------------------------------------------------------
 
+
 def test_prepare_writes_each_leaf_in_its_folder(built: Settings):
     sources = sorted(p.relative_to(built.home).as_posix() for p in built.corpus.rglob("source.md"))
-    assert sources == sorted([f"{C}/avant-propos/source.md", f"{MARCHE}/00-debut/source.md", f"{MARCHE}/01-des-etals/source.md",
-                              f"{MARCHE}/02-des-prix/source.md", f"{P1}/chapitre-02-la-foire/source.md",
-                              f"{CREDIT}/01-du-preteur/source.md", f"{EMPRUNTEUR}/00-debut/source.md",
-                              f"{EMPRUNTEUR}/01-le-paysan/source.md", f"{EMPRUNTEUR}/02-l-artisan/source.md"])
+    assert sources == sorted(
+        [
+            f"{C}/avant-propos/source.md",
+            f"{MARCHE}/00-debut/source.md",
+            f"{MARCHE}/01-des-etals/source.md",
+            f"{MARCHE}/02-des-prix/source.md",
+            f"{P1}/chapitre-02-la-foire/source.md",
+            f"{CREDIT}/01-du-preteur/source.md",
+            f"{EMPRUNTEUR}/00-debut/source.md",
+            f"{EMPRUNTEUR}/01-le-paysan/source.md",
+            f"{EMPRUNTEUR}/02-l-artisan/source.md",
+        ]
+    )
     debut = (built.home / f"{MARCHE}/00-debut/source.md").read_text(encoding="utf-8")
     assert debut.rstrip().endswith("Le marché du village se tient chaque samedi sur la place de l'église.")
     assert "ÉTALS" not in debut and "LE MARCHÉ" not in debut  # headings live in the heading path
@@ -347,9 +408,13 @@ def test_a_chapter_summary_reads_and_cites_its_sections(built: Settings):
     part = frontmatter.read(built.home / f"{P1}/summary.md")[0]
     assert part["prompt_template"] == "part.md.j2"
     # a chapter's units are its sections' summaries; a part's, its chapters (one of them a level-2 summary)
-    assert units_of(built.home, f"{MARCHE}/summary.md") == [f"{MARCHE}/{s}/summary.md" for s in
-                                                             ("00-debut", "01-des-etals", "02-des-prix")]
-    assert units_of(built.home, f"{P1}/summary.md") == [f"{MARCHE}/summary.md", f"{P1}/chapitre-02-la-foire/summary.md"]
+    assert units_of(built.home, f"{MARCHE}/summary.md") == [
+        f"{MARCHE}/{s}/summary.md" for s in ("00-debut", "01-des-etals", "02-des-prix")
+    ]
+    assert units_of(built.home, f"{P1}/summary.md") == [
+        f"{MARCHE}/summary.md",
+        f"{P1}/chapitre-02-la-foire/summary.md",
+    ]
     assert "fromager" in body or "étals" in body  # built from the sections' summaries
     problems, line = check_corpus(built, [SLUG])
     assert problems == [] and line.startswith("1 book, 24 files checked, 0 problems")
@@ -357,27 +422,42 @@ def test_a_chapter_summary_reads_and_cites_its_sections(built: Settings):
 
 # --- the database ------------------------------------------------------------------------------
 
+
 def test_outline_levels_and_depth(nested):
     rows = nested.execute("SELECT source_file, level, depth FROM rag.outline(%s)", (SLUG,)).fetchall()
     got = {f: (lvl, d) for f, lvl, d in rows}
     assert rows[0] == (f"{C}/summary.md", 3, 0)
     assert got[f"{P2}/summary.md"] == (2, 1) and got[f"{CREDIT}/summary.md"] == (2, 2)
-    assert got[f"{EMPRUNTEUR}/summary.md"] == (2, 3) and got[f"{EMPRUNTEUR}/01-le-paysan/summary.md"] == (1, 4)
+    assert got[f"{EMPRUNTEUR}/summary.md"] == (2, 3) and got[f"{EMPRUNTEUR}/01-le-paysan/summary.md"] == (
+        1,
+        4,
+    )
     assert got[f"{EMPRUNTEUR}/01-le-paysan/source.md"] == (0, 5)
     assert got[f"{C}/avant-propos/source.md"] == (0, 2)
     # preorder: the chapter, then its sections, each followed by its text
     order = [f for f, _l, _d in rows]
-    assert order.index(f"{MARCHE}/summary.md") < order.index(f"{MARCHE}/00-debut/summary.md") \
-        < order.index(f"{MARCHE}/00-debut/source.md") < order.index(f"{MARCHE}/01-des-etals/summary.md")
+    assert (
+        order.index(f"{MARCHE}/summary.md")
+        < order.index(f"{MARCHE}/00-debut/summary.md")
+        < order.index(f"{MARCHE}/00-debut/source.md")
+        < order.index(f"{MARCHE}/01-des-etals/summary.md")
+    )
     levels = nested.execute("SELECT levels FROM rag.list_books() WHERE book = %s", (SLUG,)).fetchone()[0]
     assert levels == [0, 1, 2, 3]
 
 
 def test_get_children_of_a_chapter_are_its_sections(nested):
-    rows = nested.execute("SELECT DISTINCT source_file, level, role FROM rag.get_children(%s, 100000)",
-                          (f"{CREDIT}/summary.md",)).fetchall()
-    assert sorted(rows) == [(f"{CREDIT}/01-du-preteur/summary.md", 1, "child"), (f"{EMPRUNTEUR}/summary.md", 2, "child")]
-    kids = nested.execute("SELECT DISTINCT source_file FROM rag.get_children(%s)", (f"{EMPRUNTEUR}/01-le-paysan/summary.md",))
+    rows = nested.execute(
+        "SELECT DISTINCT source_file, level, role FROM rag.get_children(%s, 100000)",
+        (f"{CREDIT}/summary.md",),
+    ).fetchall()
+    assert sorted(rows) == [
+        (f"{CREDIT}/01-du-preteur/summary.md", 1, "child"),
+        (f"{EMPRUNTEUR}/summary.md", 2, "child"),
+    ]
+    kids = nested.execute(
+        "SELECT DISTINCT source_file FROM rag.get_children(%s)", (f"{EMPRUNTEUR}/01-le-paysan/summary.md",)
+    )
     assert [r[0] for r in kids] == [f"{EMPRUNTEUR}/01-le-paysan/source.md"]
 
 
@@ -385,11 +465,15 @@ def test_levels_filter_and_within_a_chapter(nested, e5):
     from bookrag.search import vector_literal
 
     vec = vector_literal(e5.query("emprunter pour acheter des semences"))
-    hits = nested.execute("SELECT DISTINCT level FROM rag.search('emprunte', %s::vector, 'hybrid', 20, %s, ARRAY[2])",
-                          (vec, SLUG)).fetchall()
+    hits = nested.execute(
+        "SELECT DISTINCT level FROM rag.search('emprunte', %s::vector, 'hybrid', 20, %s, ARRAY[2])",
+        (vec, SLUG),
+    ).fetchall()
     assert hits == [(2,)]
-    files = nested.execute("SELECT source_file FROM rag.search('emprunte', %s::vector, 'hybrid', 20, %s, NULL, %s)",
-                           (vec, SLUG, f"{EMPRUNTEUR}/summary.md")).fetchall()
+    files = nested.execute(
+        "SELECT source_file FROM rag.search('emprunte', %s::vector, 'hybrid', 20, %s, NULL, %s)",
+        (vec, SLUG, f"{EMPRUNTEUR}/summary.md"),
+    ).fetchall()
     assert files and all(f.startswith(EMPRUNTEUR + "/") for (f,) in files)
     assert any(f == f"{EMPRUNTEUR}/01-le-paysan/source.md" for (f,) in files)
 
@@ -398,8 +482,11 @@ def test_two_stage_picks_leaf_sections(nested, e5):
     from bookrag.search import vector_literal
 
     vec = vector_literal(e5.query("Quand la grêle couche les blés, que font les prix ?"))
-    hits = nested.execute("SELECT source_file, level, parent_source_file, section_score FROM "
-                          "rag.search('grêle prix blés', %s::vector, 'two-stage', 3, %s)", (vec, SLUG)).fetchall()
+    hits = nested.execute(
+        "SELECT source_file, level, parent_source_file, section_score FROM "
+        "rag.search('grêle prix blés', %s::vector, 'two-stage', 3, %s)",
+        (vec, SLUG),
+    ).fetchall()
     assert hits[0][0] == f"{MARCHE}/02-des-prix/source.md"
     # every hit is a paragraph whose section is a leaf (level-1) summary, never a chapter of sections
     assert all(level == 0 and parent.endswith("summary.md") for _f, level, parent, _s in hits)
@@ -413,7 +500,9 @@ def test_cli_outline_indents_by_depth(nested_url, built, monkeypatch, capsys):
     monkeypatch.setenv("BOOKRAG_HOME", str(built.home))
     assert main(["outline", SLUG]) == 0
     out = capsys.readouterr().out.splitlines()
-    titled = {line.strip().split("  (")[0]: len(line) - len(line.lstrip()) for line in out if "chunks," in line}
+    titled = {
+        line.strip().split("  (")[0]: len(line) - len(line.lstrip()) for line in out if "chunks," in line
+    }
     assert titled["Deuxième partie (résumé)"] == 2
     assert titled["Chapitre I (Le crédit) (résumé)"] == 4
     assert titled["De l'emprunteur (résumé)"] == 6
@@ -439,17 +528,29 @@ def test_direct_algorithm_reads_every_leaf_under_a_chapter(tmp_path):
     tree = book_tree(find_book(write_book(tmp_path).corpus, SLUG))
     credit = next(n for n in tree if n.source_file == f"{CREDIT}/summary.md")
     assert [n.source_file for n in input_nodes(tree, credit, "direct")] == [
-        f"{CREDIT}/01-du-preteur/source.md", f"{EMPRUNTEUR}/00-debut/source.md", f"{EMPRUNTEUR}/01-le-paysan/source.md",
-        f"{EMPRUNTEUR}/02-l-artisan/source.md"]
+        f"{CREDIT}/01-du-preteur/source.md",
+        f"{EMPRUNTEUR}/00-debut/source.md",
+        f"{EMPRUNTEUR}/01-le-paysan/source.md",
+        f"{EMPRUNTEUR}/02-l-artisan/source.md",
+    ]
     assert [n.source_file for n in input_nodes(tree, credit, "bottom-up")] == [
-        f"{CREDIT}/01-du-preteur/summary.md", f"{EMPRUNTEUR}/summary.md"]
+        f"{CREDIT}/01-du-preteur/summary.md",
+        f"{EMPRUNTEUR}/summary.md",
+    ]
 
 
 def test_a_chapter_summary_cites_its_sections_in_the_database(nested):
-    rows = nested.execute("SELECT DISTINCT source_file, level FROM rag.get_citations(%s)", (f"{CREDIT}/summary.md",)).fetchall()
-    assert rows and {f for f, _l in rows} <= {f"{CREDIT}/01-du-preteur/summary.md", f"{EMPRUNTEUR}/summary.md"}
-    rows = nested.execute("SELECT DISTINCT source_file, level FROM rag.get_citations(%s)",
-                          (f"{EMPRUNTEUR}/01-le-paysan/summary.md",)).fetchall()
+    rows = nested.execute(
+        "SELECT DISTINCT source_file, level FROM rag.get_citations(%s)", (f"{CREDIT}/summary.md",)
+    ).fetchall()
+    assert rows and {f for f, _l in rows} <= {
+        f"{CREDIT}/01-du-preteur/summary.md",
+        f"{EMPRUNTEUR}/summary.md",
+    }
+    rows = nested.execute(
+        "SELECT DISTINCT source_file, level FROM rag.get_citations(%s)",
+        (f"{EMPRUNTEUR}/01-le-paysan/summary.md",),
+    ).fetchall()
     assert rows == [(f"{EMPRUNTEUR}/01-le-paysan/source.md", 0)]  # a section's summary cites its paragraphs
 
 
@@ -462,8 +563,12 @@ def test_mcp_tools_on_a_nested_tree(nested_url, built):
         async with stdio_session(nested_url, built.home) as session:
             tools = {t.name: t for t in (await session.list_tools()).tools}
             outline = (await session.call_tool("outline", {"book": SLUG})).structured_content
-            kids = (await session.call_tool("get_children", {"source_file": f"{CREDIT}/summary.md"})).structured_content
-            parent = (await session.call_tool("get_parent", {"source_file": f"{EMPRUNTEUR}/01-le-paysan/summary.md"}))
+            kids = (
+                await session.call_tool("get_children", {"source_file": f"{CREDIT}/summary.md"})
+            ).structured_content
+            parent = await session.call_tool(
+                "get_parent", {"source_file": f"{EMPRUNTEUR}/01-le-paysan/summary.md"}
+            )
             return {"tools": tools, "outline": outline, "kids": kids, "parent": parent.structured_content}
 
     got = anyio.run(main)
@@ -471,7 +576,12 @@ def test_mcp_tools_on_a_nested_tree(nested_url, built):
     levels = json.dumps(got["tools"]["search"].input_schema["properties"]["levels"])
     assert "chapters that hold sections" in levels
     depth = {e["source_file"]: (e["level"], e["depth"]) for e in got["outline"]["entries"]}
-    assert depth[f"{EMPRUNTEUR}/summary.md"] == (2, 3) and depth[f"{EMPRUNTEUR}/01-le-paysan/source.md"] == (0, 5)
-    assert [n["source_file"] for n in got["kids"]["included"]] == [f"{CREDIT}/01-du-preteur/summary.md",
-                                                                   f"{EMPRUNTEUR}/summary.md"]
+    assert depth[f"{EMPRUNTEUR}/summary.md"] == (2, 3) and depth[f"{EMPRUNTEUR}/01-le-paysan/source.md"] == (
+        0,
+        5,
+    )
+    assert [n["source_file"] for n in got["kids"]["included"]] == [
+        f"{CREDIT}/01-du-preteur/summary.md",
+        f"{EMPRUNTEUR}/summary.md",
+    ]
     assert got["parent"]["source_file"] == f"{EMPRUNTEUR}/summary.md" and got["parent"]["level"] == 2

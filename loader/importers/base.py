@@ -31,8 +31,9 @@ class PreparedBook:
 
 
 class Prepare(Protocol):
-    def __call__(self, settings: Settings, book: Book, *, download: bool = False,
-                 source: Path | None = None) -> PreparedBook:
+    def __call__(
+        self, settings: Settings, book: Book, *, download: bool = False, source: Path | None = None
+    ) -> PreparedBook:
         """Write the book's corpus files from its raw text: from BOOKRAG_SOURCES, from `source`
         (a local export, `--from`) or, with `download`, from the manifest's URL."""
         ...
@@ -58,15 +59,21 @@ def source_meta(book: Book, node: Node) -> dict[str, Any]:
     }
 
 
-def write_sources(settings: Settings, book: Book, bodies: list[tuple[Node, str]],
-                  extra: dict[str, dict[str, Any]] | None = None) -> PreparedBook:
+def write_sources(
+    settings: Settings,
+    book: Book,
+    bodies: list[tuple[Node, str]],
+    extra: dict[str, dict[str, Any]] | None = None,
+) -> PreparedBook:
     """Write each node's source.md (frontmatter and body), leaving files already up to date
     untouched; called once every section is converted, so a bad section writes nothing.
     `extra`: more frontmatter fields by source_file (e.g. loader.author_summary.FIELD)."""
     files = []
     for node, body in bodies:
         path = settings.home / node.source_file
-        text = frontmatter.render({**source_meta(book, node), **(extra or {}).get(node.source_file, {})}, body)
+        text = frontmatter.render(
+            {**source_meta(book, node), **(extra or {}).get(node.source_file, {})}, body
+        )
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             frontmatter.write_atomic(path, text)
         files.append(path)

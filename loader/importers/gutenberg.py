@@ -79,11 +79,15 @@ def _download(raw: RawFile, path: Path, book: Book) -> None:
     """Fetch raw.url into path: streamed into path.part, its sha256 checked, then renamed. A
     refused connection, a dropped one (fewer bytes than announced) or a wrong checksum leaves
     nothing behind, and says in one sentence what to fetch by hand and where to put it."""
-    by_hand = (f"download {raw.url or raw.name} and put it at {path}, or set BOOKRAG_SOURCES to a folder holding "
-               f"{book.source_folder or book.slug}/{raw.name}")
+    by_hand = (
+        f"download {raw.url or raw.name} and put it at {path}, or set BOOKRAG_SOURCES to a folder holding "
+        f"{book.source_folder or book.slug}/{raw.name}"
+    )
     if not raw.url:
-        raise BookragError(f"{book.slug}: the manifest gives no URL for {raw.name}; put the file at {path}, or set "
-                           f"BOOKRAG_SOURCES to a folder holding {book.source_folder or book.slug}/{raw.name}")
+        raise BookragError(
+            f"{book.slug}: the manifest gives no URL for {raw.name}; put the file at {path}, or set "
+            f"BOOKRAG_SOURCES to a folder holding {book.source_folder or book.slug}/{raw.name}"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     part = path.with_name(path.name + ".part")
     digest = hashlib.sha256()
@@ -100,14 +104,17 @@ def _download(raw: RawFile, path: Path, book: Book) -> None:
                 if announced is not None and size != int(announced):
                     raise http.client.IncompleteRead(b"", int(announced) - size)
         except http.client.IncompleteRead as exc:
-            raise BookragError(f"cannot download {raw.url} (the connection dropped before the end of the file): "
-                               f"{by_hand}") from exc
+            raise BookragError(
+                f"cannot download {raw.url} (the connection dropped before the end of the file): {by_hand}"
+            ) from exc
         except (OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", None) or exc
             raise BookragError(f"cannot download {raw.url} ({reason}): {by_hand}") from exc
         if raw.sha256 and digest.hexdigest() != raw.sha256:
-            raise BookragError(f"{raw.url} sent a file whose sha256 is {digest.hexdigest()}, not the manifest's "
-                               f"{raw.sha256}, so it was not kept: {by_hand}")
+            raise BookragError(
+                f"{raw.url} sent a file whose sha256 is {digest.hexdigest()}, not the manifest's "
+                f"{raw.sha256}, so it was not kept: {by_hand}"
+            )
     except BaseException:
         part.unlink(missing_ok=True)
         raise
@@ -123,7 +130,7 @@ def read_text(path: Path, encoding: str, markers: bool = True) -> list[str]:
     start, end = START_RE.search(text), END_RE.search(text)
     if start is None or end is None:
         raise BookragError(f"{path}: no Gutenberg START/END lines; is this a Gutenberg text file?")
-    return text[start.end():end.start()].split("\n")
+    return text[start.end() : end.start()].split("\n")
 
 
 def _find(lines: list[str], wanted: str, frm: int, where: str, file: str, stop: int | None = None) -> int:
@@ -158,13 +165,18 @@ def section_ranges(book: Book, texts: dict[str, list[str]]) -> dict[str, Range]:
             return
         heads, c = [], head
         for sub in s.sections:
-            c = head if sub.start == s.start else _find(lines, sub.start or "", c + 1, f"{here(sub)}: section {key}/{sub.slug}",
-                                                        f, end)
+            c = (
+                head
+                if sub.start == s.start
+                else _find(lines, sub.start or "", c + 1, f"{here(sub)}: section {key}/{sub.slug}", f, end)
+            )
             heads.append(c)
-        if heads[0] != head and to_paragraphs(lines[body:heads[0]]):
-            raise BookragError(f"{here(s)}: section {key} has text between its heading ({f} line {head + 1}) and its first "
-                               f"sub-section (line {heads[0] + 1}) that belongs to no sub-section: add a leading "
-                               f"sub-section whose start is {s.start!r}")
+        if heads[0] != head and to_paragraphs(lines[body : heads[0]]):
+            raise BookragError(
+                f"{here(s)}: section {key} has text between its heading ({f} line {head + 1}) and its first "
+                f"sub-section (line {heads[0] + 1}) that belongs to no sub-section: add a leading "
+                f"sub-section whose start is {s.start!r}"
+            )
         for i, sub in enumerate(s.sections):
             nest(sub, f"{key}/{sub.slug}", f, lines, heads[i], heads[i + 1] if i + 1 < len(heads) else end)
 
@@ -183,11 +195,24 @@ def section_ranges(book: Book, texts: dict[str, list[str]]) -> dict[str, Range]:
     for p in book.parts:
         f = p.file or book.files[0].name
         lines = texts[f]
-        p0 = _find(lines, p.start or "", cursor.get(f, 0), f"{where}: part {p.slug}", f) if p.start else cursor.get(f, 0)
+        p0 = (
+            _find(lines, p.start or "", cursor.get(f, 0), f"{where}: part {p.slug}", f)
+            if p.start
+            else cursor.get(f, 0)
+        )
         c, heads = p0, []
         for s in p.sections:
-            c = p0 if s.start == p.start else _find(lines, s.start or "", c + (0 if c == p0 and not heads else 1),
-                                                    f"{here(s)}: part {p.slug}, section {s.slug}", f)
+            c = (
+                p0
+                if s.start == p.start
+                else _find(
+                    lines,
+                    s.start or "",
+                    c + (0 if c == p0 and not heads else 1),
+                    f"{here(s)}: part {p.slug}, section {s.slug}",
+                    f,
+                )
+            )
             heads.append(c)
         pe = _find(lines, p.end, heads[-1] + 1, f"{where}: part {p.slug} end", f) if p.end else len(lines)
         for i, s in enumerate(p.sections):
@@ -210,7 +235,9 @@ def author_summaries(lines: list[str]) -> list[int]:
     for number, (_text, raw) in enumerate(_blocks(lines), start=1):
         if raw is None:
             continue
-        if author_summary.is_summary_block(raw) and (previous is None or author_summary.is_heading_block(previous)):
+        if author_summary.is_summary_block(raw) and (
+            previous is None or author_summary.is_heading_block(previous)
+        ):
             out.append(number)
         previous = raw
     return out
@@ -240,7 +267,7 @@ def _blocks(lines: list[str]) -> list[tuple[str, list[str] | None]]:
                 text = " ".join(note)
                 m = NOTE_START_RE.match(text)
                 assert m is not None
-                body = text[m.end():]
+                body = text[m.end() :]
                 body = body[:-1] if body.endswith("]") else body
                 paras.append((f"[^{m.group(1)}]: {_clean(body)}", None))
                 note = None
@@ -252,7 +279,7 @@ def _blocks(lines: list[str]) -> list[tuple[str, list[str] | None]]:
                 note, depth = None, 0
                 m = NOTE_START_RE.match(s)
                 assert m is not None
-                body = s[m.end():]
+                body = s[m.end() :]
                 paras.append((f"[^{m.group(1)}]: {_clean(body[:-1] if body.endswith(']') else body)}", None))
             continue
         if s:
@@ -274,8 +301,12 @@ def _clean(text: str) -> str:
 
 
 def prepare_sections(settings: Settings, book: Book, download: bool = False) -> list[PreparedSection]:
-    texts = {raw.name: read_text(raw_path(settings, book, raw, download), book.encoding, book.source_kind != "text")
-             for raw in book.files}
+    texts = {
+        raw.name: read_text(
+            raw_path(settings, book, raw, download), book.encoding, book.source_kind != "text"
+        )
+        for raw in book.files
+    }
     ranges = section_ranges(book, texts)
     out = []
     for node in book_tree(book):
@@ -287,16 +318,27 @@ def prepare_sections(settings: Settings, book: Book, download: bool = False) -> 
         paras = to_paragraphs(raw_lines)
         if not paras:
             at = f"{book.path}:{node.section.line}" if node.section and node.section.line else str(book.path)
-            raise BookragError(f"{at}: section {key} has no paragraphs in {f} (lines {_h + 1}-{end}); check its start "
-                               f"and end lines")
+            raise BookragError(
+                f"{at}: section {key} has no paragraphs in {f} (lines {_h + 1}-{end}); check its start "
+                f"and end lines"
+            )
         out.append(PreparedSection(node, raw_lines, paras, author_summaries(raw_lines)))
     return out
 
 
-def prepare(settings: Settings, book: Book, *, download: bool = False, source: Path | None = None) -> PreparedBook:
+def prepare(
+    settings: Settings, book: Book, *, download: bool = False, source: Path | None = None
+) -> PreparedBook:
     """Write every source.md of a Gutenberg (or plain-text) book; `source` is not used: the raw
     files are named by the manifest."""
     sections = prepare_sections(settings, book, download)
-    return write_sources(settings, book, [(sec.node, "\n\n".join(sec.paragraphs)) for sec in sections],
-                         {sec.node.source_file: {author_summary.FIELD: sec.author_summaries}
-                          for sec in sections if sec.author_summaries})
+    return write_sources(
+        settings,
+        book,
+        [(sec.node, "\n\n".join(sec.paragraphs)) for sec in sections],
+        {
+            sec.node.source_file: {author_summary.FIELD: sec.author_summaries}
+            for sec in sections
+            if sec.author_summaries
+        },
+    )

@@ -19,8 +19,12 @@ from loader.manifest import Book, find_book
 @dataclass(frozen=True)
 class Importer:
     prepare: Prepare
-    by_default: bool = False  # a bare `bookrag prepare` and the demo prepare these books (raw files in BOOKRAG_SOURCES)
-    manifest_book: Callable[[Path], Book] | None = None  # the importer writes the manifest: the book before it exists
+    by_default: bool = (
+        False  # a bare `bookrag prepare` and the demo prepare these books (raw files in BOOKRAG_SOURCES)
+    )
+    manifest_book: Callable[[Path], Book] | None = (
+        None  # the importer writes the manifest: the book before it exists
+    )
 
 
 IMPORTERS: dict[str, Importer] = {

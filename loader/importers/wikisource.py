@@ -33,8 +33,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import mwparserfromhell
-from mwparserfromhell.nodes import (Comment, ExternalLink, Heading, HTMLEntity, Node, Tag, Template, Text,
-                                    Wikilink)
+from mwparserfromhell.nodes import (
+    Comment,
+    ExternalLink,
+    Heading,
+    HTMLEntity,
+    Node,
+    Tag,
+    Template,
+    Text,
+    Wikilink,
+)
 from mwparserfromhell.wikicode import Wikicode
 
 from bookrag.config import Settings
@@ -49,8 +58,18 @@ USER_AGENT = "bookrag/0.1 (Wikisource importer; https://fr.wikisource.org/wiki/S
 #: Templates whose visible text is one of their parameters: name (lower case) -> parameter.
 TEXT_TEMPLATES = {"sc": "1", "pc": "1", "petites capitales": "1", "nobr": "1", "lang": "2", "corr": "2"}
 #: Tags dropped with their content.
-DROP_TAGS = {"noinclude", "references", "gallery", "imagemap", "timeline", "score", "templatestyles",
-             "indicator", "section", "math"}
+DROP_TAGS = {
+    "noinclude",
+    "references",
+    "gallery",
+    "imagemap",
+    "timeline",
+    "score",
+    "templatestyles",
+    "indicator",
+    "section",
+    "math",
+}
 #: Tags whose content stands apart from the text around it (a paragraph break on each side).
 BLOCK_TAGS = {"div", "p", "center", "blockquote", "poem", "table", "hr", "ul", "ol", "dl"}
 #: Links that render no text: categories and images, and (without a label) interlanguage links.
@@ -88,6 +107,7 @@ class _Notes:
 
 # --- the export -----------------------------------------------------------------------------
 
+
 def norm_title(title: str) -> str:
     """A title as MediaWiki stores it: underscores are spaces, first letter upper case."""
     t = re.sub(r"[\s_]+", " ", title).strip()
@@ -111,7 +131,9 @@ def read_export(path: Path) -> dict[str, WikiPage]:
     except OSError as exc:
         raise BookragError(f"{path}: cannot read the export: {exc.strerror or exc}") from exc
     if _local(root.tag) != "mediawiki":
-        raise BookragError(f"{path}: not a MediaWiki export (root element <{_local(root.tag)}>, expected <mediawiki>)")
+        raise BookragError(
+            f"{path}: not a MediaWiki export (root element <{_local(root.tag)}>, expected <mediawiki>)"
+        )
     pages: dict[str, WikiPage] = {}
     for elem in root:
         if _local(elem.tag) != "page":
@@ -124,8 +146,11 @@ def read_export(path: Path) -> dict[str, WikiPage]:
         text_elem = _child(revisions[-1], "text") if revisions else None
         redirect = _child(elem, "redirect")
         pages[norm_title(title)] = WikiPage(
-            title=title, text=(text_elem.text or "") if text_elem is not None else "",
-            redirect=redirect.get("title") if redirect is not None else None, file=path)
+            title=title,
+            text=(text_elem.text or "") if text_elem is not None else "",
+            redirect=redirect.get("title") if redirect is not None else None,
+            file=path,
+        )
     return pages
 
 
@@ -148,12 +173,15 @@ def find_page(export: Export, title: str, where: str) -> WikiPage:
             return page
         target = export.pages.get(norm_title(page.redirect))
         if target is None:
-            raise BookragError(f"{page.file}: page {page.title!r} redirects to {page.redirect!r}, which is not in the export")
+            raise BookragError(
+                f"{page.file}: page {page.title!r} redirects to {page.redirect!r}, which is not in the export"
+            )
         page = target
     raise BookragError(f"{page.file}: page {title!r}: too many redirects")
 
 
 # --- wikitext to paragraphs ------------------------------------------------------------------
+
 
 def _param(tpl: Template, name: str) -> Wikicode | None:
     return tpl.get(name).value if tpl.has(name) else None
@@ -181,7 +209,7 @@ def _italic(inner: str) -> str:
     core = inner.strip()
     if not core:
         return inner
-    lead, trail = inner[: len(inner) - len(inner.lstrip())], inner[len(inner.rstrip()):]
+    lead, trail = inner[: len(inner) - len(inner.lstrip())], inner[len(inner.rstrip()) :]
     return f"{lead}_{core}_{trail}"
 
 
@@ -283,15 +311,18 @@ def page_paragraphs(page: WikiPage) -> list[str]:
         paras = wikitext_paragraphs(page.text)
     except _Transclusion as exc:
         raise BookragError(
-            f"{page.file}: page {page.title!r} transcludes scanned pages (<pages index=\"{exc.args[0]}\" …/>) "
+            f'{page.file}: page {page.title!r} transcludes scanned pages (<pages index="{exc.args[0]}" …/>) '
             "instead of holding its text; an export does not include them, so this page cannot be imported"
         ) from None
     if not paras:
-        raise BookragError(f"{page.file}: page {page.title!r} has no text once templates and markup are removed")
+        raise BookragError(
+            f"{page.file}: page {page.title!r} has no text once templates and markup are removed"
+        )
     return paras
 
 
 # --- finding the export ----------------------------------------------------------------------
+
 
 def section_pages(book: Book) -> dict[str, str]:
     """Section key of each leaf ('slug' for front matter, 'part/slug' in a part, deeper for a
@@ -300,14 +331,23 @@ def section_pages(book: Book) -> dict[str, str]:
     data = tomllib.loads(book.path.read_text(encoding="utf-8"))
 
     def leaves(prefix: str, sections: list[dict]) -> list[tuple[str, dict]]:
-        return [x for s in sections for x in (leaves(f"{prefix}{s['slug']}/", s["sections"]) if s.get("sections")
-                                              else [(f"{prefix}{s['slug']}", s)])]
+        return [
+            x
+            for s in sections
+            for x in (
+                leaves(f"{prefix}{s['slug']}/", s["sections"])
+                if s.get("sections")
+                else [(f"{prefix}{s['slug']}", s)]
+            )
+        ]
 
     entries = leaves("", data.get("front_matter", []))
     entries += [x for p in data.get("parts", []) for x in leaves(f"{p['slug']}/", p.get("sections", []))]
     missing = [key for key, s in entries if not str(s.get("page", "")).strip()]
     if missing:
-        raise BookragError(f"{book.path}: section(s) without a page field (their Wikisource page title): {', '.join(missing)}")
+        raise BookragError(
+            f"{book.path}: section(s) without a page field (their Wikisource page title): {', '.join(missing)}"
+        )
     return {key: s["page"] for key, s in entries}
 
 
@@ -325,7 +365,11 @@ def _xml_files(path: Path) -> list[Path]:
 def export_url(template: str, titles: list[str]) -> str:
     """The Special:Export URL for these titles: `{pages}` in the manifest's export_url stands for
     the titles, newline-separated and URL-encoded (a URL without it is fetched as it is)."""
-    return template.replace("{pages}", urllib.parse.quote("\n".join(titles), safe="")) if "{pages}" in template else template
+    return (
+        template.replace("{pages}", urllib.parse.quote("\n".join(titles), safe=""))
+        if "{pages}" in template
+        else template
+    )
 
 
 def _fetch(url: str, path: Path) -> None:
@@ -337,7 +381,9 @@ def _fetch(url: str, path: Path) -> None:
             out.write(resp.read())
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise BookragError(f"cannot download {url}: {exc}; offline? pass --from <a Special:Export XML file> instead") from exc
+        raise BookragError(
+            f"cannot download {url}: {exc}; offline? pass --from <a Special:Export XML file> instead"
+        ) from exc
     tmp.replace(path)
 
 
@@ -348,7 +394,9 @@ def download_exports(settings: Settings, book: Book, titles: list[str]) -> list[
     if not template:
         raise BookragError(f"{book.path}: [source] has no export_url to download the Wikisource export from")
     folder = settings.state_dir / "downloads" / book.slug
-    batches = [titles[i:i + BATCH] for i in range(0, len(titles), BATCH)] if "{pages}" in template else [titles]
+    batches = (
+        [titles[i : i + BATCH] for i in range(0, len(titles), BATCH)] if "{pages}" in template else [titles]
+    )
     paths = []
     for i, batch in enumerate(batches, 1):
         digest = hashlib.sha256("\n".join(batch).encode()).hexdigest()[:8]
@@ -359,7 +407,9 @@ def download_exports(settings: Settings, book: Book, titles: list[str]) -> list[
     return paths
 
 
-def locate_export(settings: Settings, book: Book, titles: list[str], download: bool, export: Path | None) -> Export:
+def locate_export(
+    settings: Settings, book: Book, titles: list[str], download: bool, export: Path | None
+) -> Export:
     if export is not None:
         return load_export(_xml_files(export), str(export))
     if download:
@@ -377,7 +427,10 @@ def locate_export(settings: Settings, book: Book, titles: list[str], download: b
 
 # --- the corpus files ------------------------------------------------------------------------
 
-def prepare(settings: Settings, book: Book, *, download: bool = False, source: Path | None = None) -> PreparedBook:
+
+def prepare(
+    settings: Settings, book: Book, *, download: bool = False, source: Path | None = None
+) -> PreparedBook:
     """Write every source.md of a Wikisource book from the export `source` (a file or folder),
     BOOKRAG_SOURCES or, with `download`, the manifest's export_url. Every section is converted
     before any file is written."""

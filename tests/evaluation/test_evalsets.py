@@ -23,11 +23,70 @@ EVALS = DEFAULT_HOME / "evals"
 # embedder's own input window binds, which this check does not model
 MAX_CHUNK_TOKENS = 400
 BOOKS = ("bastiat-sophismes-economiques", "tocqueville-democratie-en-amerique")
-STOP = {"alors", "aussi", "autre", "autres", "avec", "avoir", "cela", "celle", "celles", "celui", "ceux", "cette", "chaque",
-        "comme", "comment", "dans", "depuis", "donc", "elle", "elles", "entre", "etre", "fait", "faire", "leur", "leurs",
-        "mais", "meme", "moins", "nous", "notre", "selon", "sans", "sera", "sont", "sous", "quand", "quel", "quelle",
-        "quelles", "quels", "quelque", "quoi", "pour", "pourquoi", "plus", "peut", "faut", "tout", "tous", "toute",
-        "toutes", "tres", "vers", "votre", "vous", "etait", "ainsi", "avait", "dont", "lors", "encore"}
+STOP = {
+    "alors",
+    "aussi",
+    "autre",
+    "autres",
+    "avec",
+    "avoir",
+    "cela",
+    "celle",
+    "celles",
+    "celui",
+    "ceux",
+    "cette",
+    "chaque",
+    "comme",
+    "comment",
+    "dans",
+    "depuis",
+    "donc",
+    "elle",
+    "elles",
+    "entre",
+    "etre",
+    "fait",
+    "faire",
+    "leur",
+    "leurs",
+    "mais",
+    "meme",
+    "moins",
+    "nous",
+    "notre",
+    "selon",
+    "sans",
+    "sera",
+    "sont",
+    "sous",
+    "quand",
+    "quel",
+    "quelle",
+    "quelles",
+    "quels",
+    "quelque",
+    "quoi",
+    "pour",
+    "pourquoi",
+    "plus",
+    "peut",
+    "faut",
+    "tout",
+    "tous",
+    "toute",
+    "toutes",
+    "tres",
+    "vers",
+    "votre",
+    "vous",
+    "etait",
+    "ainsi",
+    "avait",
+    "dont",
+    "lors",
+    "encore",
+}
 
 
 def fold(word: str) -> str:
@@ -67,12 +126,16 @@ def test_fragments_are_in_their_passage_and_paraphrases_share_no_word(slug, prep
         chunks = [c.text for c in chunk_body(body, MAX_CHUNK_TOKENS)]
         paras = paragraphs(body)
         for frag in item.answers:
-            assert any(normalise(frag) in normalise(c) for c in chunks), \
+            assert any(normalise(frag) in normalise(c) for c in chunks), (
                 f"{item.id}: fragment not inside one chunk of {source}: {frag!r}"
+            )
             holding = [p for p in paras if normalise(frag) in normalise(p)]
             if item.kind == "paraphrase":
                 stems = {fold(w)[:5] for p in holding for w in re.findall(r"[^\W\d_]+", p)}
-                words = [fold(w) for w in re.findall(r"[^\W\d_]+", item.question.replace("’", "'"))
-                         if len(w) >= 4 and fold(w) not in STOP]
+                words = [
+                    fold(w)
+                    for w in re.findall(r"[^\W\d_]+", item.question.replace("’", "'"))
+                    if len(w) >= 4 and fold(w) not in STOP
+                ]
                 shared = [w for w in words if w[:5] in stems]
                 assert not shared, f"{item.id}: shares {shared} with its paragraph"

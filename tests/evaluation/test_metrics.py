@@ -13,17 +13,29 @@ ITEM = EvalItem("q1", "?", "lexical", ("corpus/b/a/source.md",), ("l'économie -
 
 
 def hit(source_file: str, content: str, tokens: int = 10, chunk: int = 0) -> dict:
-    return {"source_file": source_file, "content": content, "content_token_count": tokens, "chunk_index": chunk}
+    return {
+        "source_file": source_file,
+        "content": content,
+        "content_token_count": tokens,
+        "chunk_index": chunk,
+    }
 
 
 def test_normalise_case_whitespace_apostrophes_dashes_markers():
-    assert normalise("L’Économie —  politique[^3]") == normalise("l'économie -- politique") == "l'économie - politique"
+    assert (
+        normalise("L’Économie —  politique[^3]")
+        == normalise("l'économie -- politique")
+        == "l'économie - politique"
+    )
     assert contains_answer("Ainsi, L’ÉCONOMIE—politique est une science.", ["l'économie -- politique"])
 
 
 def test_ranks_recall_mrr_ndcg():
-    hits = [hit("corpus/b/x/source.md", "rien"), hit("corpus/b/y/source.md", "L'économie — politique!"),
-            hit("corpus/b/a/source.md", "autre chose")]
+    hits = [
+        hit("corpus/b/x/source.md", "rien"),
+        hit("corpus/b/y/source.md", "L'économie — politique!"),
+        hit("corpus/b/a/source.md", "autre chose"),
+    ]
     r = score_question(ITEM, "hybrid", hits)
     assert (r.answer_rank, r.node_rank, r.first_relevant) == (2, 3, 2)
     assert (r.recall(1), r.recall(2), r.recall(2, "node"), r.recall(3, "node")) == (0.0, 1.0, 0.0, 1.0)
@@ -43,7 +55,12 @@ def test_aggregate_means():
     a = score_question(ITEM, "m", [hit("corpus/b/a/source.md", "l'économie -- politique")])
     b = score_question(ITEM, "m", [hit("corpus/b/q/source.md", "non")])
     agg = aggregate([a, b], [1])
-    assert agg["recall@1"] == 0.5 and agg["mrr@10"] == 0.5 and agg["answer_mrr@10"] == 0.5 and agg["questions"] == 2
+    assert (
+        agg["recall@1"] == 0.5
+        and agg["mrr@10"] == 0.5
+        and agg["answer_mrr@10"] == 0.5
+        and agg["questions"] == 2
+    )
 
 
 def test_paragraph_and_chapter_ranks():
@@ -53,9 +70,17 @@ def test_paragraph_and_chapter_ranks():
     para = {**hit("corpus/b/a/source.md", "l'économie -- politique"), "level": 0}
     r = score_question(ITEM, "hybrid", [hit("corpus/b/x/source.md", "rien"), summary, para])
     assert (r.answer_rank, r.paragraph_rank, r.chapter_rank) == (2, 3, 2)
-    assert r.recall(2, "paragraph") == 0.0 and r.recall(3, "paragraph") == 1.0 and r.mrr(10, "paragraph") == 1 / 3
+    assert (
+        r.recall(2, "paragraph") == 0.0
+        and r.recall(3, "paragraph") == 1.0
+        and r.mrr(10, "paragraph") == 1 / 3
+    )
     agg = aggregate([r], [1, 5])
-    assert agg["paragraph_recall@5"] == 1.0 and agg["chapter_recall@1"] == 0.0 and agg["two_step_recall@5"] == 0.0
+    assert (
+        agg["paragraph_recall@5"] == 1.0
+        and agg["chapter_recall@1"] == 0.0
+        and agg["two_step_recall@5"] == 0.0
+    )
 
 
 def test_two_step_measures():

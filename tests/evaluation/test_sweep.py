@@ -24,11 +24,24 @@ def test_sweep_grid_cache_and_cleanup(home, pg_url, monkeypatch):
         return made[-1]
 
     monkeypatch.setattr(sweep_module, "CachedEmbedder", spy)
-    rows = sweep(s, "traite-des-echanges", EVALSET, [20, PARAGRAPH], ["hybrid", "two-stage", "economic"], progress=False)
+    rows = sweep(
+        s,
+        "traite-des-echanges",
+        EVALSET,
+        [20, PARAGRAPH],
+        ["hybrid", "two-stage", "economic"],
+        progress=False,
+    )
     assert [(r["threshold"], r["strategy"]) for r in rows] == [
-        (20, "hybrid"), (20, "two-stage"), (20, "hybrid (economic)"), (20, "two-stage (economic)"),
-        ("paragraph", "hybrid"), ("paragraph", "two-stage"), ("paragraph", "hybrid (economic)"),
-        ("paragraph", "two-stage (economic)")]
+        (20, "hybrid"),
+        (20, "two-stage"),
+        (20, "hybrid (economic)"),
+        (20, "two-stage (economic)"),
+        ("paragraph", "hybrid"),
+        ("paragraph", "two-stage"),
+        ("paragraph", "hybrid (economic)"),
+        ("paragraph", "two-stage (economic)"),
+    ]
     chunks = {r["threshold"]: r["level0_chunks"] for r in rows}
     assert chunks[20] > chunks["paragraph"] == 12
     assert all(0.0 <= r["recall@5"] <= 1.0 and r["questions"] == 3 for r in rows)
@@ -39,4 +52,6 @@ def test_sweep_grid_cache_and_cleanup(home, pg_url, monkeypatch):
     assert render(rows).splitlines()[0].startswith("| threshold | strategy | level0_chunks |")
     with psycopg.connect(pg_url) as c:
         assert c.execute("SELECT count(*) FROM rag.hierarchical_content_nodes").fetchone() == (0,)
-        assert c.execute("SELECT count(*) FROM pg_database WHERE datname LIKE 'bookrag_sweep_%'").fetchone() == (0,)
+        assert c.execute(
+            "SELECT count(*) FROM pg_database WHERE datname LIKE 'bookrag_sweep_%'"
+        ).fetchone() == (0,)

@@ -7,16 +7,25 @@ import psycopg
 
 from evaluation.tune_fusion import Setting, choose, installed_defaults, is_installed, one_question
 
-INSTALLED = {"fusion": "convex", "normalisation": "zscore", "bm25_weight": 0.5, "vector_weight": 0.5,
-             "chapter_weight": 0.4, "sentence_after": 1, "sentence_every": 3}
+INSTALLED = {
+    "fusion": "convex",
+    "normalisation": "zscore",
+    "bm25_weight": 0.5,
+    "vector_weight": 0.5,
+    "chapter_weight": 0.4,
+    "sentence_after": 1,
+    "sentence_every": 3,
+}
 A = Setting("after=1 every=3", sentence_after=1, sentence_every=3)  # the installed one
 B = Setting("after=2 every=2", sentence_after=2, sentence_every=2)
 
 
 def results(a: tuple[float, float], b: tuple[float, float], questions: tuple[int, int] = (20, 60)) -> dict:
     """Two sets; the branches score 0.1 everywhere; A and B score (recall@5, MRR@10) on both."""
+
     def agg(r5: float, mrr: float, n: int) -> dict[str, float]:
         return {"recall@5": r5, "mrr@10": mrr, "questions": n}
+
     sets = ("small", "large")
     out = {name: {s: agg(0.1, 0.1, n) for s, n in zip(sets, questions)} for name in ("bm25", "vector")}
     out[A.name] = {s: agg(*a, n) for s, n in zip(sets, questions)}
@@ -45,18 +54,21 @@ def test_a_lead_of_exactly_one_question_changes_the_default():
 
 
 def test_an_installed_default_below_a_branch_is_not_kept():
-    res = results((0.09, 0.90), (0.50, 0.51))  # A leads B by 0.01 of mean but its recall@5 is under the branches' 0.1
+    res = results(
+        (0.09, 0.90), (0.50, 0.51)
+    )  # A leads B by 0.01 of mean but its recall@5 is under the branches' 0.1
     assert choose(res, [A, B], INSTALLED) == (B, True)
 
 
 def test_installed_defaults_are_the_databases(corpus: psycopg.Connection):
     defaults = installed_defaults(corpus)
-    sql = corpus.execute("SELECT sentence_after, sentence_every, fusion "
-                         "FROM rag._settings()").fetchone()
+    sql = corpus.execute("SELECT sentence_after, sentence_every, fusion FROM rag._settings()").fetchone()
     assert (defaults["sentence_after"], defaults["sentence_every"], defaults["fusion"]) == sql
     assert is_installed(Setting("default"), defaults)
     assert is_installed(Setting("same", sentence_every=defaults["sentence_every"]), defaults)
     assert not is_installed(Setting("other", sentence_every=defaults["sentence_every"] + 1), defaults)
     assert not is_installed(Setting("bm25", "bm25"), defaults)
     v = defaults["vector_weight"]
-    assert is_installed(Setting("weights", vector_weight=v), defaults) == (abs(1 - v - defaults["bm25_weight"]) < 1e-9)
+    assert is_installed(Setting("weights", vector_weight=v), defaults) == (
+        abs(1 - v - defaults["bm25_weight"]) < 1e-9
+    )

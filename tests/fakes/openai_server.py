@@ -22,22 +22,22 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 _SUBJECTS = (
-    re.compile(r"Résume la section suivante : (.+?)\.\n"),        # section.md.j2
-    re.compile(r"Partie à résumer : (.+?)\.\n"),                  # part.md.j2
-    re.compile(r"résumés partiels consécutifs de : (.+?) \(«"),   # merge.md.j2
-    re.compile(r"l'ouvrage entier « (.+?) »"),                    # book.md.j2
+    re.compile(r"Résume la section suivante : (.+?)\.\n"),  # section.md.j2
+    re.compile(r"Partie à résumer : (.+?)\.\n"),  # part.md.j2
+    re.compile(r"résumés partiels consécutifs de : (.+?) \(«"),  # merge.md.j2
+    re.compile(r"l'ouvrage entier « (.+?) »"),  # book.md.j2
 )
 _SLICE = re.compile(r"Tu ne reçois que (?:la partie|le lot) (\d+) sur (\d+)")
 _SECTION_TEXT = "Texte de la section :\n"
 _PARTIALS = "\n## Résumé partiel "
-_NUMBERED_PARAGRAPH = re.compile(r"(?m)^§(\d+) ")    # section.md.j2: "§3 text"
-_NUMBERED_HEADING = re.compile(r"(?m)^## §(\d+) ")   # part.md.j2, book.md.j2: "## §2 — heading"
-_CITED = re.compile(r"§(\d+)")                        # in the partial summaries of a merge
+_NUMBERED_PARAGRAPH = re.compile(r"(?m)^§(\d+) ")  # section.md.j2: "§3 text"
+_NUMBERED_HEADING = re.compile(r"(?m)^## §(\d+) ")  # part.md.j2, book.md.j2: "## §2 — heading"
+_CITED = re.compile(r"§(\d+)")  # in the partial summaries of a merge
 
 
 def subject_of(prompt: str) -> str:
@@ -122,7 +122,11 @@ class Rule:
 
 _ERRORS = {
     401: ("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"),
-    404: ("The model does not exist or you do not have access to it.", "invalid_request_error", "model_not_found"),
+    404: (
+        "The model does not exist or you do not have access to it.",
+        "invalid_request_error",
+        "model_not_found",
+    ),
     429: ("Rate limit reached, retry shortly.", "rate_limit_error", "rate_limit_exceeded"),
     500: ("The server had an error while processing your request.", "server_error", None),
 }
@@ -154,12 +158,19 @@ class FakeOpenAI:
         """Answer with finish_reason "length" (the model hit max_tokens)."""
         return self._add(Rule(match, times, finish_reason="length"))
 
-    def reply(self, answer: str | Callable[[Recorded], str], times: int | None = 1, match: str | None = None) -> Rule:
+    def reply(
+        self, answer: str | Callable[[Recorded], str], times: int | None = 1, match: str | None = None
+    ) -> Rule:
         """Answer with this text (or answer(request)) instead of summary_for."""
         return self._add(Rule(match, times, answer=answer))
 
-    def before_answer(self, callback: Callable[[Recorded], None], times: int | None = None, match: str | None = None,
-                      hang: bool = False) -> Rule:
+    def before_answer(
+        self,
+        callback: Callable[[Recorded], None],
+        times: int | None = None,
+        match: str | None = None,
+        hang: bool = False,
+    ) -> Rule:
         """Run callback(request) in the server thread before answering (then hang, if asked)."""
         return self._add(Rule(match, times, hang=hang, callback=callback))
 
@@ -190,7 +201,7 @@ class FakeOpenAI:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"
 
-    def start(self) -> "FakeOpenAI":
+    def start(self) -> FakeOpenAI:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -202,7 +213,9 @@ class FakeOpenAI:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=lambda: self._server.serve_forever(poll_interval=0.05), name="fake-openai", daemon=True)
+        self._thread = threading.Thread(
+            target=lambda: self._server.serve_forever(poll_interval=0.05), name="fake-openai", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -213,7 +226,7 @@ class FakeOpenAI:
             self._server.server_close()
             self._server = None
 
-    def __enter__(self) -> "FakeOpenAI":
+    def __enter__(self) -> FakeOpenAI:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -231,7 +244,9 @@ class FakeOpenAI:
         rec = Recorded(h.path, {k.lower(): v for k, v in h.headers.items()}, body)
         with self._lock:
             self.requests.append(rec)
-            rule = next((r for r in self.rules if r.applies(rec.prompt if body.get("messages") else "")), None)
+            rule = next(
+                (r for r in self.rules if r.applies(rec.prompt if body.get("messages") else "")), None
+            )
             if rule is not None:
                 rule.used += 1
         if not h.path.rstrip("/").endswith("/chat/completions"):
@@ -245,10 +260,14 @@ class FakeOpenAI:
         if rule is not None and rule.status != 200:
             return self._error(h, rec, rule.status)
         if self.models is not None and rec.model not in self.models:
-            return self._error(h, rec, 404, f"The model `{rec.model}` does not exist or you do not have access to it.")
+            return self._error(
+                h, rec, 404, f"The model `{rec.model}` does not exist or you do not have access to it."
+            )
         rec.status = 200
         answer = rule.answer if rule is not None else None
-        rec.answer = summary_for(rec.prompt) if answer is None else answer if isinstance(answer, str) else answer(rec)
+        rec.answer = (
+            summary_for(rec.prompt) if answer is None else answer if isinstance(answer, str) else answer(rec)
+        )
         self._send(h, 200, self._completion(rec, rec.answer, rule.finish_reason if rule else "stop"))
 
     def _completion(self, rec: Recorded, text: str, finish_reason: str) -> dict:
@@ -257,19 +276,37 @@ class FakeOpenAI:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": rec.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}],
-            "usage": {"prompt_tokens": len(rec.prompt.split()), "completion_tokens": len(text.split()),
-                      "total_tokens": len(rec.prompt.split()) + len(text.split())},
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": finish_reason,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": len(rec.prompt.split()),
+                "completion_tokens": len(text.split()),
+                "total_tokens": len(rec.prompt.split()) + len(text.split()),
+            },
         }
 
-    def _error(self, h: BaseHTTPRequestHandler, rec: Recorded, status: int, message: str | None = None) -> None:
+    def _error(
+        self, h: BaseHTTPRequestHandler, rec: Recorded, status: int, message: str | None = None
+    ) -> None:
         rec.status = status
         default, kind, code = _ERRORS.get(status, ("error", "server_error", None))
         headers = {"retry-after-ms": str(self.retry_after_ms)} if status == 429 or status >= 500 else {}
-        self._send(h, status, {"error": {"message": message or default, "type": kind, "param": None, "code": code}}, headers)
+        self._send(
+            h,
+            status,
+            {"error": {"message": message or default, "type": kind, "param": None, "code": code}},
+            headers,
+        )
 
     @staticmethod
-    def _send(h: BaseHTTPRequestHandler, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+    def _send(
+        h: BaseHTTPRequestHandler, status: int, payload: dict, headers: dict[str, str] | None = None
+    ) -> None:
         data = json.dumps(payload, ensure_ascii=False).encode()
         try:
             h.send_response(status)

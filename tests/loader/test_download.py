@@ -68,13 +68,20 @@ def fresh_clone(tmp_path: Path, base_url: str, books: tuple[str, ...] = (BASTIAT
     pointing at base_url/<folder>/<file> instead of the Gutenberg site."""
     home = tmp_path / "clone"
     for book in books:
-        shutil.copytree(DEFAULT_HOME / "corpus" / book, home / "corpus" / book,
-                        ignore=shutil.ignore_patterns("source.md", "source.md.jsonl"))
+        shutil.copytree(
+            DEFAULT_HOME / "corpus" / book,
+            home / "corpus" / book,
+            ignore=shutil.ignore_patterns("source.md", "source.md.jsonl"),
+        )
         manifest = home / "corpus" / book / "book.toml"
         text = manifest.read_text(encoding="utf-8")
         folder = re.search(r'^folder = "([^"]+)"', text, re.M).group(1)
-        text = re.sub(r'^url = "https://www\.gutenberg\.org/[^"]*/([^/"]+?)-8\.txt"',
-                      lambda m: f'url = "{base_url}/{folder}/pg{m.group(1)}-8.txt"', text, flags=re.M)
+        text = re.sub(
+            r'^url = "https://www\.gutenberg\.org/[^"]*/([^/"]+?)-8\.txt"',
+            lambda m: f'url = "{base_url}/{folder}/pg{m.group(1)}-8.txt"',
+            text,
+            flags=re.M,
+        )
         manifest.write_text(text, encoding="utf-8")
     return home
 
@@ -88,12 +95,18 @@ def env(monkeypatch):
 
 def downloads(home: Path) -> list[str]:
     folder = home / ".bookrag" / "downloads"
-    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
+    return (
+        sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+        if folder.exists()
+        else []
+    )
 
 
 def by_hand(home: Path, url: str) -> str:
-    return (f"download {url} and put it at {home}/.bookrag/downloads/{BASTIAT}/pg46625-8.txt, or set BOOKRAG_SOURCES "
-            f"to a folder holding {RAW}")
+    return (
+        f"download {url} and put it at {home}/.bookrag/downloads/{BASTIAT}/pg46625-8.txt, or set BOOKRAG_SOURCES "
+        f"to a folder holding {RAW}"
+    )
 
 
 def test_prepare_downloads_checks_and_keeps_the_file(tmp_path, mirror, env, capsys):
@@ -116,9 +129,13 @@ def test_a_wrong_checksum_keeps_nothing(tmp_path, mirror, env, capsys):
     env.setenv("BOOKRAG_HOME", str(home))
     assert main(["prepare", BASTIAT]) == 1
     err = capsys.readouterr().err.splitlines()[-1]
-    got = hashlib.sha256(bytearray(b ^ (i == 1000) for i, b in enumerate((BOOKS / RAW).read_bytes()))).hexdigest()
-    assert err == (f"error: {mirror}/bad/{RAW} sent a file whose sha256 is {got}, not the manifest's {SHA}, so it was not "
-                   f"kept: {by_hand(home, f'{mirror}/bad/{RAW}')}")
+    got = hashlib.sha256(
+        bytearray(b ^ (i == 1000) for i, b in enumerate((BOOKS / RAW).read_bytes()))
+    ).hexdigest()
+    assert err == (
+        f"error: {mirror}/bad/{RAW} sent a file whose sha256 is {got}, not the manifest's {SHA}, so it was not "
+        f"kept: {by_hand(home, f'{mirror}/bad/{RAW}')}"
+    )
     assert downloads(home) == [] and not list((home / "corpus").rglob("source.md"))
 
 
@@ -127,8 +144,10 @@ def test_a_dropped_connection_keeps_nothing(tmp_path, mirror, env, capsys):
     env.setenv("BOOKRAG_HOME", str(home))
     assert main(["prepare", BASTIAT]) == 1
     err = capsys.readouterr().err.splitlines()[-1]
-    assert err == (f"error: cannot download {mirror}/drop/{RAW} (the connection dropped before the end of the file): "
-                   f"{by_hand(home, f'{mirror}/drop/{RAW}')}")
+    assert err == (
+        f"error: cannot download {mirror}/drop/{RAW} (the connection dropped before the end of the file): "
+        f"{by_hand(home, f'{mirror}/drop/{RAW}')}"
+    )
     assert downloads(home) == [] and not list((home / "corpus").rglob("source.md"))
 
 
@@ -138,6 +157,8 @@ def test_offline_one_sentence_says_what_to_download_and_where(tmp_path, env, cap
     for argv in (["prepare", BASTIAT], ["demo"]):
         assert main(argv) == 1
         err = capsys.readouterr().err.splitlines()[-1]
-        assert err == (f"error: cannot download http://127.0.0.1:1/{RAW} ([Errno 111] Connection refused): "
-                       f"{by_hand(home, f'http://127.0.0.1:1/{RAW}')}")
+        assert err == (
+            f"error: cannot download http://127.0.0.1:1/{RAW} ([Errno 111] Connection refused): "
+            f"{by_hand(home, f'http://127.0.0.1:1/{RAW}')}"
+        )
         assert downloads(home) == []

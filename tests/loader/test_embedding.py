@@ -8,10 +8,12 @@ import numpy as np
 
 from loader.embedding import LocalEmbedder
 
-TEXTS = ["Pourquoi la protection ne crée-t-elle pas de travail ?",
-         "régime protecteur travail national tarif déplacement consommateur",
-         "La protection ne crée point de travail ; elle le déplace. Ce que gagne l'industrie protégée, "
-         "le consommateur le perd, et la nation avec lui."]
+TEXTS = [
+    "Pourquoi la protection ne crée-t-elle pas de travail ?",
+    "régime protecteur travail national tarif déplacement consommateur",
+    "La protection ne crée point de travail ; elle le déplace. Ce que gagne l'industrie protégée, "
+    "le consommateur le perd, et la nation avec lui.",
+]
 
 
 def test_a_batch_of_queries_gives_each_querys_own_vector() -> None:

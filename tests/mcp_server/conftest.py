@@ -4,8 +4,8 @@ loaded into a database of its own, so that the other tests' corpus stays as it i
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -25,7 +25,10 @@ def room_home(tmp_path_factory: pytest.TempPathFactory, corpus_home: Path, e5) -
     source = home / "corpus" / BOOK / NOTED / "source.md"
     text = source.read_text(encoding="utf-8")
     assert "du montant exact du péage." in text
-    text = text.replace("du montant exact du péage.", "du montant exact du péage[^1].").rstrip("\n") + f"\n\n{NOTE}\n"
+    text = (
+        text.replace("du montant exact du péage.", "du montant exact du péage[^1].").rstrip("\n")
+        + f"\n\n{NOTE}\n"
+    )
     source.write_text(text, encoding="utf-8")
     write_sidecars([source], home, 400, e5, progress=False)
     return home

@@ -30,9 +30,12 @@ NOT_SELECT: dict[str | None, list[str]] = {
     "DELETE": [f"DELETE FROM {N}"],
     "TRUNCATETABLE": ["TRUNCATE rag.books"],
     "DROP": ["DROP TABLE rag.books"],
-    "CREATE": ["CREATE TABLE t (a int)", "CREATE TEMP TABLE t AS SELECT 1",
-               "CREATE FUNCTION pdb.score(integer) RETURNS float8 LANGUAGE sql AS 'select 1.0'",
-               "CREATE OR REPLACE FUNCTION rag.search_branch(text) RETURNS int LANGUAGE sql AS 'select 1'"],
+    "CREATE": [
+        "CREATE TABLE t (a int)",
+        "CREATE TEMP TABLE t AS SELECT 1",
+        "CREATE FUNCTION pdb.score(integer) RETURNS float8 LANGUAGE sql AS 'select 1.0'",
+        "CREATE OR REPLACE FUNCTION rag.search_branch(text) RETURNS int LANGUAGE sql AS 'select 1'",
+    ],
     "ALTER": ["ALTER TABLE rag.books ADD COLUMN x int"],
     "GRANT": ["GRANT ALL ON rag.books TO PUBLIC"],
     "COPY": ["COPY rag.books TO '/tmp/books'", "COPY (SELECT 1) TO PROGRAM 'id'"],
@@ -77,10 +80,22 @@ REFUSED: list[tuple[str, str]] = [
     ("/* x */ SELECT 1; /* y */ DELETE FROM rag.books", "rejected: exactly one statement is allowed"),
     ("SELECT 1 -- comment\n; DELETE FROM rag.books", "rejected: exactly one statement is allowed, got 2"),
     # data-modifying CTEs
-    ("WITH d AS (DELETE FROM rag.books RETURNING *) SELECT * FROM d", "rejected: DELETE is not allowed: read-only SELECT only"),
-    ("WITH u AS (UPDATE rag.books SET title = 'x' RETURNING *) SELECT count(*) FROM u", "rejected: UPDATE is not allowed: read-only SELECT only"),
-    ("WITH i AS (INSERT INTO rag.books (book, title) VALUES ('x', 'x') RETURNING 1) SELECT 1", "rejected: INSERT is not allowed: read-only SELECT only"),
-    ("SELECT * FROM (WITH d AS (DELETE FROM rag.books RETURNING *) SELECT * FROM d) x", "rejected: DELETE is not allowed: read-only SELECT only"),
+    (
+        "WITH d AS (DELETE FROM rag.books RETURNING *) SELECT * FROM d",
+        "rejected: DELETE is not allowed: read-only SELECT only",
+    ),
+    (
+        "WITH u AS (UPDATE rag.books SET title = 'x' RETURNING *) SELECT count(*) FROM u",
+        "rejected: UPDATE is not allowed: read-only SELECT only",
+    ),
+    (
+        "WITH i AS (INSERT INTO rag.books (book, title) VALUES ('x', 'x') RETURNING 1) SELECT 1",
+        "rejected: INSERT is not allowed: read-only SELECT only",
+    ),
+    (
+        "SELECT * FROM (WITH d AS (DELETE FROM rag.books RETURNING *) SELECT * FROM d) x",
+        "rejected: DELETE is not allowed: read-only SELECT only",
+    ),
     # side-effect and privileged functions, spelled every way
     ("SELECT pg_sleep(10)", "rejected: function pg_sleep() is not allowed"),
     ("SELECT pg_sleep/**/(10)", "rejected: function pg_sleep() is not allowed"),
@@ -98,16 +113,31 @@ REFUSED: list[tuple[str, str]] = [
     ("SELECT pg_read_file('/etc/passwd')", "rejected: function pg_read_file() is not allowed"),
     ("SELECT pg_ls_dir('.')", "rejected: function pg_ls_dir() is not allowed"),
     ("SELECT pg_notify('a', 'b')", "rejected: function pg_notify() is not allowed"),
-    ("SELECT query_to_xml('delete from rag.books', true, true, '')", "rejected: function query_to_xml() is not allowed"),
+    (
+        "SELECT query_to_xml('delete from rag.books', true, true, '')",
+        "rejected: function query_to_xml() is not allowed",
+    ),
     ("SELECT dblink('host=x', 'select 1')", "rejected: function dblink() is not allowed"),
-    ("SELECT pg_terminate_backend(pg_backend_pid())", "rejected: function pg_terminate_backend() is not allowed"),
+    (
+        "SELECT pg_terminate_backend(pg_backend_pid())",
+        "rejected: function pg_terminate_backend() is not allowed",
+    ),
     ("SELECT pg_cancel_backend(1)", "rejected: function pg_cancel_backend() is not allowed"),
-    ("SELECT nextval('rag.hierarchical_content_nodes_id_seq')", "rejected: function nextval() is not allowed"),
-    ("SELECT setval('rag.hierarchical_content_nodes_id_seq', 1)", "rejected: function setval() is not allowed"),
+    (
+        "SELECT nextval('rag.hierarchical_content_nodes_id_seq')",
+        "rejected: function nextval() is not allowed",
+    ),
+    (
+        "SELECT setval('rag.hierarchical_content_nodes_id_seq', 1)",
+        "rejected: function setval() is not allowed",
+    ),
     ("SELECT txid_current()", "rejected: function txid_current() is not allowed"),
     ("SELECT pg_export_snapshot()", "rejected: function pg_export_snapshot() is not allowed"),
     ("SELECT version()", "rejected: function version() is not allowed"),
-    ("SELECT paradedb.force_merge('rag.hcn_bm25_idx'::regclass, 1)", "rejected: function force_merge() is not allowed"),
+    (
+        "SELECT paradedb.force_merge('rag.hcn_bm25_idx'::regclass, 1)",
+        "rejected: function force_merge() is not allowed",
+    ),
     ("SELECT rag._ensure_vector_index('x', 3)", "rejected: function _ensure_vector_index() is not allowed"),
     ("SELECT rag._install_model_scans('x', 3)", "rejected: function _install_model_scans() is not allowed"),
     ("SELECT rag._set_hnsw(1000)", "rejected: function _set_hnsw() is not allowed"),
@@ -119,11 +149,18 @@ REFUSED: list[tuple[str, str]] = [
     ("SELECT xor(true, false)", "rejected: function xor() is not allowed"),
     ("SELECT array_contains(ARRAY[1], 1)", "rejected: function "),
     # values that grow by replacement: planning would fold these constants before anything runs
-    ("SELECT replace(replace(replace(replace('xxxxxxxx', 'x', 'xxxxxxxx'), 'x', 'xxxxxxxx'), 'x', 'xxxxxxxx'), 'x', 'x')",
-     "rejected: replace(): at most 2 replace()/regexp_replace() calls may nest"),
-    (f"SELECT replace(content, 'e', content) FROM {N}", "rejected: replace(): the replacement must be a string literal"),
-    ("SELECT regexp_replace('x', '', '" + "y" * 65 + "', 'g')",
-     "rejected: regexp_replace(): the replacement may be at most 64 characters, got 65"),
+    (
+        "SELECT replace(replace(replace(replace('xxxxxxxx', 'x', 'xxxxxxxx'), 'x', 'xxxxxxxx'), 'x', 'xxxxxxxx'), 'x', 'x')",
+        "rejected: replace(): at most 2 replace()/regexp_replace() calls may nest",
+    ),
+    (
+        f"SELECT replace(content, 'e', content) FROM {N}",
+        "rejected: replace(): the replacement must be a string literal",
+    ),
+    (
+        "SELECT regexp_replace('x', '', '" + "y" * 65 + "', 'g')",
+        "rejected: regexp_replace(): the replacement may be at most 64 characters, got 65",
+    ),
     # catalog and server state
     ("SELECT * FROM pg_shadow", "rejected: table pg_shadow " + NOT_READABLE),
     ("SELECT * FROM pg_authid", "rejected: table pg_authid " + NOT_READABLE),
@@ -135,7 +172,10 @@ REFUSED: list[tuple[str, str]] = [
     ("SELECT * FROM pg_roles", "rejected: table pg_roles " + NOT_READABLE),
     ("SELECT * FROM pg_file_settings", "rejected: table pg_file_settings " + NOT_READABLE),
     ("SELECT * FROM rag.books b JOIN pg_namespace n ON true", "rejected: table pg_namespace " + NOT_READABLE),
-    ("WITH pg_shadow AS (SELECT 1) SELECT * FROM pg_catalog.pg_shadow", "rejected: table pg_catalog.pg_shadow " + NOT_READABLE),
+    (
+        "WITH pg_shadow AS (SELECT 1) SELECT * FROM pg_catalog.pg_shadow",
+        "rejected: table pg_catalog.pg_shadow " + NOT_READABLE,
+    ),
     ("SELECT (SELECT usename FROM pg_user LIMIT 1)", "rejected: table pg_user " + NOT_READABLE),
     ('SELECT * FROM "pg_shadow"', "rejected: table pg_shadow " + NOT_READABLE),
     ("TABLE pg_shadow", "rejected: table pg_shadow " + NOT_READABLE),
@@ -147,7 +187,10 @@ REFUSED: list[tuple[str, str]] = [
     ("SELEC 1", "rejected: "),
     ("SELECT * FROM rag.books WHERE title = 'unterminated", "rejected: cannot parse the statement"),
     ("SELECT $$ never closed", "rejected: cannot parse the statement"),
-    ("SELECT " + "(" * 2000 + "1" + ")" * 2000, "rejected: the statement is nested too deeply to check; simplify it"),
+    (
+        "SELECT " + "(" * 2000 + "1" + ")" * 2000,
+        "rejected: the statement is nested too deeply to check; simplify it",
+    ),
 ]
 
 #: Allowed statements that must come back bounded: (statement, max_rows, check on the result).
@@ -155,7 +198,10 @@ BOUNDED: list[tuple[str, int]] = [
     (f"SELECT a.content FROM {CROSS3} LIMIT 10", 1),  # a cross join: one row fetched, never the whole result
     (f"SELECT a.content, b.content FROM {N} a, {N} b", 500),  # bounded by the answer's size
     (f"SELECT * FROM {N} ORDER BY content", 500),
-    (f"SELECT string_agg(a.content, ' ') FROM {N} a JOIN {N} b ON a.level = b.level", 1),  # one huge cell, cut in SQL
+    (
+        f"SELECT string_agg(a.content, ' ') FROM {N} a JOIN {N} b ON a.level = b.level",
+        1,
+    ),  # one huge cell, cut in SQL
     ("SELECT 1 /* ; DELETE FROM rag.books */", 1),
     ("SELECT count(*) FROM rag.books;", 1),  # a final semicolon is fine
     ("SELECT 'é' AS \"ＳＥＬＥＣＴ\", U&'\\0041' AS a", 1),
@@ -170,25 +216,42 @@ BOMBS: list[tuple[str, str | tuple[str, ...]]] = [
     (f"SELECT count(*) FROM {CROSS8}", COSTLY),
     (f"SELECT t0.content FROM {CROSS8} ORDER BY t0.content || t1.content", COSTLY),
     # what the cost bound lets through still stops at the time limit
-    (f"SELECT count(*) FROM {N} a, {N} b, {N} c, {N} d, {N} e WHERE a.content || b.content || c.content || d.content "
-     f"|| e.content LIKE '%never%' LIMIT 1", (TIMEOUT, COSTLY)),
-    ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r",
-     "rejected: WITH RECURSIVE is not allowed: its size cannot be bounded before it runs"),
+    (
+        f"SELECT count(*) FROM {N} a, {N} b, {N} c, {N} d, {N} e WHERE a.content || b.content || c.content || d.content "
+        f"|| e.content LIKE '%never%' LIMIT 1",
+        (TIMEOUT, COSTLY),
+    ),
+    (
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r",
+        "rejected: WITH RECURSIVE is not allowed: its size cannot be bounded before it runs",
+    ),
     (f"SELECT array_agg(t0.content) FROM {CROSS8}", COSTLY),
     (f"SELECT string_agg(a.content, ' ') FROM {CROSS4}", BEFORE),
     (f"SELECT array_agg(a.content) FROM {CROSS4} GROUP BY a.level", BEFORE),
     # a join condition whose selectivity the planner can only guess: bounded as a cross join
-    (f"SELECT array_agg(a.content || b.content) FROM {N} a JOIN {N} b ON a.id % 7 = b.id % 7 JOIN {N} c ON c.id % 5 = b.id % 5 "
-     f"JOIN {N} d ON d.id % 3 = c.id % 3", BEFORE),
-    (f"SELECT length(string_agg(a.content, '')) FROM {N} a JOIN {N} b ON a.id <> b.id JOIN {N} c ON c.id <> a.id "
-     f"JOIN {N} d ON d.id <> c.id", BEFORE),
+    (
+        f"SELECT array_agg(a.content || b.content) FROM {N} a JOIN {N} b ON a.id % 7 = b.id % 7 JOIN {N} c ON c.id % 5 = b.id % 5 "
+        f"JOIN {N} d ON d.id % 3 = c.id % 3",
+        BEFORE,
+    ),
+    (
+        f"SELECT length(string_agg(a.content, '')) FROM {N} a JOIN {N} b ON a.id <> b.id JOIN {N} c ON c.id <> a.id "
+        f"JOIN {N} d ON d.id <> c.id",
+        BEFORE,
+    ),
     (f"SELECT ARRAY(SELECT a.content FROM {CROSS4})", BEFORE),
     (f"SELECT x FROM (SELECT array_agg(a.content) OVER () AS x FROM {CROSS4}) s LIMIT 1", BEFORE),
     # a guessed join hidden under a LIMIT, or joined on a CTE's computed column (no statistics)
-    (f"SELECT array_agg(c) FROM (SELECT a.content || b.content AS c FROM {N} a JOIN {N} b ON a.id % 7 = b.id % 7 "
-     f"JOIN {N} d ON d.id % 5 = b.id % 5 JOIN {N} e ON e.id % 3 = d.id % 3 LIMIT 100000000) s", (BEFORE, COSTLY)),
-    (f"WITH k AS MATERIALIZED (SELECT id % 2 AS k, content FROM {N}) SELECT array_agg(x.content) "
-     "FROM k x JOIN k y ON x.k = y.k JOIN k z ON z.k = y.k JOIN k w ON w.k = z.k", (BEFORE, COSTLY)),
+    (
+        f"SELECT array_agg(c) FROM (SELECT a.content || b.content AS c FROM {N} a JOIN {N} b ON a.id % 7 = b.id % 7 "
+        f"JOIN {N} d ON d.id % 5 = b.id % 5 JOIN {N} e ON e.id % 3 = d.id % 3 LIMIT 100000000) s",
+        (BEFORE, COSTLY),
+    ),
+    (
+        f"WITH k AS MATERIALIZED (SELECT id % 2 AS k, content FROM {N}) SELECT array_agg(x.content) "
+        "FROM k x JOIN k y ON x.k = y.k JOIN k z ON z.k = y.k JOIN k w ON w.k = z.k",
+        (BEFORE, COSTLY),
+    ),
 ]
 
 
@@ -200,13 +263,19 @@ def message(result) -> str:
 
 def checksum(url: str) -> str:
     with psycopg.connect(url) as c:
-        return c.execute(f"SELECT md5(string_agg(md5(t::text), '' ORDER BY t::text)) FROM (SELECT * FROM {N}) t").fetchone()[0] + \
-            c.execute("SELECT md5(string_agg(b::text, '' ORDER BY b::text)) FROM rag.books b").fetchone()[0]
+        return (
+            c.execute(
+                f"SELECT md5(string_agg(md5(t::text), '' ORDER BY t::text)) FROM (SELECT * FROM {N}) t"
+            ).fetchone()[0]
+            + c.execute("SELECT md5(string_agg(b::text, '' ORDER BY b::text)) FROM rag.books b").fetchone()[0]
+        )
 
 
 @pytest.fixture(scope="module")
 def reader(corpus_url: str) -> str:
-    return psycopg.conninfo.make_conninfo(db.with_user(corpus_url, db.READER_ROLE), options=CONNECTION_OPTIONS)
+    return psycopg.conninfo.make_conninfo(
+        db.with_user(corpus_url, db.READER_ROLE), options=CONNECTION_OPTIONS
+    )
 
 
 def test_hostile_sql_is_refused_or_bounded(corpus_url, corpus_home, reader):
@@ -228,7 +297,9 @@ def test_hostile_sql_is_refused_or_bounded(corpus_url, corpus_home, reader):
                     problems.append(f"{statement[:60]!r} failed: {r.content[0].text[:200]}")
                     continue
                 rows = r.structured_content["rows"]
-                if len(rows) > max_rows or any(len(str(c)) > MAX_CONTENT_CHARS + 1 for row in rows for c in row):
+                if len(rows) > max_rows or any(
+                    len(str(c)) > MAX_CONTENT_CHARS + 1 for row in rows for c in row
+                ):
                     problems.append(f"{statement[:60]!r}: unbounded answer")
                 if sum(len(str(c)) for row in rows for c in row) > 100_000:
                     problems.append(f"{statement[:60]!r}: answer over 100,000 characters")
@@ -248,9 +319,25 @@ def test_hostile_sql_is_refused_or_bounded(corpus_url, corpus_home, reader):
     assert checksum(corpus_url) == before
 
 
-HOSTILE_QUERIES = ["'; DROP TABLE rag.books; --", "\" OR 1=1 --", "$$ || pg_sleep(10) || $$", "content:*", "|||", "&&& ###",
-                   "\\x00\\xff", "%s %(q)s {}", "‮ reversed", "e\u0301conomie", "x" * 2000, "🙂" * 500,
-                   "<script>alert(1)</script>", "../../etc/passwd", "NULL", "pdb.score(id)", "SELECT * FROM rag.books"]
+HOSTILE_QUERIES = [
+    "'; DROP TABLE rag.books; --",
+    '" OR 1=1 --',
+    "$$ || pg_sleep(10) || $$",
+    "content:*",
+    "|||",
+    "&&& ###",
+    "\\x00\\xff",
+    "%s %(q)s {}",
+    "‮ reversed",
+    "e\u0301conomie",
+    "x" * 2000,
+    "🙂" * 500,
+    "<script>alert(1)</script>",
+    "../../etc/passwd",
+    "NULL",
+    "pdb.score(id)",
+    "SELECT * FROM rag.books",
+]
 
 
 def test_hostile_search_strings_are_just_words(corpus_url, corpus_home, reader):
@@ -288,11 +375,14 @@ def test_the_memory_watchdog_stops_what_the_plan_let_through(corpus_url, corpus_
     """The second wall: a statement whose plan passed (the bound lifted here) is cancelled once its
     backend's private memory grows past the cap (lowered here to 64 MB), its connection closed
     (the backend exits, its memory goes back), and the server answers the next call."""
-    from mcp_server import server as mcp_server, sql_guard, watchdog
+    from mcp_server import server as mcp_server
+    from mcp_server import sql_guard, watchdog
 
     monkeypatch.setattr(sql_guard, "VALUE_BUILDING_BYTES", 10**15)
     monkeypatch.setattr(watchdog, "MEMORY_CAP_BYTES", 64 * 2**20)
-    monkeypatch.setattr(mcp_server, "SQL_TIMEOUT_S", 60)  # the memory cap, not a slow machine's clock, must stop it
+    monkeypatch.setattr(
+        mcp_server, "SQL_TIMEOUT_S", 60
+    )  # the memory cap, not a slow machine's clock, must stop it
     monkeypatch.setattr(mcp_server, "SQL_DEADLINE_S", 61.0)
     server = build_server(settings_for(corpus_home, corpus_url), url=reader)
     bomb = f"SELECT array_agg(a.content || b.content || c.content) FROM {CROSS4}"
@@ -307,8 +397,10 @@ def test_the_memory_watchdog_stops_what_the_plan_let_through(corpus_url, corpus_
     import anyio
 
     text, after_failed, small = anyio.run(main)
-    assert text == ("the statement took over 64 MB of server memory and was cancelled; aggregate fewer rows or "
-                    "shorter values, or add a WHERE")
+    assert text == (
+        "the statement took over 64 MB of server memory and was cancelled; aggregate fewer rows or "
+        "shorter values, or add a WHERE"
+    )
     assert not after_failed
     assert small.startswith('{\n  "columns": [\n    "array_agg"')  # what must pass: a small one runs
 
@@ -319,10 +411,19 @@ def test_a_misjudged_join_is_bounded_as_a_cross_join():
     from mcp_server.sql_guard import _bound_rows
 
     scan = {"Node Type": "Seq Scan", "Plan Rows": 5000, "Plan Width": 600}
-    trusted = {"Node Type": "Hash Join", "Plan Rows": 5000, "Hash Cond": "(a.source_file = b.parent_source_file)",
-               "Plans": [scan, {"Node Type": "Hash", "Plan Rows": 5000, "Plans": [scan]}]}
+    trusted = {
+        "Node Type": "Hash Join",
+        "Plan Rows": 5000,
+        "Hash Cond": "(a.source_file = b.parent_source_file)",
+        "Plans": [scan, {"Node Type": "Hash", "Plan Rows": 5000, "Plans": [scan]}],
+    }
     guessed = {**trusted, "Hash Cond": "((a.id % 7) = (b.id % 7))"}
-    filtered = {"Node Type": "Nested Loop", "Plan Rows": 20, "Join Filter": "(a.id <> b.id)", "Plans": [scan, scan]}
+    filtered = {
+        "Node Type": "Nested Loop",
+        "Plan Rows": 20,
+        "Join Filter": "(a.id <> b.id)",
+        "Plans": [scan, scan],
+    }
     assert _bound_rows(trusted) == 5000
     assert _bound_rows(guessed) == 25_000_000
     assert _bound_rows(filtered) == 25_000_000
@@ -332,5 +433,6 @@ def test_the_cost_bound_refuses_only_above_it():
     from mcp_server.sql_guard import COST_BOUND, plan_problem
 
     assert plan_problem({"Node Type": "Seq Scan", "Total Cost": COST_BOUND}, value_building=False) is None
-    assert plan_problem({"Node Type": "Seq Scan", "Total Cost": COST_BOUND + 1}, value_building=False).startswith(
-        "the planner estimates a cost of 2,000,001 (bound 2,000,000")
+    assert plan_problem(
+        {"Node Type": "Seq Scan", "Total Cost": COST_BOUND + 1}, value_building=False
+    ).startswith("the planner estimates a cost of 2,000,001 (bound 2,000,000")

@@ -29,8 +29,27 @@ def test_the_corpus_is_large_and_varied():
     sqls = statements()
     assert len(sqls) >= 60
     text = "\n".join(sqls).upper()
-    for construct in (" AND ", " OR ", "NOT ", " IN (", " BETWEEN ", " LIKE ", " ILIKE ", "CASE WHEN", " JOIN ",
-                      "WITH ", " OVER (", "GROUP BY", "HAVING", "ORDER BY", "LIMIT", "=>", "->>", "@>", "EXISTS"):
+    for construct in (
+        " AND ",
+        " OR ",
+        "NOT ",
+        " IN (",
+        " BETWEEN ",
+        " LIKE ",
+        " ILIKE ",
+        "CASE WHEN",
+        " JOIN ",
+        "WITH ",
+        " OVER (",
+        "GROUP BY",
+        "HAVING",
+        "ORDER BY",
+        "LIMIT",
+        "=>",
+        "->>",
+        "@>",
+        "EXISTS",
+    ):
         assert construct in text, construct
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from starlette.testclient import TestClient
@@ -22,7 +22,9 @@ ROADS = f"/books/{BOOK}/{NOTED}"
 
 
 def client_for(settings) -> TestClient:
-    return TestClient(http_app(build_server(settings), settings, "127.0.0.1"), base_url="http://127.0.0.1:8765")
+    return TestClient(
+        http_app(build_server(settings), settings, "127.0.0.1"), base_url="http://127.0.0.1:8765"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +54,10 @@ def test_the_pages_use_the_mcp_servers_pool(room_url, room_home):
 def test_the_library_lists_the_books(room):
     r = room.get("/")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
-    assert f'<a href="/books/{BOOK}" lang="fr"><cite>Petit traité des échanges</cite></a>, <span lang="fr">Équipe bookrag</span> (2026)' in r.text
+    assert (
+        f'<a href="/books/{BOOK}" lang="fr"><cite>Petit traité des échanges</cite></a>, <span lang="fr">Équipe bookrag</span> (2026)'
+        in r.text
+    )
     assert "<script" not in r.text
     assert "default-src 'none'" in r.headers["content-security-policy"]
 
@@ -60,16 +65,26 @@ def test_the_library_lists_the_books(room):
 def test_the_book_page_is_its_tree_with_summaries_folded(room):
     html = room.get(f"/books/{BOOK}").text
     assert '<h1 lang="fr">Petit traité des échanges</h1>' in html
-    order = [html.index(f'<li id="{f}">') for f in (
-        "avant-propos", "premiere-partie", "premiere-partie/chapitre-01-le-boulanger",
-        "premiere-partie/chapitre-02-les-routes", "deuxieme-partie", "deuxieme-partie/chapitre-01-la-monnaie",
-        "deuxieme-partie/chapitre-02-l-impot")]
+    order = [
+        html.index(f'<li id="{f}">')
+        for f in (
+            "avant-propos",
+            "premiere-partie",
+            "premiere-partie/chapitre-01-le-boulanger",
+            "premiere-partie/chapitre-02-les-routes",
+            "deuxieme-partie",
+            "deuxieme-partie/chapitre-01-la-monnaie",
+            "deuxieme-partie/chapitre-02-l-impot",
+        )
+    ]
     assert order == sorted(order)
     assert html.count("<details") == 8  # the book, two parts, five sections
     # a chapter summary's sentences link to the paragraphs they cite; a part's to its chapters
     assert f'<a class="anchor" href="{BAKER}?hl=2-3#p2">[§2–3]</a>' in html
-    assert (f'<a class="anchor" href="{BAKER}">[Chapitre I]</a> '
-            f'<a class="anchor" href="/books/{BOOK}/{NOTED}">[Chapitre II]</a>') in html  # in the book's order
+    assert (
+        f'<a class="anchor" href="{BAKER}">[Chapitre I]</a> '
+        f'<a class="anchor" href="/books/{BOOK}/{NOTED}">[Chapitre II]</a>'
+    ) in html  # in the book's order
 
 
 def test_a_part_page_is_its_subtree(room):
@@ -83,12 +98,17 @@ def test_a_chapter_page(room):
     html = room.get(BAKER).text
     assert '<h1 lang="fr">Chapitre I (Le boulanger)</h1>' in html
     # the summary sentence, its anchor a link highlighting what it cites
-    assert ('<span class="sentence" id="s-0-0">Le chapitre sur le boulanger soutient que la division du travail enrichit '
-            'le village : le boulanger se spécialise, et chacun mange un meilleur pain pour moins d&#39;effort. '
-            f'<a class="anchor" href="{BAKER}?hl=2-3#p2">[§2–3]</a></span>') in html
+    assert (
+        '<span class="sentence" id="s-0-0">Le chapitre sur le boulanger soutient que la division du travail enrichit '
+        "le village : le boulanger se spécialise, et chacun mange un meilleur pain pour moins d&#39;effort. "
+        f'<a class="anchor" href="{BAKER}?hl=2-3#p2">[§2–3]</a></span>'
+    ) in html
     # paragraphs numbered as citations number them, each with its own id
     assert re.findall(r'<p id="p(\d+)" class="para', html) == ["1", "2", "3"]
-    assert '<p id="p1" class="para"><a class="num" href="#p1" aria-label="paragraph 1">§1</a> Avant l&#39;aube' in html
+    assert (
+        '<p id="p1" class="para"><a class="num" href="#p1" aria-label="paragraph 1">§1</a> Avant l&#39;aube'
+        in html
+    )
     assert ' hl"' not in html
     # the cited paragraphs link back to the sentence; the pager links to the neighbours
     assert html.count('<a class="cited-by" href="#s-0-0"') == 2
@@ -105,17 +125,25 @@ def test_highlighted_paragraphs_are_marked(room):
 def test_footnotes_link_both_ways(room):
     html = room.get(ROADS).text
     assert '<sup class="note-call"><a id="fnref-1" href="#fn-1" aria-label="note 1">1</a></sup>' in html
-    assert ('<p id="p4" class="para note"><a class="num" href="#p4" aria-label="paragraph 4">§4</a> '
-            '<a class="note-label" id="fn-1" href="#fnref-1" aria-label="back to the call of note 1">[1]</a> '
-            'Le péage fut supprimé') in html
+    assert (
+        '<p id="p4" class="para note"><a class="num" href="#p4" aria-label="paragraph 4">§4</a> '
+        '<a class="note-label" id="fn-1" href="#fnref-1" aria-label="back to the call of note 1">[1]</a> '
+        "Le péage fut supprimé"
+    ) in html
 
 
 def test_the_search_page_links_each_hit_to_its_paragraph(room):
     r = room.get("/search", params={"q": "le boulanger pétrit la pâte"})
     assert r.status_code == 200
     first = re.search(r'<li class="hit">(.*?)</li>', r.text, re.S).group(1)
-    assert f'<a class="open" href="{BAKER}?hl=1#p1">corpus/{BOOK}/premiere-partie/chapitre-01-le-boulanger/source.md §1</a>' in first
-    assert f'<a href="{BAKER}">Petit traité des échanges &gt; Première partie &gt; Chapitre I (Le boulanger)</a>' in first
+    assert (
+        f'<a class="open" href="{BAKER}?hl=1#p1">corpus/{BOOK}/premiere-partie/chapitre-01-le-boulanger/source.md §1</a>'
+        in first
+    )
+    assert (
+        f'<a href="{BAKER}">Petit traité des échanges &gt; Première partie &gt; Chapitre I (Le boulanger)</a>'
+        in first
+    )
     assert re.search(r"rank 1 · .*BM25 #1", first)
     assert room.get("/search").status_code == 200  # the form alone
     in_book = room.get("/search", params={"q": "la monnaie", "book": BOOK}).text
@@ -125,37 +153,59 @@ def test_the_search_page_links_each_hit_to_its_paragraph(room):
 def test_the_search_page_takes_the_authors_wordings(room):
     """Two optional wordings beside the question (rag.search_phrasings): each hit says which found it;
     a wording that repeats the question is one sentence, status 400."""
-    r = room.get("/search", params=[("q", "Qui paie l'entretien des chemins ?"), ("also", "péage pont routes"),
-                                    ("also", "Le péage du pont paie la route.")])
+    r = room.get(
+        "/search",
+        params=[
+            ("q", "Qui paie l'entretien des chemins ?"),
+            ("also", "péage pont routes"),
+            ("also", "Le péage du pont paie la route."),
+        ],
+    )
     assert r.status_code == 200
     assert re.search(r"found by (the question|wording [12]) #\d+", r.text)
     assert 'value="péage pont routes"' in r.text  # the form keeps what was sent
     bad = room.get("/search", params=[("q", "pain"), ("also", "PAIN")])
-    assert bad.status_code == 400 and 'phrasing 1 repeats the query: &#34;PAIN&#34;' in bad.text
+    assert bad.status_code == 400 and "phrasing 1 repeats the query: &#34;PAIN&#34;" in bad.text
 
 
-@pytest.mark.parametrize("path, status, sentence", [
-    ("/books/nope", 404, "no book 'nope' in the library; see the list of books at /"),
-    (f"/books/{BOOK}/premiere-partie/chapitre-09", 404,
-     f"no chapter or part 'premiere-partie/chapitre-09' in Petit traité des échanges; its table of contents is at /books/{BOOK}"),
-    (f"/books/{BOOK}/premiere-partie/%2E%2E/%2E%2E/etc", 404,
-     f"'/books/{BOOK}/premiere-partie/../../etc' is not a page of the reading room: its pages are "
-     "/books/<book>/<part>/<chapter>, without '..', '.' or empty parts"),
-    (f"/books/{BOOK}/%2Fetc%2Fpasswd", 404,
-     f"'/books/{BOOK}//etc/passwd' is not a page of the reading room: its pages are "
-     "/books/<book>/<part>/<chapter>, without '..', '.' or empty parts"),
-    ("/books/%2Fetc%2Fpasswd", 404, "no such page in the reading room; start from the library at /"),
-    ("/etc/passwd", 404, "no such page in the reading room; start from the library at /"),
-    (f"{BAKER}?hl=9", 404, "Chapitre I (Le boulanger) has paragraphs §1–3; §9 is not among them"),
-    (f"{BAKER}?hl=2-1", 400, "hl: '2-1' is not a forward range of paragraphs from §1"),
-    (f"{BAKER}?hl=0", 400, "hl: '0' is not a forward range of paragraphs from §1"),
-    (f"{BAKER}?hl=p2;drop", 400, "hl='p2;drop' is not a list of paragraph numbers like 4-7,9"),
-    (f"{BAKER}?hl=1-999999", 400, "hl asks for more than 200 paragraphs; cite fewer"),
-    ("/search?q=", 400, "the query is empty: give at least one word to search for"),
-    ("/search?q=%00soleil", 400, "the query contains a NUL character; remove it"),
-    ("/search?q=" + "a" * 2001, 400, "the query is 2001 characters long; the limit is 2000"),
-    ("/search?q=pain&book=nope", 404, "no book 'nope' in the library; choose one from the list or search them all"),
-])
+@pytest.mark.parametrize(
+    "path, status, sentence",
+    [
+        ("/books/nope", 404, "no book 'nope' in the library; see the list of books at /"),
+        (
+            f"/books/{BOOK}/premiere-partie/chapitre-09",
+            404,
+            f"no chapter or part 'premiere-partie/chapitre-09' in Petit traité des échanges; its table of contents is at /books/{BOOK}",
+        ),
+        (
+            f"/books/{BOOK}/premiere-partie/%2E%2E/%2E%2E/etc",
+            404,
+            f"'/books/{BOOK}/premiere-partie/../../etc' is not a page of the reading room: its pages are "
+            "/books/<book>/<part>/<chapter>, without '..', '.' or empty parts",
+        ),
+        (
+            f"/books/{BOOK}/%2Fetc%2Fpasswd",
+            404,
+            f"'/books/{BOOK}//etc/passwd' is not a page of the reading room: its pages are "
+            "/books/<book>/<part>/<chapter>, without '..', '.' or empty parts",
+        ),
+        ("/books/%2Fetc%2Fpasswd", 404, "no such page in the reading room; start from the library at /"),
+        ("/etc/passwd", 404, "no such page in the reading room; start from the library at /"),
+        (f"{BAKER}?hl=9", 404, "Chapitre I (Le boulanger) has paragraphs §1–3; §9 is not among them"),
+        (f"{BAKER}?hl=2-1", 400, "hl: '2-1' is not a forward range of paragraphs from §1"),
+        (f"{BAKER}?hl=0", 400, "hl: '0' is not a forward range of paragraphs from §1"),
+        (f"{BAKER}?hl=p2;drop", 400, "hl='p2;drop' is not a list of paragraph numbers like 4-7,9"),
+        (f"{BAKER}?hl=1-999999", 400, "hl asks for more than 200 paragraphs; cite fewer"),
+        ("/search?q=", 400, "the query is empty: give at least one word to search for"),
+        ("/search?q=%00soleil", 400, "the query contains a NUL character; remove it"),
+        ("/search?q=" + "a" * 2001, 400, "the query is 2001 characters long; the limit is 2000"),
+        (
+            "/search?q=pain&book=nope",
+            404,
+            "no book 'nope' in the library; choose one from the list or search them all",
+        ),
+    ],
+)
 def test_bad_input_is_one_sentence(room, path, status, sentence):
     r = room.get(path)
     assert (r.status_code, error_sentence(r.text)) == (status, sentence)
@@ -203,7 +253,9 @@ def test_the_catalogue_reads_a_book_again_after_a_load(corpus):
     gone = f"corpus/{BOOK}/deuxieme-partie/chapitre-02-l-impot/source.md"
     corpus.execute("DELETE FROM rag.hierarchical_content_nodes WHERE source_file = %s", (gone,))
     assert catalogue.outline(corpus, BOOK) is first  # not stamped: not read again
-    corpus.execute("UPDATE rag.books SET loaded_at = loaded_at + interval '1 second' WHERE book = %s", (BOOK,))
+    corpus.execute(
+        "UPDATE rag.books SET loaded_at = loaded_at + interval '1 second' WHERE book = %s", (BOOK,)
+    )
     again = catalogue.outline(corpus, BOOK)
     assert {r["source_file"] for r in first} - {r["source_file"] for r in again} == {gone}
 
@@ -212,7 +264,12 @@ def test_a_part_summarys_anchors_follow_the_book():
     """rag.cites lists cited files by path; the page lists them in the book's order, by label."""
     from mcp_server.room_pages import _anchors
 
-    titles = {"corpus/b/p/introduction/summary.md": "Introduction", "corpus/b/p/chapitre-01/summary.md": "Chapitre I (Un)"}
+    titles = {
+        "corpus/b/p/introduction/summary.md": "Introduction",
+        "corpus/b/p/chapitre-01/summary.md": "Chapitre I (Un)",
+    }
     cites = [{"source_file": f, "paragraphs": None} for f in sorted(titles)]
-    assert [(a.label, a.url) for a in _anchors(cites, titles)] == [("Introduction", "/books/b/p/introduction"),
-                                                                  ("Chapitre I", "/books/b/p/chapitre-01")]
+    assert [(a.label, a.url) for a in _anchors(cites, titles)] == [
+        ("Introduction", "/books/b/p/introduction"),
+        ("Chapitre I", "/books/b/p/chapitre-01"),
+    ]

@@ -13,8 +13,9 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -23,9 +24,18 @@ from tests.mcp_server.conftest import NOTED
 from tests.mcp_server.test_server import start_http, stop_http
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-         "--window-size=1000,900")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1000,900",
+)
 MARK = "rgb(255, 240, 168)"  # room.css's --mark: a highlighted paragraph's background
 BOOK = "traite-des-echanges"
 BAKER = f"corpus/{BOOK}/premiere-partie/chapitre-01-le-boulanger/source.md"
@@ -54,10 +64,14 @@ def require_browser() -> None:
 def test_a_missing_browser_fails_in_ci_and_skips_elsewhere(monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "CHROMIUM", "/nonexistent/chromium")
     monkeypatch.setenv("CI", "true")
-    with pytest.raises(pytest.fail.Exception, match="the browser tests must run in CI: /nonexistent/chromium missing"):
+    with pytest.raises(
+        pytest.fail.Exception, match="the browser tests must run in CI: /nonexistent/chromium missing"
+    ):
         require_browser()
     monkeypatch.delenv("CI")
-    with pytest.raises(pytest.skip.Exception, match="/nonexistent/chromium missing: apt-get install chromium chromium-driver"):
+    with pytest.raises(
+        pytest.skip.Exception, match="/nonexistent/chromium missing: apt-get install chromium chromium-driver"
+    ):
         require_browser()
 
 
@@ -89,7 +103,9 @@ def base(room_url: str, room_home: Path) -> Iterator[str]:
 
 
 def background(driver: Any, element_id: str) -> str:
-    return driver.execute_script("return getComputedStyle(document.getElementById(arguments[0])).backgroundColor", element_id)
+    return driver.execute_script(
+        "return getComputedStyle(document.getElementById(arguments[0])).backgroundColor", element_id
+    )
 
 
 def target(driver: Any) -> str | None:
@@ -97,8 +113,11 @@ def target(driver: Any) -> str | None:
 
 
 def highlighted(driver: Any) -> list[str]:
-    return [p.get_attribute("id") for p in driver.find_elements("css selector", ".para")
-            if background(driver, p.get_attribute("id")) == MARK]
+    return [
+        p.get_attribute("id")
+        for p in driver.find_elements("css selector", ".para")
+        if background(driver, p.get_attribute("id")) == MARK
+    ]
 
 
 def wait_for(driver: Any, selector: str, seconds: float = 60) -> Any:
@@ -163,15 +182,18 @@ def test_a_bad_path_is_a_404_page(browser, base):
     assert browser.title == "Not found · bookrag reading room"
     assert browser.find_element("css selector", "p.error").text == (
         "no chapter or part 'premiere-partie/chapitre-09' in Petit traité des échanges; its table of contents is at "
-        f"/books/{BOOK}")
+        f"/books/{BOOK}"
+    )
 
 
 def test_screenshots(browser, base, tmp_path):
     """The library, a chapter with a highlighted citation, a search: README's figures."""
     out = Path(os.environ.get("SAVE_FIGURES") or tmp_path)
-    pages = {"reading-room-library.png": f"{base}/",
-             "reading-room-chapter.png": citation_url(base, BAKER, [2, 3]),
-             "reading-room-search.png": f"{base}/search?q=le+prix+du+pain"}
+    pages = {
+        "reading-room-library.png": f"{base}/",
+        "reading-room-chapter.png": citation_url(base, BAKER, [2, 3]),
+        "reading-room-search.png": f"{base}/search?q=le+prix+du+pain",
+    }
     for name, url in pages.items():
         browser.get(url)
         assert browser.save_screenshot(str(out / name))

@@ -24,13 +24,19 @@ REJECTED = [
     ("SELECT 1; DROP TABLE rag.books", "exactly one statement is allowed, got 2"),
     ("SELECT pg_sleep(10)", "function pg_sleep() is not allowed"),
     ("SELECT * FROM pg_shadow", "table pg_shadow is not readable here"),
-    ("SELECT name, setting FROM (WITH pg_settings AS (SELECT 1) SELECT 1) x, pg_settings", "table pg_settings is not readable here"),
+    (
+        "SELECT name, setting FROM (WITH pg_settings AS (SELECT 1) SELECT 1) x, pg_settings",
+        "table pg_settings is not readable here",
+    ),
     ("SELECT * INTO x FROM rag.books", "INTO is not allowed"),
     ("SELECT * FROM rag.books FOR UPDATE", "LOCK is not allowed"),
     ("SELECT set_config('x', 'y', false)", "function set_config() is not allowed"),
     ("SELECT pg_advisory_lock(1)", "function pg_advisory_lock() is not allowed"),
     ("SELECT * FROM rag.search_bm25('pain')", "function search_bm25() is not allowed"),
-    ("SELECT * FROM rag._branch_sql('bm25', NULL, NULL, NULL, NULL, NULL, NULL)", "function _branch_sql() is not allowed"),
+    (
+        "SELECT * FROM rag._branch_sql('bm25', NULL, NULL, NULL, NULL, NULL, NULL)",
+        "function _branch_sql() is not allowed",
+    ),
     ("WITH d AS (DELETE FROM rag.books RETURNING *) SELECT * FROM d", "is not allowed"),
     ("SELECT pg_read_file('/etc/passwd')", "function pg_read_file() is not allowed"),
 ]

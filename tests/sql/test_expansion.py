@@ -16,13 +16,19 @@ ROUTES = f"{C}/premiere-partie/chapitre-02-les-routes/source.md"
 
 
 def node_tokens(conn, source_file: str) -> int:
-    return conn.execute("SELECT sum(content_token_count) FROM rag.hierarchical_content_nodes WHERE source_file = %s",
-                        (source_file,)).fetchone()[0]
+    return conn.execute(
+        "SELECT sum(content_token_count) FROM rag.hierarchical_content_nodes WHERE source_file = %s",
+        (source_file,),
+    ).fetchone()[0]
 
 
 def test_get_parent_returns_all_rows_of_the_parent_in_chunk_order(corpus):
-    rows = corpus.execute("SELECT source_file, chunk_index, level FROM rag.get_parent(%s)", (ROUTES,)).fetchall()
-    n = corpus.execute("SELECT count(*) FROM rag.hierarchical_content_nodes WHERE source_file = %s", (CH2,)).fetchone()[0]
+    rows = corpus.execute(
+        "SELECT source_file, chunk_index, level FROM rag.get_parent(%s)", (ROUTES,)
+    ).fetchall()
+    n = corpus.execute(
+        "SELECT count(*) FROM rag.hierarchical_content_nodes WHERE source_file = %s", (CH2,)
+    ).fetchone()[0]
     assert rows == [(CH2, i, 1) for i in range(n)]
 
 
@@ -38,9 +44,12 @@ def test_root_and_unknown_files_have_no_parent(corpus):
 
 def children(conn, parent: str, budget: int) -> list[tuple]:
     """(source_file, chunk_index, included, the child's size) per row, in the function's order."""
-    return conn.execute("SELECT source_file, chunk_index, role = 'child', "
-                        "(sum(content_token_count) OVER (PARTITION BY source_file))::int "
-                        "FROM rag.get_children(%s, %s) WITH ORDINALITY ORDER BY ordinality", (parent, budget)).fetchall()
+    return conn.execute(
+        "SELECT source_file, chunk_index, role = 'child', "
+        "(sum(content_token_count) OVER (PARTITION BY source_file))::int "
+        "FROM rag.get_children(%s, %s) WITH ORDINALITY ORDER BY ordinality",
+        (parent, budget),
+    ).fetchall()
 
 
 def test_children_come_in_document_order_with_their_sizes(corpus):
@@ -53,12 +62,17 @@ def test_children_come_in_document_order_with_their_sizes(corpus):
 
 def test_children_rows_count_the_tokens_used_and_omitted_rows_their_size(corpus):
     t1 = node_tokens(corpus, CH1)
-    rows = corpus.execute("SELECT source_file, role, content, content_token_count, used_tokens, hit_rank "
-                          "FROM rag.get_children(%s, %s)", (P1, t1)).fetchall()
+    rows = corpus.execute(
+        "SELECT source_file, role, content, content_token_count, used_tokens, hit_rank "
+        "FROM rag.get_children(%s, %s)",
+        (P1, t1),
+    ).fetchall()
     kept = [r for r in rows if r[1] == "child"]
     assert kept and {r[0] for r in kept} == {CH1}
     assert [r[4] for r in kept] == list(itertools.accumulate(r[3] for r in kept)) and kept[-1][4] == t1
-    assert [r[:5] for r in rows if r[1] != "child"] == [(CH2, "omitted", None, node_tokens(corpus, CH2), None)]
+    assert [r[:5] for r in rows if r[1] != "child"] == [
+        (CH2, "omitted", None, node_tokens(corpus, CH2), None)
+    ]
     assert all(r[5] is None for r in rows)
 
 
@@ -82,7 +96,11 @@ def test_budget_exactly_fitting_and_one_token_short(corpus):
 def test_a_child_that_does_not_fit_stops_the_stretch(corpus):
     # Root's children: avant-propos summary, part 1, part 2. A budget that fits the first and the
     # third but not the second still stops at the second: the result is a contiguous stretch.
-    sizes = dict(corpus.execute("SELECT source_file, content_token_count FROM rag.get_children(%s, 0)", (ROOT,)).fetchall())
+    sizes = dict(
+        corpus.execute(
+            "SELECT source_file, content_token_count FROM rag.get_children(%s, 0)", (ROOT,)
+        ).fetchall()
+    )
     avant = f"{C}/avant-propos/summary.md"
     p2 = f"{C}/deuxieme-partie/summary.md"
     budget = sizes[avant] + min(sizes[p2], sizes[P1]) if sizes[p2] < sizes[P1] else sizes[avant]
@@ -100,7 +118,13 @@ def context(conn, e5, query: str, budget: int, **kw):
     return conn.execute(
         "SELECT source_file, chunk_index, role, hit_rank, content_token_count, used_tokens, node_order "
         "FROM rag.build_context(%(q)s, %(v)s, %(budget)s, p_k => %(k)s, p_expand => %(expand)s)",
-        {"q": query, "v": e5.query(query), "budget": budget, "k": kw.get("k", 6), "expand": kw.get("expand", True)},
+        {
+            "q": query,
+            "v": e5.query(query),
+            "budget": budget,
+            "k": kw.get("k", 6),
+            "expand": kw.get("expand", True),
+        },
     ).fetchall()
 
 
@@ -142,15 +166,22 @@ def test_search_expands_parents_and_citations_in_sql(corpus, e5):
     for x in h:
         parent = corpus.execute("SELECT id FROM rag.get_node(%s)", (x["parent_source_file"],)).fetchall()
         assert [p["id"] for p in x["parent"]] == [p[0] for p in parent]
-        cited = corpus.execute("SELECT id FROM rag.get_citations(%s, %s)", (x["source_file"], x["chunk_index"])).fetchall()
+        cited = corpus.execute(
+            "SELECT id FROM rag.get_citations(%s, %s)", (x["source_file"], x["chunk_index"])
+        ).fetchall()
         assert sorted(c["id"] for c in x["cited"]) == sorted(c[0] for c in cited)
-        files = corpus.execute("SELECT cited_source_file, array_agg(cited_paragraph ORDER BY cited_paragraph) "
-                               "FILTER (WHERE cited_paragraph IS NOT NULL) FROM rag.citations WHERE source_file = %s "
-                               "AND chunk_index = %s GROUP BY 1 ORDER BY 1", (x["source_file"], x["chunk_index"])).fetchall()
+        files = corpus.execute(
+            "SELECT cited_source_file, array_agg(cited_paragraph ORDER BY cited_paragraph) "
+            "FILTER (WHERE cited_paragraph IS NOT NULL) FROM rag.citations WHERE source_file = %s "
+            "AND chunk_index = %s GROUP BY 1 ORDER BY 1",
+            (x["source_file"], x["chunk_index"]),
+        ).fetchall()
         assert [(c["source_file"], c["paragraphs"]) for c in x["cites"]] == [tuple(f) for f in files]
     plain = corpus.execute(SEARCH, {"q": q, "v": e5.query(q), "x": None}).fetchall()
     assert [r[0] for r in plain] == [x["id"] for x in h]  # same hits, same order
-    assert all(r[-3] is None and r[-2] is None and r[-1] == "text" for r in plain)  # no expansion; the fixture's text
+    assert all(
+        r[-3] is None and r[-2] is None and r[-1] == "text" for r in plain
+    )  # no expansion; the fixture's text
 
 
 def test_build_context_is_search_then_pack_context(corpus, e5):
@@ -158,9 +189,14 @@ def test_build_context_is_search_then_pack_context(corpus, e5):
     v = e5.query(q)
     for budget in (60, 400, 3000):
         for expand in (True, False):
-            built = corpus.execute("SELECT * FROM rag.build_context(%s, %s, %s, 8, p_expand => %s)", (q, v, budget, expand)).fetchall()
-            packed = corpus.execute("SELECT * FROM rag.pack_context(ARRAY(SELECT id FROM rag.search(%s, %s, 'auto', 8) "
-                                    "ORDER BY rank), %s, %s)", (q, v, budget, expand)).fetchall()
+            built = corpus.execute(
+                "SELECT * FROM rag.build_context(%s, %s, %s, 8, p_expand => %s)", (q, v, budget, expand)
+            ).fetchall()
+            packed = corpus.execute(
+                "SELECT * FROM rag.pack_context(ARRAY(SELECT id FROM rag.search(%s, %s, 'auto', 8) "
+                "ORDER BY rank), %s, %s)",
+                (q, v, budget, expand),
+            ).fetchall()
             assert built == packed and built, (budget, expand)
 
 
@@ -179,8 +215,11 @@ def test_python_context_is_the_sql_composition_with_every_search_setting(corpus,
 
     built = corpus.execute(f"SELECT {cols} FROM rag.build_context(%s, %s, 400, 6)", (q, v)).fetchall()
     assert python() == built and built
-    composed = corpus.execute(f"SELECT {cols} FROM rag.pack_context(ARRAY(SELECT id FROM rag.search(%s, %s, 'hybrid', 6, "
-                              "p_tuning => '{\"fusion\": \"rrf\", \"sentence_every\": 0}') ORDER BY rank), 400)", (q, v)).fetchall()
+    composed = corpus.execute(
+        f"SELECT {cols} FROM rag.pack_context(ARRAY(SELECT id FROM rag.search(%s, %s, 'hybrid', 6, "
+        'p_tuning => \'{"fusion": "rrf", "sentence_every": 0}\') ORDER BY rank), 400)',
+        (q, v),
+    ).fetchall()
     assert composed != built  # the setting changes the context here, so the comparison below means something
     assert python(mode="hybrid", tuning={"fusion": "rrf", "sentence_every": 0}) == composed
 
@@ -192,10 +231,13 @@ def test_build_context_takes_rag_search_bounds_for_k(corpus):
 
 
 def test_pack_context_skips_unknown_ids_and_checks_its_budget(corpus):
-    first = corpus.execute("SELECT id FROM rag.hierarchical_content_nodes WHERE source_file = %s ORDER BY chunk_index LIMIT 1",
-                           (ROUTES,)).fetchone()[0]
-    rows = corpus.execute("SELECT source_file, role, hit_rank FROM rag.pack_context(ARRAY[-5, NULL, %s], 3000, false)",
-                          (first,)).fetchall()
+    first = corpus.execute(
+        "SELECT id FROM rag.hierarchical_content_nodes WHERE source_file = %s ORDER BY chunk_index LIMIT 1",
+        (ROUTES,),
+    ).fetchone()[0]
+    rows = corpus.execute(
+        "SELECT source_file, role, hit_rank FROM rag.pack_context(ARRAY[-5, NULL, %s], 3000, false)", (first,)
+    ).fetchall()
     assert rows == [(ROUTES, "hit", 3)]
     with pytest.raises(Exception) as info:
         corpus.execute("SELECT * FROM rag.pack_context(ARRAY[1], 0)")
@@ -207,8 +249,16 @@ def test_hits_of_one_section_carry_its_parent_rows_whole(corpus, e5):
     of its parent's columns, in chunk order; hits sharing a parent carry equal arrays; a hit
     without parent (a book summary) or whose parent is not loaded carries []. Both the default
     (the generated function) and hybrid over every level."""
-    calls = (("SELECT * FROM rag.search(%(q)s, %(v)s, p_k => 30, p_expand => '{parent}')", "le péage et les routes"),
-             ("SELECT * FROM rag.search(%(q)s, %(v)s, 'hybrid', 60, p_expand => '{parent}')", "la monnaie et l'impôt"))
+    calls = (
+        (
+            "SELECT * FROM rag.search(%(q)s, %(v)s, p_k => 30, p_expand => '{parent}')",
+            "le péage et les routes",
+        ),
+        (
+            "SELECT * FROM rag.search(%(q)s, %(v)s, 'hybrid', 60, p_expand => '{parent}')",
+            "la monnaie et l'impôt",
+        ),
+    )
     seen_shared = seen_root = False
     for statement, q in calls:
         cur = corpus.execute(statement, {"q": q, "v": e5.query(q)})
@@ -226,10 +276,14 @@ def test_hits_of_one_section_carry_its_parent_rows_whole(corpus, e5):
             seen_root |= parent is None and arrays[0] == []
     assert seen_shared and seen_root, "the fixture should give hits sharing a parent and a hit without one"
     with corpus.transaction(force_rollback=True):  # a parent not loaded: [] as before
-        corpus.execute("UPDATE rag.hierarchical_content_nodes SET parent_source_file = 'corpus/nowhere/summary.md' "
-                       "WHERE source_file = %s", (ROUTES,))
-        rows = corpus.execute("SELECT source_file, parent FROM rag.search('péage', NULL, 'bm25', 50, "
-                              "p_expand => '{parent}')").fetchall()
+        corpus.execute(
+            "UPDATE rag.hierarchical_content_nodes SET parent_source_file = 'corpus/nowhere/summary.md' "
+            "WHERE source_file = %s",
+            (ROUTES,),
+        )
+        rows = corpus.execute(
+            "SELECT source_file, parent FROM rag.search('péage', NULL, 'bm25', 50, p_expand => '{parent}')"
+        ).fetchall()
         assert [p for f, p in rows if f == ROUTES] and all(p == [] for f, p in rows if f == ROUTES)
 
 
@@ -245,6 +299,8 @@ def test_connections_decode_search_json_as_the_standard_library_does(corpus, e5)
     q = "la monnaie et l'impôt"
     args = {"q": q, "v": e5.query(q), "x": ["parent", "cited"]}
     decoded = corpus.execute(SEARCH.replace("SELECT *", "SELECT cites, parent, cited"), args).fetchall()
-    text = corpus.execute(SEARCH.replace("SELECT *", "SELECT cites::text, parent::text, cited::text"), args).fetchall()
+    text = corpus.execute(
+        SEARCH.replace("SELECT *", "SELECT cites::text, parent::text, cited::text"), args
+    ).fetchall()
     assert decoded and any(c for row in decoded for c in row)
     assert decoded == [tuple(json.loads(t) for t in row) for row in text]

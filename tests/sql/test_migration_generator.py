@@ -77,22 +77,40 @@ def generate(tree, slug: str) -> str:
 
 def overloads(url: str, name: str) -> list[str]:
     with psycopg.connect(url) as c:
-        return [r[0] for r in c.execute("SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n "
-                                        "ON n.oid = p.pronamespace WHERE n.nspname = 'rag' AND p.proname = %s", (name,))]
+        return [
+            r[0]
+            for r in c.execute(
+                "SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n "
+                "ON n.oid = p.pronamespace WHERE n.nspname = 'rag' AND p.proname = %s",
+                (name,),
+            )
+        ]
 
 
-@pytest.mark.parametrize("text,uses", [
-    ("RETURNS SETOF rag.zz_row", True), ("RETURNS SETOF RAG.ZZ_ROW", True), ('RETURNS SETOF "rag"."zz_row"', True),
-    ('x rag."zz_row";', True), ("rag.zz_row[]", True), ("-- was rag.zz_row\nRETURNS INT", False),
-    ("/* returns rag.zz_row */ SELECT 1", False), ("rag.zz_rows()", False), ("rag.zz_row_x", False), ("rag._zz_row", False),
-])
+@pytest.mark.parametrize(
+    "text,uses",
+    [
+        ("RETURNS SETOF rag.zz_row", True),
+        ("RETURNS SETOF RAG.ZZ_ROW", True),
+        ('RETURNS SETOF "rag"."zz_row"', True),
+        ('x rag."zz_row";', True),
+        ("rag.zz_row[]", True),
+        ("-- was rag.zz_row\nRETURNS INT", False),
+        ("/* returns rag.zz_row */ SELECT 1", False),
+        ("rag.zz_rows()", False),
+        ("rag.zz_row_x", False),
+        ("rag._zz_row", False),
+    ],
+)
 def test_a_type_is_named_in_code_only(text, uses):
     assert names_type("rag.zz_row", text) is uses
 
 
 def test_nothing_changed_writes_nothing(tree):
     functions, migrations = tree
-    write_function_migration("first", "sync", folder=migrations, functions=functions)  # files not yet in a migration
+    write_function_migration(
+        "first", "sync", folder=migrations, functions=functions
+    )  # files not yet in a migration
     assert write_function_migration("again", "nothing", folder=migrations, functions=functions) is None
 
 
@@ -101,17 +119,27 @@ def test_each_kind_of_change(tree, fresh_db):
     write_function_migration("sync", "files not yet migrated", folder=migrations, functions=functions)
 
     # a new function (and a new row type): installed, nothing dropped
-    (functions / "_types.sql").write_text((functions / "_types.sql").read_text() + PROBE_TYPE.format(attrs="a INT"))
+    (functions / "_types.sql").write_text(
+        (functions / "_types.sql").read_text() + PROBE_TYPE.format(attrs="a INT")
+    )
     (functions / "zz_probe.sql").write_text(PROBE.format(extra="", result="INT", body="p_a"))
     (functions / "zz_rows.sql").write_text(PROBE_ROWS)
     text = generate(tree, "new_function")
-    assert "-- function: zz_probe sha256:" in text and "-- function: zz_rows sha256:" in text and "DROP" not in text
-    assert text.index("CREATE OR REPLACE FUNCTION rag.zz_probe") < text.index("REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;")
+    assert (
+        "-- function: zz_probe sha256:" in text
+        and "-- function: zz_rows sha256:" in text
+        and "DROP" not in text
+    )
+    assert text.index("CREATE OR REPLACE FUNCTION rag.zz_probe") < text.index(
+        "REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;"
+    )
     apply_migrations(fresh_db, migrations)
     assert overloads(fresh_db, "zz_probe") == ["rag.zz_probe(integer)"]
     with psycopg.connect(fresh_db) as c:  # the reader may run it, PUBLIC may not
-        assert c.execute("SELECT has_function_privilege('bookrag_reader', 'rag.zz_probe(int)', 'EXECUTE'), "
-                         "has_function_privilege('public', 'rag.zz_probe(int)', 'EXECUTE')").fetchone() == (True, False)
+        assert c.execute(
+            "SELECT has_function_privilege('bookrag_reader', 'rag.zz_probe(int)', 'EXECUTE'), "
+            "has_function_privilege('public', 'rag.zz_probe(int)', 'EXECUTE')"
+        ).fetchone() == (True, False)
 
     # a changed body: replaced in place
     (functions / "zz_probe.sql").write_text(PROBE.format(extra="", result="INT", body="p_a + 1"))
@@ -122,7 +150,9 @@ def test_each_kind_of_change(tree, fresh_db):
         assert c.execute("SELECT rag.zz_probe(1)").fetchone() == (2,)
 
     # changed arguments: the old overload is dropped first, the new one granted to the reader
-    (functions / "zz_probe.sql").write_text(PROBE.format(extra=",\n    p_b INT DEFAULT 10", result="INT", body="p_a + p_b"))
+    (functions / "zz_probe.sql").write_text(
+        PROBE.format(extra=",\n    p_b INT DEFAULT 10", result="INT", body="p_a + p_b")
+    )
     text = generate(tree, "changed_arguments")
     assert "DROP FUNCTION IF EXISTS rag.zz_probe(int);" in text
     assert "GRANT EXECUTE ON FUNCTION rag.zz_probe(int, int) TO bookrag_reader;" in text
@@ -131,7 +161,9 @@ def test_each_kind_of_change(tree, fresh_db):
     assert overloads(fresh_db, "zz_probe") == ["rag.zz_probe(integer,integer)"]
 
     # a changed result type
-    (functions / "zz_probe.sql").write_text(PROBE.format(extra=",\n    p_b INT DEFAULT 10", result="TEXT", body="(p_a + p_b)::text"))
+    (functions / "zz_probe.sql").write_text(
+        PROBE.format(extra=",\n    p_b INT DEFAULT 10", result="TEXT", body="(p_a + p_b)::text")
+    )
     text = generate(tree, "changed_result")
     assert "DROP FUNCTION IF EXISTS rag.zz_probe(int, int);" in text
     apply_migrations(fresh_db, migrations)
@@ -139,27 +171,44 @@ def test_each_kind_of_change(tree, fresh_db):
         assert c.execute("SELECT pg_typeof(rag.zz_probe(1))::text").fetchone() == ("text",)
 
     # a changed row type: dropped with its dependants, re-created, dependants re-installed unchanged
-    (functions / "_types.sql").write_text((functions / "_types.sql").read_text().replace("CREATE TYPE rag.zz_row AS (a INT);",
-                                                                                      "CREATE TYPE rag.zz_row AS (a INT, b TEXT);"))
+    (functions / "_types.sql").write_text(
+        (functions / "_types.sql")
+        .read_text()
+        .replace("CREATE TYPE rag.zz_row AS (a INT);", "CREATE TYPE rag.zz_row AS (a INT, b TEXT);")
+    )
     text = generate(tree, "changed_row_type")
-    assert "DROP TYPE IF EXISTS rag.zz_row CASCADE;" in text and "CREATE TYPE rag.zz_row AS (a int, b text);" in text
+    assert (
+        "DROP TYPE IF EXISTS rag.zz_row CASCADE;" in text
+        and "CREATE TYPE rag.zz_row AS (a int, b text);" in text
+    )
     assert "-- function: zz_rows sha256:" in text  # unchanged, but the cascade dropped it
     assert "GRANT EXECUTE ON FUNCTION rag.zz_rows() TO bookrag_reader;" in text
     apply_migrations(fresh_db, migrations)
     with psycopg.connect(fresh_db) as c:
         assert c.execute("SELECT * FROM rag.zz_rows()").fetchall() == [(1, None)]
-        assert c.execute("SELECT has_function_privilege('bookrag_reader', 'rag.zz_rows()', 'EXECUTE')").fetchone() == (True,)
-        assert c.execute("SELECT has_function_privilege('public', 'rag.zz_rows()', 'EXECUTE')").fetchone() == (False,)
+        assert c.execute(
+            "SELECT has_function_privilege('bookrag_reader', 'rag.zz_rows()', 'EXECUTE')"
+        ).fetchone() == (True,)
+        assert c.execute(
+            "SELECT has_function_privilege('public', 'rag.zz_rows()', 'EXECUTE')"
+        ).fetchone() == (False,)
 
     # a removed row type: refused while a function still names it, then dropped; the function that
     # returned it, now returning another type, is re-created and granted
-    (functions / "_types.sql").write_text((functions / "_types.sql").read_text().replace(PROBE_TYPE.format(attrs="a INT, b TEXT"), ""))
+    (functions / "_types.sql").write_text(
+        (functions / "_types.sql").read_text().replace(PROBE_TYPE.format(attrs="a INT, b TEXT"), "")
+    )
     assert "zz_row" not in (functions / "_types.sql").read_text()
-    (functions / "zz_rows.sql").write_text(PROBE_ROWS.replace("RETURNS SETOF rag.zz_row", "RETURNS SETOF RAG.ZZ_ROW"))
+    (functions / "zz_rows.sql").write_text(
+        PROBE_ROWS.replace("RETURNS SETOF rag.zz_row", "RETURNS SETOF RAG.ZZ_ROW")
+    )
     with pytest.raises(ValueError, match=r"rag.zz_row is removed from _types.sql but zz_rows still name it"):
         generate(tree, "removed_row_type")
-    (functions / "zz_rows.sql").write_text(PROBE_ROWS.replace("RETURNS SETOF rag.zz_row", "RETURNS SETOF INT  -- was rag.zz_row")
-                                           .replace("    r rag.zz_row;", "    r INT := 1;").replace("    r.a := 1;\n", ""))
+    (functions / "zz_rows.sql").write_text(
+        PROBE_ROWS.replace("RETURNS SETOF rag.zz_row", "RETURNS SETOF INT  -- was rag.zz_row")
+        .replace("    r rag.zz_row;", "    r INT := 1;")
+        .replace("    r.a := 1;\n", "")
+    )
     text = generate(tree, "removed_row_type")
     assert "DROP TYPE IF EXISTS rag.zz_row CASCADE;" in text and "CREATE TYPE rag.zz_row" not in text
     assert "GRANT EXECUTE ON FUNCTION rag.zz_rows() TO bookrag_reader;" in text
@@ -204,5 +253,7 @@ $$;
     apply_migrations(fresh_db, migrations)
     assert overloads(fresh_db, "zz_probe") == []
     with psycopg.connect(fresh_db) as c:
-        assert c.execute("SELECT count(*) FROM rag.function_versions WHERE name = 'zz_probe'").fetchone() == (0,)
+        assert c.execute("SELECT count(*) FROM rag.function_versions WHERE name = 'zz_probe'").fetchone() == (
+            0,
+        )
     assert write_function_migration("again", "nothing", folder=migrations, functions=functions) is None

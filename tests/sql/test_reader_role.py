@@ -39,7 +39,9 @@ def migrated_url(postgresql_proc):
 @pytest.fixture(params=[db.READER_ROLE, db.MCP_ROLE])
 def reader_rw(migrated_url: str, request):
     """bookrag_reader (and bookrag_mcp, its member) in a read-write session: only privileges stand in the way."""
-    url = psycopg.conninfo.make_conninfo(db.with_user(migrated_url, request.param), options="-c default_transaction_read_only=off")
+    url = psycopg.conninfo.make_conninfo(
+        db.with_user(migrated_url, request.param), options="-c default_transaction_read_only=off"
+    )
     c = psycopg.connect(url, autocommit=True)
     yield c
     c.close()
@@ -52,7 +54,7 @@ ATTEMPTS = {
     "CREATE TABLE rag.x (a int)": "permission denied for schema rag",
     "CREATE TABLE x (a int)": "permission denied for schema public",
     "CREATE TEMP TABLE x (a int)": 'permission denied to create temporary tables in database "{db}"',
-    "CREATE SCHEMA x": 'permission denied for database {db}',
+    "CREATE SCHEMA x": "permission denied for database {db}",
     "DO $$BEGIN RAISE NOTICE 'x'; END$$": "permission denied for language plpgsql",
     "SELECT set_config('statement_timeout', '0', false)": "permission denied for function set_config",
     "SELECT pg_advisory_lock(4242001)": "permission denied for function pg_advisory_lock",
@@ -83,14 +85,32 @@ def test_the_reader_cannot(reader_rw, statement):
 
 def test_the_readers_limits(migrated_url):
     reader = psycopg.connect(db.with_user(migrated_url, db.READER_ROLE), autocommit=True)
-    settings = {name: reader.execute(f"SHOW {name}").fetchone()[0] for name in (
-        "default_transaction_read_only", "statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout",
-        "work_mem", "temp_file_limit")}
-    assert settings == {"default_transaction_read_only": "on", "statement_timeout": "5s", "lock_timeout": "2s",
-                        "idle_in_transaction_session_timeout": "30s", "work_mem": "16MB", "temp_file_limit": "256MB"}
-    assert reader.execute("SELECT rolconnlimit FROM pg_roles WHERE rolname = current_user").fetchone() == (24,)
+    settings = {
+        name: reader.execute(f"SHOW {name}").fetchone()[0]
+        for name in (
+            "default_transaction_read_only",
+            "statement_timeout",
+            "lock_timeout",
+            "idle_in_transaction_session_timeout",
+            "work_mem",
+            "temp_file_limit",
+        )
+    }
+    assert settings == {
+        "default_transaction_read_only": "on",
+        "statement_timeout": "5s",
+        "lock_timeout": "2s",
+        "idle_in_transaction_session_timeout": "30s",
+        "work_mem": "16MB",
+        "temp_file_limit": "256MB",
+    }
+    assert reader.execute("SELECT rolconnlimit FROM pg_roles WHERE rolname = current_user").fetchone() == (
+        24,
+    )
     # and it can still search: the HNSW settings go through the bounded definer helper
-    assert reader.execute("SELECT count(*) FROM rag.search(NULL, array_fill(0.1, ARRAY[384])::vector, 'vector', 3)").fetchone() == (0,)
+    assert reader.execute(
+        "SELECT count(*) FROM rag.search(NULL, array_fill(0.1, ARRAY[384])::vector, 'vector', 3)"
+    ).fetchone() == (0,)
     reader.close()
 
 
@@ -112,21 +132,43 @@ def test_the_reader_may_connect_to_no_other_database(migrated_url, role, other):
 
 def test_the_mcp_role_has_the_readers_limits_and_connections_of_its_own(migrated_url):
     mcp = psycopg.connect(db.with_user(migrated_url, db.MCP_ROLE), autocommit=True)
-    settings = {name: mcp.execute(f"SHOW {name}").fetchone()[0] for name in (
-        "default_transaction_read_only", "lock_timeout", "idle_in_transaction_session_timeout", "work_mem", "temp_file_limit")}
-    assert settings == {"default_transaction_read_only": "on", "lock_timeout": "2s",
-                        "idle_in_transaction_session_timeout": "30s", "work_mem": "16MB", "temp_file_limit": "256MB"}
+    settings = {
+        name: mcp.execute(f"SHOW {name}").fetchone()[0]
+        for name in (
+            "default_transaction_read_only",
+            "lock_timeout",
+            "idle_in_transaction_session_timeout",
+            "work_mem",
+            "temp_file_limit",
+        )
+    }
+    assert settings == {
+        "default_transaction_read_only": "on",
+        "lock_timeout": "2s",
+        "idle_in_transaction_session_timeout": "30s",
+        "work_mem": "16MB",
+        "temp_file_limit": "256MB",
+    }
     assert mcp.execute("SELECT rolconnlimit FROM pg_roles WHERE rolname = current_user").fetchone() == (12,)
-    assert mcp.execute("SELECT count(*) FROM rag.search(NULL, array_fill(0.1, ARRAY[384])::vector, 'vector', 3)").fetchone() == (0,)
+    assert mcp.execute(
+        "SELECT count(*) FROM rag.search(NULL, array_fill(0.1, ARRAY[384])::vector, 'vector', 3)"
+    ).fetchone() == (0,)
     mcp.close()
 
 
 def test_direct_logins_cannot_starve_the_mcp_servers_connections(migrated_url):
     """bookrag_reader holding every connection it may open leaves bookrag_mcp's budget whole."""
-    with psycopg.connect(migrated_url, autocommit=True) as admin:  # earlier tests' backends may still be exiting
+    with psycopg.connect(
+        migrated_url, autocommit=True
+    ) as admin:  # earlier tests' backends may still be exiting
         deadline = time.monotonic() + 30
-        while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE usename IN (%s, %s)",
-                            (db.READER_ROLE, db.MCP_ROLE)).fetchone()[0] and time.monotonic() < deadline:
+        while (
+            admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE usename IN (%s, %s)",
+                (db.READER_ROLE, db.MCP_ROLE),
+            ).fetchone()[0]
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.1)
     url = db.with_user(migrated_url, db.READER_ROLE)
     held = [psycopg.connect(url) for _ in range(24)]
@@ -167,5 +209,7 @@ def test_volatile_functions_the_reader_can_execute_are_the_allowlist(conn):
     allowed = [line.split("#")[0].strip() for line in ALLOWLIST.read_text().splitlines()]
     allowed = [a for a in allowed if a]
     actual = executable_volatile_functions(conn)
-    assert sorted(set(actual) - set(allowed)) == [], "newly executable by bookrag_reader: review, then add to the allowlist"
+    assert sorted(set(actual) - set(allowed)) == [], (
+        "newly executable by bookrag_reader: review, then add to the allowlist"
+    )
     assert sorted(set(allowed) - set(actual)) == [], "no longer executable: remove from the allowlist"

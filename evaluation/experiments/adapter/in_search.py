@@ -8,6 +8,7 @@ the paragraphs they cite (no question seen). Needs the books loaded.
   vector, made for the run as rag._exp_adapted and dropped after (no book filter).
     cd /work/main && OMP_NUM_THREADS=2 .venv/bin/python evaluation/experiments/adapter/in_search.py [stage1]
 """
+
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -17,13 +18,14 @@ from psycopg.rows import dict_row
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from linear_adapter import cached, fit_nce, training_pairs, unit
+
 from bookrag import db
 from bookrag.config import load_settings
 from bookrag.search import vector_literal
 from evaluation.evalset import load_evalset
 from evaluation.metrics import aggregate, score_question
 from evaluation.tune_fusion import SETS, half_of
-from linear_adapter import cached, fit_nce, training_pairs, unit
 from loader.embedding import LocalEmbedder
 
 COLS = "h.id, h.source_file, h.chunk_index, h.level, h.content, h.content_token_count, h.paragraph, h.parent_source_file"
@@ -40,8 +42,10 @@ def make_stage_one_variant(conn) -> None:
     head = "FUNCTION rag._default_search(p_query text, p_query_embedding vector, p_k integer)"
     knn = "<=> p_query_embedding::vector(384)"
     assert head in text and text.count(knn) == 2, "the installed rag._default_search changed shape"
-    text = text.replace(head, "FUNCTION rag._exp_adapted(p_query text, p_query_embedding vector, p_k integer, "
-                              "p_adapted vector)").replace(knn, "<=> p_adapted::vector(384)")
+    text = text.replace(
+        head,
+        "FUNCTION rag._exp_adapted(p_query text, p_query_embedding vector, p_k integer, p_adapted vector)",
+    ).replace(knn, "<=> p_adapted::vector(384)")
     conn.execute(text)
 
 
@@ -58,7 +62,9 @@ def run_variants(conn, emb: LocalEmbedder, items: list, Q: np.ndarray) -> dict:
         Qa = Q if W is None else unit(Q @ W.T)
         for (set_name, it), q, qa in zip(items, Q, Qa):
             if STAGE:
-                rows = conn.execute(STAGE_ONE, (it.question, vector_literal(q), vector_literal(qa))).fetchall()
+                rows = conn.execute(
+                    STAGE_ONE, (it.question, vector_literal(q), vector_literal(qa))
+                ).fetchall()
             else:
                 rows = conn.execute(SEARCH, (it.question, vector_literal(qa), it.book)).fetchall()
             result = score_question(it, "auto", rows)
@@ -93,10 +99,17 @@ def main() -> None:
     def mean(r, half) -> float:
         return float(np.mean([m for s in ("bastiat", "tocqueville") for m in measures(r[(s, half, "all")])]))
 
-    print("| variant | tune mean | heldout mean | " + " | ".join(f"{s} {h} {k} ({len(res['none'][(s, h, k)])})"
-                                                       for s, h, k in keys) + " |")
+    print(
+        "| variant | tune mean | heldout mean | "
+        + " | ".join(f"{s} {h} {k} ({len(res['none'][(s, h, k)])})" for s, h, k in keys)
+        + " |"
+    )
     for name, r in res.items():
-        print(f"| {name} | {mean(r, 'tune'):.3f} | {mean(r, 'heldout'):.3f} | " + " | ".join(fmt(r[k]) for k in keys) + " |")
+        print(
+            f"| {name} | {mean(r, 'tune'):.3f} | {mean(r, 'heldout'):.3f} | "
+            + " | ".join(fmt(r[k]) for k in keys)
+            + " |"
+        )
 
 
 if __name__ == "__main__":

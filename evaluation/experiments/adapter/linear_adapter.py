@@ -10,6 +10,7 @@ evalsets, and for PIAF's (trained on the books only: does the map hurt elsewhere
 Nothing here sees the evalsets' questions while fitting; lam is chosen on the tuning half.
     cd /work/main && OMP_NUM_THREADS=1 .venv/bin/python evaluation/experiments/adapter/linear_adapter.py
 """
+
 import hashlib
 import sys
 from collections import defaultdict
@@ -45,12 +46,17 @@ def cached(name: str, texts: list[str], emb: LocalEmbedder) -> np.ndarray:
 
 def training_pairs(conn, emb: LocalEmbedder) -> dict:
     """Sentences (query role) and paragraph chunks, and the (sentence, chunk) pairs anchors give."""
-    sents = conn.execute("SELECT s.content, s.cited_source_file, s.cited_paragraphs, s.book FROM rag.sentences s "
-                         "ORDER BY s.id").fetchall()
-    paras = conn.execute("SELECT book, source_file, paragraph, content, embedding FROM "
-                         "rag.hierarchical_content_nodes WHERE level = 0 AND embedding IS NOT NULL "
-                         "ORDER BY id").fetchall()
-    P = unit(np.array([r[4].to_numpy() for r in paras], dtype=np.float32))  # pgvector Vectors: db.connect registers the type
+    sents = conn.execute(
+        "SELECT s.content, s.cited_source_file, s.cited_paragraphs, s.book FROM rag.sentences s ORDER BY s.id"
+    ).fetchall()
+    paras = conn.execute(
+        "SELECT book, source_file, paragraph, content, embedding FROM "
+        "rag.hierarchical_content_nodes WHERE level = 0 AND embedding IS NOT NULL "
+        "ORDER BY id"
+    ).fetchall()
+    P = unit(
+        np.array([r[4].to_numpy() for r in paras], dtype=np.float32)
+    )  # pgvector Vectors: db.connect registers the type
     books = np.array([r[0] for r in paras])
     index = defaultdict(list)
     for i, r in enumerate(paras):
@@ -58,8 +64,16 @@ def training_pairs(conn, emb: LocalEmbedder) -> dict:
     S = unit(cached("sentences", [s[0] for s in sents], emb))
     pairs = [(k, i, s[3]) for k, s in enumerate(sents) for n in s[2] for i in index.get((s[1], n), [])]
     tgt = np.array([i for _, i, _ in pairs])
-    return {"sents": sents, "paras": paras, "P": P, "books": books, "X": S[[k for k, _, _ in pairs]], "Y": P[tgt],
-            "tgt": tgt, "sbook": np.array([b for _, _, b in pairs])}
+    return {
+        "sents": sents,
+        "paras": paras,
+        "P": P,
+        "books": books,
+        "X": S[[k for k, _, _ in pairs]],
+        "Y": P[tgt],
+        "tgt": tgt,
+        "sbook": np.array([b for _, _, b in pairs]),
+    }
 
 
 def fit_nce(data: dict, tau: float, wd: float, steps: int) -> np.ndarray:
@@ -70,15 +84,18 @@ def fit_nce(data: dict, tau: float, wd: float, steps: int) -> np.ndarray:
     masks = {b: np.where(books == b, 0.0, -1e9).astype(np.float32) for b in set(sbook)}
     M = np.stack([masks[b] for b in sbook])
     D = np.zeros((d, d), dtype=np.float32)
-    m1 = np.zeros_like(D); m2 = np.zeros_like(D)
+    m1 = np.zeros_like(D)
+    m2 = np.zeros_like(D)
     for t in range(1, steps + 1):
         logits = (X + X @ D.T) @ P.T / tau + M
         logits -= logits.max(1, keepdims=True)
-        pr = np.exp(logits); pr /= pr.sum(1, keepdims=True)
+        pr = np.exp(logits)
+        pr /= pr.sum(1, keepdims=True)
         G = (pr @ P - P[tgt]) / tau / len(X)
         g = G.T @ X + wd * D
-        m1 = 0.9 * m1 + 0.1 * g; m2 = 0.999 * m2 + 0.001 * g * g
-        D -= 1e-3 * (m1 / (1 - 0.9 ** t)) / (np.sqrt(m2 / (1 - 0.999 ** t)) + 1e-8)
+        m1 = 0.9 * m1 + 0.1 * g
+        m2 = 0.999 * m2 + 0.001 * g * g
+        D -= 1e-3 * (m1 / (1 - 0.9**t)) / (np.sqrt(m2 / (1 - 0.999**t)) + 1e-8)
     return np.eye(d, dtype=np.float32) + D
 
 
@@ -120,7 +137,8 @@ def main() -> None:
                     continue
                 seen.add(key)
                 if i in g:
-                    rank = len(seen); break
+                    rank = len(seen)
+                    break
             h = half_of(it.id)
             for kind in (it.kind, "all"):
                 res[(name, h, kind)].append(rank)

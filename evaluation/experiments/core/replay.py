@@ -11,6 +11,7 @@ after a migration sends the very same vectors. Needs the books (and PIAF) loaded
 Calls use only the arguments every version of rag.search takes by these names (p_query,
 p_query_embedding, p_mode, p_k, p_book, p_levels), so one script serves both sides.
 """
+
 import json
 import sys
 from pathlib import Path
@@ -41,8 +42,10 @@ CALLS = (
     ("vector", "vector", 10, False, None),
     ("vector-levels", "vector", 10, False, [1]),
 )
-SQL = ("SELECT id, rank, score FROM rag.search(p_query => %(q)s, p_query_embedding => %(e)s::vector, "
-       "p_mode => %(mode)s, p_k => %(k)s, p_book => %(book)s, p_levels => %(levels)s::int[]) ORDER BY rank")
+SQL = (
+    "SELECT id, rank, score FROM rag.search(p_query => %(q)s, p_query_embedding => %(e)s::vector, "
+    "p_mode => %(mode)s, p_k => %(k)s, p_book => %(book)s, p_levels => %(levels)s::int[]) ORDER BY rank"
+)
 
 
 def questions(settings) -> list[tuple[str, str, str]]:
@@ -70,7 +73,14 @@ def record(path: Path) -> None:
             e = vector_literal(vec)
             book = next((b for b in books if set_name.startswith(b) or b.startswith(set_name)), None)
             for name, mode, k, by_book, levels in CALLS:
-                p = {"q": q, "e": e, "mode": mode, "k": k, "book": book if by_book else None, "levels": levels}
+                p = {
+                    "q": q,
+                    "e": e,
+                    "mode": mode,
+                    "k": k,
+                    "book": book if by_book else None,
+                    "levels": levels,
+                }
                 rows[f"{key} {name}"] = [[i, r, round(s, 9)] for i, r, s in conn.execute(SQL, p).fetchall()]
     path.write_text(json.dumps(rows))
     print(f"{len(rows)} calls over {len(qs)} questions written to {path}")
@@ -79,13 +89,16 @@ def record(path: Path) -> None:
 def compare(before: Path, after: Path) -> None:
     a, b = json.loads(before.read_text()), json.loads(after.read_text())
     ids_differ = [k for k in a if [r[:2] for r in a[k]] != [r[:2] for r in b.get(k, [])]]
-    score_differ = [k for k in a if k not in ids_differ
-                    and any(abs(x[2] - y[2]) > 1e-6 for x, y in zip(a[k], b[k]))]
+    score_differ = [
+        k for k in a if k not in ids_differ and any(abs(x[2] - y[2]) > 1e-6 for x, y in zip(a[k], b[k]))
+    ]
     by_call: dict[str, int] = {}
     for k in ids_differ:
         by_call[k.rsplit(" ", 1)[1]] = by_call.get(k.rsplit(" ", 1)[1], 0) + 1
-    print(f"{len(a)} calls: {len(a) - len(ids_differ)} return the same rows in the same order, "
-          f"{len(ids_differ)} differ; {len(score_differ)} of the same have another score")
+    print(
+        f"{len(a)} calls: {len(a) - len(ids_differ)} return the same rows in the same order, "
+        f"{len(ids_differ)} differ; {len(score_differ)} of the same have another score"
+    )
     for name, n in sorted(by_call.items()):
         print(f"  {name:20} {n} differ")
     for k in ids_differ[:20]:

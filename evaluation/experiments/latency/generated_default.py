@@ -10,6 +10,7 @@ kept sections, from pg_stat_user_functions. Timing: bench/bench_search.py ("defa
 "default+parent, general"). Needs the books (and PIAF) loaded.
     cd /work/main && .venv/bin/python evaluation/experiments/latency/generated_default.py [PIAF_LIMIT]
 """
+
 import sys
 import time
 from collections import Counter
@@ -32,8 +33,14 @@ def calls(conn, names: tuple[str, ...]) -> Counter:
     conn.execute("SELECT pg_stat_force_next_flush()")
     time.sleep(0.2)
     with db.connect(conn.info.dsn, autocommit=True) as other:
-        return Counter(dict(other.execute("SELECT funcname, calls FROM pg_stat_user_functions WHERE funcname = ANY(%s)",
-                                          (list(names),)).fetchall()))
+        return Counter(
+            dict(
+                other.execute(
+                    "SELECT funcname, calls FROM pg_stat_user_functions WHERE funcname = ANY(%s)",
+                    (list(names),),
+                ).fetchall()
+            )
+        )
 
 
 def main() -> None:
@@ -68,9 +75,11 @@ def main() -> None:
     print("k  | questions | same rows")
     for k in KS:
         print(f"{k:<2} | {total[k]:9} | {same[k]}")
-    print(f"\ngenerated function called {generated} times; rag.search_two_stage {general} times "
-          f"({general - sum(total.values())} of them the generated function's hand-overs); "
-          f"the second search inside the kept sections ran in {second} of them")
+    print(
+        f"\ngenerated function called {generated} times; rag.search_two_stage {general} times "
+        f"({general - sum(total.values())} of them the generated function's hand-overs); "
+        f"the second search inside the kept sections ran in {second} of them"
+    )
     if differ:
         print("differ:", differ[:20])
 

@@ -7,6 +7,7 @@ corpus of N rows and its queries (the same seed, so the same rows and queries as
 `bench_search.py --sizes N`; about 2.5 min to build at 100k rows), dropped afterwards.
     cd /work/main && .venv/bin/python evaluation/experiments/latency/inside.py [--calls 160] [--synthetic 100000]
 """
+
 import argparse
 import statistics
 import sys
@@ -24,17 +25,20 @@ from bookrag.config import load_settings  # noqa: E402
 from bookrag.search import embed_query, vector_literal  # noqa: E402
 from evaluation.scratch import scratch_database  # noqa: E402
 
-STEPS = (("    WITH b AS (", "checks and settings"),
-         ("    IF v_files IS NULL THEN", "BM25 and kNN, fusion, both stages, the k rows"),
-         ("    PERFORM rag._set_hnsw(2 * p_k);", "second search (when it runs)"),
-         ("    RETURN QUERY SELECT * FROM rag._interleave", "sentence kNN and paragraphs"))  # one statement since 0018
+STEPS = (
+    ("    WITH b AS (", "checks and settings"),
+    ("    IF v_files IS NULL THEN", "BM25 and kNN, fusion, both stages, the k rows"),
+    ("    PERFORM rag._set_hnsw(2 * p_k);", "second search (when it runs)"),
+    ("    RETURN QUERY SELECT * FROM rag._interleave", "sentence kNN and paragraphs"),
+)  # one statement since 0018
 
 
 def synthetic(url: str, size: int) -> list[tuple[str, object]]:
     """Builds bench_search.py's synthetic corpus of `size` rows in the database at `url` and
     returns its queries, drawn as that script draws them (same seed and order)."""
-    import numpy as np  # noqa: PLC0415
     import bench_search as bs  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
+
     rng = np.random.default_rng(42)
     words, freq = bs.vocabulary(db.database_url(load_settings()), 4000, rng)
     bs.build_corpus(url, size, words, freq, rng, "1GB")
@@ -58,23 +62,37 @@ def main() -> None:
 def probe(url: str, params: list | None, calls: int) -> None:
     with db.connect(url, autocommit=True) as conn:
         name = "_default_search"
-        text = conn.execute("SELECT pg_get_functiondef(%s::regprocedure)", (f"rag.{name}(text,vector,integer)",)).fetchone()[0]
+        text = conn.execute(
+            "SELECT pg_get_functiondef(%s::regprocedure)", (f"rag.{name}(text,vector,integer)",)
+        ).fetchone()[0]
         text = text.replace(f"FUNCTION rag.{name}(", "FUNCTION probe.timed(", 1)
-        text = text.replace("BEGIN\n", "BEGIN\n    t0 := clock_timestamp();\n", 1).replace("DECLARE\n", "DECLARE\n    t0 timestamptz;\n", 1)
+        text = text.replace("BEGIN\n", "BEGIN\n    t0 := clock_timestamp();\n", 1).replace(
+            "DECLARE\n", "DECLARE\n    t0 timestamptz;\n", 1
+        )
         for anchor, label in STEPS:
             assert anchor in text, anchor
-            text = text.replace(anchor, f"    RAISE NOTICE '{label}|%', extract(epoch from clock_timestamp() - t0) * 1000; "
-                                        "t0 := clock_timestamp();\n" + anchor, 1)
+            text = text.replace(
+                anchor,
+                f"    RAISE NOTICE '{label}|%', extract(epoch from clock_timestamp() - t0) * 1000; "
+                "t0 := clock_timestamp();\n" + anchor,
+                1,
+            )
         end = text.rindex("END\n")
-        text = text[:end] + "    RAISE NOTICE 'merge|%', extract(epoch from clock_timestamp() - t0) * 1000;\n" + text[end:]
+        text = (
+            text[:end]
+            + "    RAISE NOTICE 'merge|%', extract(epoch from clock_timestamp() - t0) * 1000;\n"
+            + text[end:]
+        )
         conn.execute("CREATE SCHEMA IF NOT EXISTS probe")
         try:
             conn.execute(text)
             marks: dict[str, list[float]] = defaultdict(list)
+
             def mark(d) -> None:
                 label, _, ms = d.message_primary.partition("|")
                 if ms:
                     marks[label].append(float(ms))
+
             conn.add_notice_handler(mark)
             if params is None:
                 params = [(q, vector_literal(embed_query(conn, q))) for q in FRENCH_QUERIES[:20]]

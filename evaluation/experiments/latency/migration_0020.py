@@ -28,6 +28,7 @@ rag._model_search_name dropped). Needs the books loaded; writes function definit
 development database, never a reader's).
     cd /work/main && .venv/bin/python evaluation/experiments/latency/migration_0020.py [--rounds 6] [--calls 100]
 """
+
 import argparse
 import json
 import statistics
@@ -40,14 +41,14 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 import orjson
 import psycopg
 import psycopg.types.json
+from bench_search import STATEMENTS
+from common import FRENCH_QUERIES, markdown_table
 from tqdm import tqdm
 
-from bench_search import STATEMENTS
 from bookrag import db
 from bookrag.config import load_settings
 from bookrag.functions import FUNCTIONS_DIR, recorded_texts
 from bookrag.search import embed_query, vector_literal
-from common import FRENCH_QUERIES, markdown_table
 from evaluation.tune_fusion import half_sets
 
 KS = (1, 5, 10, 30)
@@ -80,8 +81,11 @@ def rows(conn: psycopg.Connection, questions: list[tuple[str, str]]) -> list:
     for q, e in tqdm(questions, desc="rows", unit="q"):
         for k in KS:
             for expand in ("{parent}", "{parent,cited}"):
-                out.append(conn.execute("SELECT * FROM rag.search(%s, %s, p_k => %s, p_expand => %s)",
-                                        (q, e, k, expand)).fetchall())
+                out.append(
+                    conn.execute(
+                        "SELECT * FROM rag.search(%s, %s, p_k => %s, p_expand => %s)", (q, e, k, expand)
+                    ).fetchall()
+                )
     return out
 
 
@@ -104,7 +108,7 @@ def main() -> None:
             for items in half_sets(load_settings().home, half, names=BOOKS).values():
                 texts += [it.question for it in items]
         questions = [(q, vector_literal(embed_query(conn, q))) for q in texts]
-        params = [{"q": q, "e": e, "k": 10} for q, e in questions[:len(FRENCH_QUERIES)]]
+        params = [{"q": q, "e": e, "k": 10} for q, e in questions[: len(FRENCH_QUERIES)]]
         samples: dict[str, list[float]] = {}
         try:
             install(conn, "0019")
@@ -118,18 +122,29 @@ def main() -> None:
                     install(conn, state)
                     for i in range(20 + args.calls):
                         p = params[i % len(params)]
-                        row = {"bm25": timed(conn, STATEMENTS["bm25"], p),
-                               "vector": timed(conn, STATEMENTS["vector"], p)}
+                        row = {
+                            "bm25": timed(conn, STATEMENTS["bm25"], p),
+                            "vector": timed(conn, STATEMENTS["vector"], p),
+                        }
                         decoders = [("json", plain), ("orjson", conn)]
-                        for decoder, c in decoders[::1 if i % 2 else -1]:  # each first in turn
+                        for decoder, c in decoders[:: 1 if i % 2 else -1]:  # each first in turn
                             row[f"{state}, {decoder}"] = timed(c, STATEMENTS["default+parent"], p)
                         if i >= 20:
                             for key, ms in row.items():
                                 samples.setdefault(key, []).append(ms)
             # the decoding alone: the JSON columns' bytes as the server sends them, each decoder on each
-            payloads = [[v.encode() for r in conn.execute("SELECT cites::text, parent::text FROM rag.search("
-                                                          "%(q)s, %(e)s, p_k => %(k)s, p_expand => '{parent}')", p)
-                         for v in r] for p in params]
+            payloads = [
+                [
+                    v.encode()
+                    for r in conn.execute(
+                        "SELECT cites::text, parent::text FROM rag.search("
+                        "%(q)s, %(e)s, p_k => %(k)s, p_expand => '{parent}')",
+                        p,
+                    )
+                    for v in r
+                ]
+                for p in params
+            ]
             decode: dict[str, list[float]] = {"json": [], "orjson": []}
             for _ in range(50):
                 for values in payloads:
@@ -142,13 +157,23 @@ def main() -> None:
             install(conn, "0020")
     p50 = {key: statistics.median(v) for key, v in samples.items()}
     scans = p50["bm25"] + p50["vector"]
-    print(f"bm25 p50 {p50['bm25']:.2f} ms, vector p50 {p50['vector']:.2f} ms ({len(samples['bm25'])} calls each)\n")
-    print(markdown_table(["default+parent", "p50 ms", "ratio to bm25 + vector"],
-                         [[key, f"{p50[key]:.2f}", f"{p50[key] / scans:.2f}"]
-                          for key in ("0019, json", "0019, orjson", "0020, json", "0020, orjson")]))
+    print(
+        f"bm25 p50 {p50['bm25']:.2f} ms, vector p50 {p50['vector']:.2f} ms ({len(samples['bm25'])} calls each)\n"
+    )
+    print(
+        markdown_table(
+            ["default+parent", "p50 ms", "ratio to bm25 + vector"],
+            [
+                [key, f"{p50[key]:.2f}", f"{p50[key] / scans:.2f}"]
+                for key in ("0019, json", "0019, orjson", "0020, json", "0020, orjson")
+            ],
+        )
+    )
     size = statistics.mean(sum(map(len, values)) for values in payloads)
-    print(f"\nJSON decoding alone ({size / 1000:.1f} KB per call): json.loads {statistics.median(decode['json']):.3f} ms, "
-          f"orjson.loads {statistics.median(decode['orjson']):.3f} ms p50 per call")
+    print(
+        f"\nJSON decoding alone ({size / 1000:.1f} KB per call): json.loads {statistics.median(decode['json']):.3f} ms, "
+        f"orjson.loads {statistics.median(decode['orjson']):.3f} ms p50 per call"
+    )
 
 
 if __name__ == "__main__":

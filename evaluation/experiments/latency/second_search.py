@@ -15,6 +15,7 @@ inside the sections (its top greatest(k, pool)), so the comparison checks the kN
 fusion and the scoring, as before. Needs the books (and PIAF) loaded; reads only.
     cd /work/main && .venv/bin/python evaluation/experiments/latency/second_search.py [PIAF_LIMIT]
 """
+
 import math
 import sys
 from collections import Counter
@@ -68,8 +69,11 @@ POOLS = (100, 10)
 
 
 def same(a: list[tuple], b: list[tuple]) -> bool:
-    return (len(a) == len(b) and all(x[0] == y[0] and x[2:] == y[2:] for x, y in zip(a, b))
-            and all(math.isclose(x[1], y[1], abs_tol=1e-6) for x, y in zip(a, b)))
+    return (
+        len(a) == len(b)
+        and all(x[0] == y[0] and x[2:] == y[2:] for x, y in zip(a, b))
+        and all(math.isclose(x[1], y[1], abs_tol=1e-6) for x, y in zip(a, b))
+    )
 
 
 def main() -> None:
@@ -95,7 +99,9 @@ def main() -> None:
                                 key = (pool, "book" if book else "all")
                                 total[key] += 1
                                 p["ids"], p["bm25"] = conn.execute(BM25_ROWS, p).fetchone()
-                                if same(conn.execute(BEFORE, p).fetchall(), conn.execute(AFTER, p).fetchall()):
+                                if same(
+                                    conn.execute(BEFORE, p).fetchall(), conn.execute(AFTER, p).fetchall()
+                                ):
                                     equal[key] += 1
                                 else:
                                     differ.append((set_name, it.id, key, k))

@@ -48,8 +48,19 @@ def main() -> None:
         phrasings = load_phrasings(settings.home / "evals" / "phrasings" / f"{book}.jsonl", items)
         for fusion in args.fusions.split(","):
             base = replace(SearchRequest(""), phrasing_fusion=fusion)
-            results = evaluate(conn, items, args.modes.split(","), 10, None, 3000, False, base=base,
-                               two_step=False, phrasings=phrasings, sets=sets)
+            results = evaluate(
+                conn,
+                items,
+                args.modes.split(","),
+                10,
+                None,
+                3000,
+                False,
+                base=base,
+                two_step=False,
+                phrasings=phrasings,
+                sets=sets,
+            )
             for name, res in results.items():
                 key = f"{name} · {fusion}"
                 cells = {"all": aggregate(res, [5])["recall@5"]}
@@ -62,8 +73,10 @@ def main() -> None:
     print("|---|---|" + "---|" * len(BOOKS))
     for key, by_book in sorted(data.items(), key=lambda kv: -sum(b["all"] for b in kv[1].values())):
         mean = sum(b["all"] for b in by_book.values()) / len(by_book)
-        cells = [f"{b['all']:.3f} / {b['lexical']:.3f} / {b['paraphrase']:.3f} / {b['synthesis']:.3f} (n {b['n']})"
-                 for b in (by_book[x] for x in BOOKS)]
+        cells = [
+            f"{b['all']:.3f} / {b['lexical']:.3f} / {b['paraphrase']:.3f} / {b['synthesis']:.3f} (n {b['n']})"
+            for b in (by_book[x] for x in BOOKS)
+        ]
         print(f"| {key} | {mean:.3f} | " + " | ".join(cells) + " |")
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=2) + "\n")

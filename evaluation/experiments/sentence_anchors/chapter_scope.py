@@ -8,11 +8,13 @@ branch needs no third index scan (bench/README: the sentence branch is most of w
 costs above bm25 + vector). Scored as `bookrag eval` scores. Needs the two books loaded.
     cd /work/main && .venv/bin/python evaluation/experiments/sentence_anchors/chapter_scope.py tune|heldout|all 2,3,5,10
 """
+
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from interleave import BOOKS, K, interleave
 from psycopg.rows import dict_row
 
 from bookrag import db
@@ -21,7 +23,6 @@ from bookrag.search import embed_query, vector_literal
 from evaluation.evalset import load_evalset
 from evaluation.metrics import aggregate, score_question
 from evaluation.tune_fusion import half_of
-from interleave import BOOKS, K, interleave
 
 HALF = sys.argv[1] if len(sys.argv) > 1 else "tune"
 SCOPES = [int(c) for c in (sys.argv[2] if len(sys.argv) > 2 else "2,3,5,10").split(",")]
@@ -61,14 +62,20 @@ def main() -> None:
         print(f"| {HALF} | book | branch | questions | recall@5 | MRR@10 | paraphrase recall@5 |")
         print("|---|---|---|---|---|---|---|")
         for book in BOOKS:
-            items = [i for i in load_evalset(Path(f"evals/{book}.jsonl")) if HALF == "all" or half_of(i.id) == HALF]
+            items = [
+                i for i in load_evalset(Path(f"evals/{book}.jsonl")) if HALF == "all" or half_of(i.id) == HALF
+            ]
             scored: dict[str, list] = {"none": [], "installed": [], **{f"scope {m}": [] for m in SCOPES}}
             for it in items:
                 v = vector_literal(embed_query(conn, it.question))
-                fused = conn.execute(f"SELECT {COLS} FROM rag.search_hybrid(%s, %s::vector, {K}, %s) h ORDER BY h.rank",
-                                     (it.question, v, book)).fetchall()
-                inst = conn.execute(f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {2 * K}, %s) h ORDER BY h.rank",
-                                    (v, book)).fetchall()
+                fused = conn.execute(
+                    f"SELECT {COLS} FROM rag.search_hybrid(%s, %s::vector, {K}, %s) h ORDER BY h.rank",
+                    (it.question, v, book),
+                ).fetchall()
+                inst = conn.execute(
+                    f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {2 * K}, %s) h ORDER BY h.rank",
+                    (v, book),
+                ).fetchall()
                 scored["none"].append(score_question(it, "none", fused))
                 scored["installed"].append(score_question(it, "installed", interleave(fused, inst)))
                 for m in SCOPES:
@@ -77,8 +84,10 @@ def main() -> None:
             for name, res in scored.items():
                 a = aggregate(res, [5])
                 para = [r for r in res if r.kind == "paraphrase"]
-                print(f"| {HALF} | {book.split('-')[0]} | {name} | {len(res)} | {a['recall@5']:.3f} | {a['mrr@10']:.3f} | "
-                      f"{sum(r.recall(5) for r in para) / max(1, len(para)):.3f} |")
+                print(
+                    f"| {HALF} | {book.split('-')[0]} | {name} | {len(res)} | {a['recall@5']:.3f} | {a['mrr@10']:.3f} | "
+                    f"{sum(r.recall(5) for r in para) / max(1, len(para)):.3f} |"
+                )
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ vector, and hybrid with the existing chunk-level cite_weight (0.1..0.4); and the
 own figures for 'hybrid' and 'vector' (all levels, k=10, as `./run eval` measures them).
 Also the level-0 rows of both books (source_file, paragraph, chunk_index, content).
 """
-import tempfile
+
 import pickle
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
@@ -20,9 +21,11 @@ from evaluation.harness import run_strategy
 
 SETS = ["evals/bastiat-sophismes-economiques.jsonl", "evals/tocqueville-democratie-en-amerique.jsonl"]
 conn = db.connect(db.database_url(load_settings()))
-rows = conn.execute("SELECT book, source_file, paragraph, chunk_index, content FROM rag.hierarchical_content_nodes "
-                    "WHERE level = 0 AND book = ANY(%s)", (["bastiat-sophismes-economiques",
-                                                            "tocqueville-democratie-en-amerique"],)).fetchall()
+rows = conn.execute(
+    "SELECT book, source_file, paragraph, chunk_index, content FROM rag.hierarchical_content_nodes "
+    "WHERE level = 0 AND book = ANY(%s)",
+    (["bastiat-sophismes-economiques", "tocqueville-democratie-en-amerique"],),
+).fetchall()
 SETTINGS = {"hybrid": {}, "vector": {"mode": "vector"}}
 for cw in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6):
     SETTINGS[f"hybrid+cite{cw}"] = {"cite_weight": cw}

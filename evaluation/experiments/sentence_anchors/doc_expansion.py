@@ -10,6 +10,7 @@ one half of the two books' evalsets: the installed vectors, the expanded ones, a
 both. The expanded vectors are cached in .bookrag/experiments/ (about 6 minutes to embed).
     cd /work/main && .venv/bin/python evaluation/experiments/sentence_anchors/doc_expansion.py tune|heldout
 """
+
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -36,13 +37,17 @@ def main() -> None:
     cache = settings.home / ".bookrag" / "experiments" / "doc_expansion.npz"
     with db.connect(db.database_url(settings)) as conn:
         conn.row_factory = dict_row
-        rows = conn.execute("SELECT id, book, source_file, chunk_index, level, paragraph, parent_source_file, heading_path, "
-                            "content, content_token_count, embedding::text AS e FROM rag.hierarchical_content_nodes "
-                            "WHERE level = 0 AND book = ANY(%s) AND embedding_model = %s ORDER BY id",
-                            (list(BOOKS.values()), LOCAL_MODEL)).fetchall()
+        rows = conn.execute(
+            "SELECT id, book, source_file, chunk_index, level, paragraph, parent_source_file, heading_path, "
+            "content, content_token_count, embedding::text AS e FROM rag.hierarchical_content_nodes "
+            "WHERE level = 0 AND book = ANY(%s) AND embedding_model = %s ORDER BY id",
+            (list(BOOKS.values()), LOCAL_MODEL),
+        ).fetchall()
         cites = defaultdict(list)
-        for s in conn.execute("SELECT cited_source_file AS f, cited_paragraphs AS ps, content FROM rag.sentences "
-                              "ORDER BY source_file, chunk_index, sentence_index").fetchall():
+        for s in conn.execute(
+            "SELECT cited_source_file AS f, cited_paragraphs AS ps, content FROM rag.sentences "
+            "ORDER BY source_file, chunk_index, sentence_index"
+        ).fetchall():
             for n in s["ps"]:
                 cites[(s["f"], n)].append(s["content"])
         own = np.array([np.fromstring(r["e"].strip("[]"), sep=",") for r in rows], dtype=np.float32)
@@ -54,9 +59,13 @@ def main() -> None:
             expanded = own.copy()
             todo = [i for i, r in enumerate(rows) if cites.get((r["source_file"], r["paragraph"]))]
             for start in tqdm(range(0, len(todo), 16), unit="batch", desc="embedding"):
-                batch = todo[start:start + 16]
-                texts = [f"{rows[i]['heading_path']}\n\n" + " ".join(cites[(rows[i]["source_file"], rows[i]["paragraph"])])
-                         + f"\n\n{rows[i]['content']}" for i in batch]
+                batch = todo[start : start + 16]
+                texts = [
+                    f"{rows[i]['heading_path']}\n\n"
+                    + " ".join(cites[(rows[i]["source_file"], rows[i]["paragraph"])])
+                    + f"\n\n{rows[i]['content']}"
+                    for i in batch
+                ]
                 expanded[batch] = embedder.passages(texts)
             cache.parent.mkdir(parents=True, exist_ok=True)
             np.savez(cache, ids=ids, vectors=expanded)
@@ -82,9 +91,22 @@ def main() -> None:
                     results.setdefault(f"{name}", {})[f"{set_name} {kind}"] = aggregate(res, [1, 5, 10])
     cols = [f"{s} {k}" for s in BOOKS for k in ("all", *KINDS)]
     print(f"{half} half, vector search alone over the books' paragraphs: recall@5 / MRR@10\n")
-    print(table(["vectors", *cols], [[name, *(f"{results[name][c]['recall@5']:.3f} / {results[name][c]['mrr@10']:.3f}"
-                                             f" ({int(results[name][c]['questions'])})" for c in cols)]
-                                     for name in variants]))
+    print(
+        table(
+            ["vectors", *cols],
+            [
+                [
+                    name,
+                    *(
+                        f"{results[name][c]['recall@5']:.3f} / {results[name][c]['mrr@10']:.3f}"
+                        f" ({int(results[name][c]['questions'])})"
+                        for c in cols
+                    ),
+                ]
+                for name in variants
+            ],
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ doc_expansion.py first (it embeds and caches the expanded vectors). PIAF's vecto
 touched (no anchored sentences), so a spread of its questions is enough.
     cd /work/main && .venv/bin/python evaluation/experiments/sentence_anchors/doc_expansion_installed.py [--piaf-limit N]
 """
+
 import argparse
 import sys
 from pathlib import Path
@@ -25,8 +26,10 @@ SETTINGS = [Setting("auto (default)", "auto"), Setting("hybrid", "hybrid")]
 
 def write(conn, ids: np.ndarray, vectors: np.ndarray) -> None:
     with conn.cursor() as cur:
-        cur.executemany("UPDATE rag.hierarchical_content_nodes SET embedding = %s WHERE id = %s",
-                        [(v, int(i)) for i, v in zip(ids, vectors)])
+        cur.executemany(
+            "UPDATE rag.hierarchical_content_nodes SET embedding = %s WHERE id = %s",
+            [(v, int(i)) for i, v in zip(ids, vectors)],
+        )
     conn.commit()
 
 
@@ -41,10 +44,14 @@ def main() -> None:
     results = {}
     with db.connect(db.database_url(settings)) as conn, db.connect(db.database_url(settings)) as writer:
         db.register_vector(writer)
-        rows = writer.execute("SELECT id, embedding FROM rag.hierarchical_content_nodes WHERE id = ANY(%s) ORDER BY id",
-                              ([int(i) for i in ids],)).fetchall()
+        rows = writer.execute(
+            "SELECT id, embedding FROM rag.hierarchical_content_nodes WHERE id = ANY(%s) ORDER BY id",
+            ([int(i) for i in ids],),
+        ).fetchall()
         writer.commit()
-        assert [r[0] for r in rows] == [int(i) for i in ids], "the books were reloaded since doc_expansion.py ran"
+        assert [r[0] for r in rows] == [int(i) for i in ids], (
+            "the books were reloaded since doc_expansion.py ran"
+        )
         installed = np.array([np.asarray(r[1].to_numpy(), dtype=np.float32) for r in rows])
         np.savez(cache.with_name("doc_expansion_backup.npz"), ids=ids, vectors=installed)
         runner = Runner(conn, progress=False)

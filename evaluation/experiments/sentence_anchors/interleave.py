@@ -12,6 +12,7 @@ rag.search read as a check (it must equal one of them). Scored as `bookrag eval`
 (evaluation.metrics). Needs the two books loaded; about 1 min.
     cd /work/main && .venv/bin/python evaluation/experiments/sentence_anchors/interleave.py tune|heldout|all
 """
+
 import sys
 from pathlib import Path
 
@@ -48,7 +49,11 @@ def interleave(fused, branch):
     out, from_branch = [], []
     while len(out) < K and (queues["fused"] or queues["branch"]):
         n = len(out)
-        turn = "branch" if (queues["branch"] and n >= AFTER and (n - AFTER) % EVERY == 0) or not queues["fused"] else "fused"
+        turn = (
+            "branch"
+            if (queues["branch"] and n >= AFTER and (n - AFTER) % EVERY == 0) or not queues["fused"]
+            else "fused"
+        )
         taken = {key(h) for h in (out if turn == "branch" else from_branch)}
         queue = queues[turn]
         while queue and key(queue[0]) in taken:
@@ -63,21 +68,34 @@ def interleave(fused, branch):
 def main() -> None:
     with db.connect(db.database_url(load_settings())) as conn:
         conn.row_factory = dict_row
-        print(f"| {HALF if HALF == 'all' else HALF + ' half'} | questions | merge | recall@5 | MRR@10 | paraphrase recall@5 | installed = |")
+        print(
+            f"| {HALF if HALF == 'all' else HALF + ' half'} | questions | merge | recall@5 | MRR@10 | paraphrase recall@5 | installed = |"
+        )
         print("|---|---|---|---|---|---|---|")
         for book in BOOKS:
-            items = [i for i in load_evalset(Path(f"evals/{book}.jsonl")) if HALF == "all" or half_of(i.id) == HALF]
+            items = [
+                i for i in load_evalset(Path(f"evals/{book}.jsonl")) if HALF == "all" or half_of(i.id) == HALF
+            ]
             scored = {"skip": [], "interleave": []}
             installed = {"skip": 0, "interleave": 0}
             for it in items:
                 v = vector_literal(embed_query(conn, it.question))
-                fused = conn.execute(f"SELECT {COLS} FROM rag.search_hybrid(%s, %s::vector, {K}, %s) h ORDER BY h.rank",
-                                     (it.question, v, book)).fetchall()
-                branch = conn.execute(f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {2 * K}, %s) h ORDER BY h.rank",
-                                      (v, book)).fetchall()
-                now = [r["id"] for r in conn.execute(
-                    f"SELECT id FROM rag.search(%s, %s::vector, p_k => {K}, p_book => %s, p_sentence_after => {AFTER}, "
-                    f"p_sentence_every => {EVERY})", (it.question, v, book))]
+                fused = conn.execute(
+                    f"SELECT {COLS} FROM rag.search_hybrid(%s, %s::vector, {K}, %s) h ORDER BY h.rank",
+                    (it.question, v, book),
+                ).fetchall()
+                branch = conn.execute(
+                    f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {2 * K}, %s) h ORDER BY h.rank",
+                    (v, book),
+                ).fetchall()
+                now = [
+                    r["id"]
+                    for r in conn.execute(
+                        f"SELECT id FROM rag.search(%s, %s::vector, p_k => {K}, p_book => %s, p_sentence_after => {AFTER}, "
+                        f"p_sentence_every => {EVERY})",
+                        (it.question, v, book),
+                    )
+                ]
                 for name, merge in (("skip", skip), ("interleave", interleave)):
                     hits = merge(fused, branch)
                     scored[name].append(score_question(it, name, hits))
@@ -85,8 +103,10 @@ def main() -> None:
             for name, results in scored.items():
                 a = aggregate(results, [5])
                 para = [r for r in results if r.kind == "paraphrase"]
-                print(f"| {book.split('-')[0]} | {len(results)} | {name} | {a['recall@5']:.3f} | {a['mrr@10']:.3f} | "
-                      f"{sum(r.recall(5) for r in para) / max(1, len(para)):.3f} | {installed[name]}/{len(results)} |")
+                print(
+                    f"| {book.split('-')[0]} | {len(results)} | {name} | {a['recall@5']:.3f} | {a['mrr@10']:.3f} | "
+                    f"{sum(r.recall(5) for r in para) / max(1, len(para)):.3f} | {installed[name]}/{len(results)} |"
+                )
 
 
 if __name__ == "__main__":  # chapter_prf.py imports the merge

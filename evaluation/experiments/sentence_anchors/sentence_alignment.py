@@ -6,11 +6,13 @@ sentence says, whatever the question's wording), or by the mean of both. Replaye
 installed interleave against rag.search_hybrid's top k. Scored as `bookrag eval` scores.
     cd /work/main && .venv/bin/python evaluation/experiments/sentence_anchors/sentence_alignment.py tune|heldout|all
 """
+
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from interleave import BOOKS, K, interleave
 from psycopg.rows import dict_row
 
 from bookrag import db
@@ -19,7 +21,6 @@ from bookrag.search import embed_query, vector_literal
 from evaluation.evalset import load_evalset
 from evaluation.metrics import aggregate, score_question
 from evaluation.tune_fusion import half_of
-from interleave import BOOKS, K, interleave
 
 HALF = sys.argv[1] if len(sys.argv) > 1 else "tune"
 TIES = {"own (installed)": "c.own", "sentence": "c.align", "mean": "(c.own + c.align) / 2"}
@@ -48,25 +49,35 @@ def main() -> None:
         print(f"| {HALF} | book | tie-break | questions | recall@5 | MRR@10 | paraphrase recall@5 |")
         print("|---|---|---|---|---|---|---|")
         for book in BOOKS:
-            items = [i for i in load_evalset(Path(f"evals/{book}.jsonl")) if HALF == "all" or half_of(i.id) == HALF]
+            items = [
+                i for i in load_evalset(Path(f"evals/{book}.jsonl")) if HALF == "all" or half_of(i.id) == HALF
+            ]
             scored: dict[str, list] = {"installed branch": [], **{t: [] for t in TIES}}
             for it in items:
                 v = vector_literal(embed_query(conn, it.question))
-                fused = conn.execute(f"SELECT h.id, h.source_file, h.chunk_index, h.level, h.content, h.content_token_count, "
-                                     f"h.paragraph FROM rag.search_hybrid(%s, %s::vector, {K}, %s) h ORDER BY h.rank",
-                                     (it.question, v, book)).fetchall()
-                inst = conn.execute(f"SELECT h.id, h.source_file, h.chunk_index, h.level, h.content, h.content_token_count, "
-                                    f"h.paragraph FROM rag.search_sentences(%s::vector, {2 * K}, %s) h ORDER BY h.rank",
-                                    (v, book)).fetchall()
+                fused = conn.execute(
+                    f"SELECT h.id, h.source_file, h.chunk_index, h.level, h.content, h.content_token_count, "
+                    f"h.paragraph FROM rag.search_hybrid(%s, %s::vector, {K}, %s) h ORDER BY h.rank",
+                    (it.question, v, book),
+                ).fetchall()
+                inst = conn.execute(
+                    f"SELECT h.id, h.source_file, h.chunk_index, h.level, h.content, h.content_token_count, "
+                    f"h.paragraph FROM rag.search_sentences(%s::vector, {2 * K}, %s) h ORDER BY h.rank",
+                    (v, book),
+                ).fetchall()
                 scored["installed branch"].append(score_question(it, "i", interleave(fused, inst)))
                 for name, tie in TIES.items():
-                    br = conn.execute(SQL.replace("{tie}", tie), {"v": v, "book": book, "n": 2 * K}).fetchall()
+                    br = conn.execute(
+                        SQL.replace("{tie}", tie), {"v": v, "book": book, "n": 2 * K}
+                    ).fetchall()
                     scored[name].append(score_question(it, name, interleave(fused, br)))
             for name, res in scored.items():
                 a = aggregate(res, [5])
                 para = [r for r in res if r.kind == "paraphrase"]
-                print(f"| {HALF} | {book.split('-')[0]} | {name} | {len(res)} | {a['recall@5']:.3f} | {a['mrr@10']:.3f} | "
-                      f"{sum(r.recall(5) for r in para) / max(1, len(para)):.3f} |")
+                print(
+                    f"| {HALF} | {book.split('-')[0]} | {name} | {len(res)} | {a['recall@5']:.3f} | {a['mrr@10']:.3f} | "
+                    f"{sum(r.recall(5) for r in para) / max(1, len(para)):.3f} |"
+                )
 
 
 if __name__ == "__main__":

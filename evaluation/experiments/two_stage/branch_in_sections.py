@@ -9,24 +9,29 @@ rag.search_two_stage's stages (stage_one.py's "joint" stage 1 and its stage 2), 
 evaluation.tune_fusion scores; books only (PIAF has no sentences).
     cd /work/main && .venv/bin/python evaluation/experiments/two_stage/branch_in_sections.py tune|heldout
 """
+
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sentence_anchors"))
-from psycopg.rows import dict_row
-
 import interleave as il
+from psycopg.rows import dict_row
+from stage_one import COLS, sections, stage_two
+
 from bookrag import db
 from bookrag.config import load_settings
 from bookrag.search import embed_query, vector_literal
 from evaluation.evalset import load_evalset
 from evaluation.metrics import aggregate, score_question
 from evaluation.tune_fusion import SETS, half_of, headers_for, rows_for, table
-from stage_one import COLS, sections, stage_two
 
-MERGES = {"installed (branch over the book)": (1, 3), "branch in the kept sections": (1, 3),
-          "branch in the kept sections, first": (0, 3), "branch in the kept sections, every 2": (1, 2)}
+MERGES = {
+    "installed (branch over the book)": (1, 3),
+    "branch in the kept sections": (1, 3),
+    "branch in the kept sections, first": (0, 3),
+    "branch in the kept sections, every 2": (1, 2),
+}
 
 
 def main() -> None:
@@ -43,10 +48,14 @@ def main() -> None:
                 v = vector_literal(embed_query(conn, it.question))
                 secs = sections(conn, it.question, v, it.book, "joint")
                 listed = stage_two(conn, it.question, v, it.book, secs)
-                book_branch = conn.execute(f"SELECT {COLS} FROM rag.search_sentences(%s::vector, 20, %s) h ORDER BY h.rank",
-                                           (v, it.book)).fetchall()
-                wide = conn.execute(f"SELECT {COLS} FROM rag.search_sentences(%s::vector, 300, %s) h ORDER BY h.rank",
-                                    (v, it.book)).fetchall()
+                book_branch = conn.execute(
+                    f"SELECT {COLS} FROM rag.search_sentences(%s::vector, 20, %s) h ORDER BY h.rank",
+                    (v, it.book),
+                ).fetchall()
+                wide = conn.execute(
+                    f"SELECT {COLS} FROM rag.search_sentences(%s::vector, 300, %s) h ORDER BY h.rank",
+                    (v, it.book),
+                ).fetchall()
                 inside = [h for h in wide if h["parent_source_file"] in secs][:20]
                 for name, (after, every) in MERGES.items():
                     il.AFTER, il.EVERY = after, every

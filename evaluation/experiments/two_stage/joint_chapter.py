@@ -10,6 +10,7 @@ rag.search_hybrid with its defaults, merged the same way.
     cd /work/main && .venv/bin/python evaluation/experiments/two_stage/joint_chapter.py tune|heldout [PIAF_LIMIT]
 (measured with PIAF_LIMIT 600 on the tuning half)
 """
+
 import sys
 from pathlib import Path
 
@@ -20,8 +21,10 @@ import interleave as il
 from one_search import section_of
 from replay import replay
 
-COLS = ("h.id, h.source_file, h.chunk_index, h.level, h.content, h.content_token_count, h.paragraph, "
-        "h.parent_source_file, h.score, h.rank, h.bm25_rank, h.vector_rank")
+COLS = (
+    "h.id, h.source_file, h.chunk_index, h.level, h.content, h.content_token_count, h.paragraph, "
+    "h.parent_source_file, h.score, h.rank, h.bm25_rank, h.vector_rank"
+)
 WS = (0.2, 0.3, 0.4, 0.5)
 
 
@@ -38,8 +41,14 @@ def rerank(cands: list[dict], w: float, summaries_too: bool) -> list[dict]:
         lifted = (r["level"] == 0 and section_of(r) in best) or (summaries_too and r["level"] == 1)
         r["final"] = (1 - w) * r["score"] + w * best[section_of(r)] if lifted else r["score"]
         out.append(r)
-    return sorted(out, key=lambda r: (-r["final"], min(x for x in (r["bm25_rank"], r["vector_rank"]) if x is not None),
-                                      r["id"]))[:10]
+    return sorted(
+        out,
+        key=lambda r: (
+            -r["final"],
+            min(x for x in (r["bm25_rank"], r["vector_rank"]) if x is not None),
+            r["id"],
+        ),
+    )[:10]
 
 
 def main() -> None:
@@ -47,12 +56,18 @@ def main() -> None:
     il.AFTER, il.EVERY = 1, 3
 
     def lists(conn, it, v: str) -> dict[str, list[dict]]:
-        branch = conn.execute(f"SELECT {COLS} FROM rag.search_sentences(%s::vector, 20, %s) h ORDER BY h.rank",
-                              (v, it.book)).fetchall()
-        inst = conn.execute(f"SELECT {COLS} FROM rag.search_hybrid(%s, %s::vector, 10, %s) h ORDER BY h.rank",
-                            (it.question, v, it.book)).fetchall()
-        cands = conn.execute(f"SELECT {COLS} FROM rag.search_hybrid(%s, %s::vector, 80, %s, p_chapter_weight => 0) h "
-                             "ORDER BY h.rank", (it.question, v, it.book)).fetchall()
+        branch = conn.execute(
+            f"SELECT {COLS} FROM rag.search_sentences(%s::vector, 20, %s) h ORDER BY h.rank", (v, it.book)
+        ).fetchall()
+        inst = conn.execute(
+            f"SELECT {COLS} FROM rag.search_hybrid(%s, %s::vector, 10, %s) h ORDER BY h.rank",
+            (it.question, v, it.book),
+        ).fetchall()
+        cands = conn.execute(
+            f"SELECT {COLS} FROM rag.search_hybrid(%s, %s::vector, 80, %s, p_chapter_weight => 0) h "
+            "ORDER BY h.rank",
+            (it.question, v, it.book),
+        ).fetchall()
         out = {"installed": il.interleave(inst, branch)}
         for w in WS:
             out[f"joint w={w}"] = il.interleave(rerank(cands, w, False), branch)

@@ -11,6 +11,7 @@ paragraph level). Needs the books and PIAF loaded.
 (tuning half with 600 PIAF questions: about 1 min; held-out half, all of PIAF's: about 5 min.)
 Adopted with 100 rows (migration 0013, decision 22).
 """
+
 import sys
 from pathlib import Path
 
@@ -18,12 +19,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sentence_anchors"))
 import interleave as il
 from replay import replay
-from stage_one import COLS, K, SECTIONS, WEIGHT, stage_two
+from stage_one import COLS, SECTIONS, WEIGHT, K, stage_two
 
 READS = (100, 60, 40)
 ONE = "SELECT {cols} FROM rag.search_hybrid(%s, %s::vector, %s, %s, p_pool => %s, p_chapter_weight => 0) h ORDER BY h.rank"
-TWO_STAGE_ONE = ("SELECT {cols} FROM rag.search_hybrid(%s, %s::vector, 100, %s, ARRAY[0, 1], p_pool => 100, "
-                 "p_chapter_weight => 0) h ORDER BY h.rank")
+TWO_STAGE_ONE = (
+    "SELECT {cols} FROM rag.search_hybrid(%s, %s::vector, 100, %s, ARRAY[0, 1], p_pool => 100, "
+    "p_chapter_weight => 0) h ORDER BY h.rank"
+)
 
 
 def section_of(r: dict) -> str | None:
@@ -62,10 +65,14 @@ def main() -> None:
     il.AFTER, il.EVERY = 1, 3
 
     def lists(conn, it, v: str) -> dict[str, list[dict]]:
-        branch = conn.execute(f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {2 * K}, %s) h ORDER BY h.rank",
-                              (v, it.book)).fetchall()
+        branch = conn.execute(
+            f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {2 * K}, %s) h ORDER BY h.rank",
+            (v, it.book),
+        ).fetchall()
         secs = sections(conn.execute(TWO_STAGE_ONE.format(cols=COLS), (it.question, v, it.book)).fetchall())
-        alone = {"two searches (migration 0012)": stage_two(conn, it.question, v, it.book, secs) if secs else []}
+        alone = {
+            "two searches (migration 0012)": stage_two(conn, it.question, v, it.book, secs) if secs else []
+        }
         for n in READS:
             rows = conn.execute(ONE.format(cols=COLS), (it.question, v, n, it.book, n)).fetchall()
             alone[f"one search, {n} rows"] = among(rows, sections(rows))

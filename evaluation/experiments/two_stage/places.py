@@ -6,6 +6,7 @@ evalsets (PIAF has no anchored summaries: the branch gives it nothing, so a spre
 questions is enough), scored by evaluation.tune_fusion's runner.
     cd /work/main && .venv/bin/python evaluation/experiments/two_stage/places.py tune|heldout [--piaf-limit N] [--only A,E ...]
 """
+
 import argparse
 import sys
 from pathlib import Path
@@ -13,8 +14,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from bookrag import db
 from bookrag.config import load_settings
-from evaluation.tune_fusion import (SENTENCE_AFTER, SENTENCE_EVERY, Runner, Setting, evaluate_settings, half_sets,
-                                    headers_for, measures, one_question, rows_for, table)
+from evaluation.tune_fusion import (
+    SENTENCE_AFTER,
+    SENTENCE_EVERY,
+    Runner,
+    Setting,
+    evaluate_settings,
+    half_sets,
+    headers_for,
+    measures,
+    one_question,
+    rows_for,
+    table,
+)
 
 
 def grid(only: list[str] | None) -> list[Setting]:
@@ -22,8 +34,14 @@ def grid(only: list[str] | None) -> list[Setting]:
     if only:
         pairs = [tuple(int(x) for x in p.split(",")) for p in only]
     return [Setting("two-stage, sentences off", "two-stage", sentence_every=0)] + [
-        Setting(f"two-stage after={a} every={e}" + (" (installed)" if (a, e) == (1, 3) else ""), "two-stage",
-                sentence_after=a, sentence_every=e) for a, e in pairs]
+        Setting(
+            f"two-stage after={a} every={e}" + (" (installed)" if (a, e) == (1, 3) else ""),
+            "two-stage",
+            sentence_after=a,
+            sentence_every=e,
+        )
+        for a, e in pairs
+    ]
 
 
 def main() -> None:
@@ -37,8 +55,11 @@ def main() -> None:
     candidates = grid(args.only)
     with db.connect(db.database_url(settings)) as conn:
         results = evaluate_settings(Runner(conn, progress=True), sets, candidates)
-    print(f"{args.half} half: " + ", ".join(f"{n} {len(items)} questions" for n, items in sets.items())
-          + f"; one question of the smallest set moves the mean by {one_question(results):.3f}\n")
+    print(
+        f"{args.half} half: "
+        + ", ".join(f"{n} {len(items)} questions" for n, items in sets.items())
+        + f"; one question of the smallest set moves the mean by {one_question(results):.3f}\n"
+    )
     names = sorted((s.name for s in candidates), key=lambda n: -results_mean(results, n))
     print(table(headers_for(results), rows_for(results, names)))
 

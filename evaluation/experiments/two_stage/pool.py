@@ -16,6 +16,7 @@ Needs the books and PIAF loaded.
     cd /work/main && .venv/bin/python evaluation/experiments/two_stage/pool.py tune|heldout [--piaf-limit N]
         [--parameter p_pool|p_vector_pool] [--pools 100,60,40]
 """
+
 import argparse
 import re
 import sys
@@ -25,7 +26,16 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 from bookrag import db
 from bookrag.config import load_settings
-from evaluation.tune_fusion import BRANCHES, Runner, Setting, evaluate_settings, half_sets, headers_for, rows_for, table
+from evaluation.tune_fusion import (
+    BRANCHES,
+    Runner,
+    Setting,
+    evaluate_settings,
+    half_sets,
+    headers_for,
+    rows_for,
+    table,
+)
 
 POOLS = "100,60,40"
 FUNCTION = ROOT / "sql" / "functions" / "search_two_stage.sql"
@@ -33,7 +43,9 @@ FUNCTION = ROOT / "sql" / "functions" / "search_two_stage.sql"
 
 def with_pool(pool: int, parameter: str = "p_pool") -> str:
     """The installed function's text with another default for one of its pools."""
-    text, n = re.subn(rf"\b{parameter}(\s+)INT DEFAULT \d+", rf"{parameter}\g<1>INT DEFAULT {pool}", FUNCTION.read_text())
+    text, n = re.subn(
+        rf"\b{parameter}(\s+)INT DEFAULT \d+", rf"{parameter}\g<1>INT DEFAULT {pool}", FUNCTION.read_text()
+    )
     assert n == 1, f"search_two_stage.sql no longer declares {parameter} INT DEFAULT <n>"
     return text
 
@@ -65,7 +77,9 @@ def main() -> None:
             conn.rollback()
             conn.execute(FUNCTION.read_text())
             conn.commit()
-    print(f"{args.half} half: " + ", ".join(f"{n} {len(items)} questions" for n, items in sets.items()) + "\n")
+    print(
+        f"{args.half} half: " + ", ".join(f"{n} {len(items)} questions" for n, items in sets.items()) + "\n"
+    )
     print(table(headers_for(results), rows_for(results, names)))
 
 

@@ -9,6 +9,7 @@ the same run_strategy, without the two-step search). A frontier, not a setting: 
 chosen here. Needs the books loaded.
     cd /work/main && OMP_NUM_THREADS=1 .venv/bin/python evaluation/experiments/two_stage/precision_places.py
 """
+
 import sys
 from pathlib import Path
 

@@ -1,9 +1,10 @@
 """The loop the two-stage replays share: every question of one half of the three evalsets,
 embedded once, each variant's list scored as evaluation.tune_fusion scores it (PIAF at paragraph
 level), one table printed."""
+
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from psycopg.rows import dict_row
@@ -38,5 +39,9 @@ def replay(names: list[str], lists: Lists) -> None:
                     scored[name].append(score_question(it, name, listed[name]))
             for name, res in scored.items():
                 results[name][set_name] = aggregate(res, [1, 5, 10])
-    print(f"{half} half: " + ", ".join(f"{n} {int(a['questions'])} questions" for n, a in results[names[0]].items()) + "\n")
+    print(
+        f"{half} half: "
+        + ", ".join(f"{n} {int(a['questions'])} questions" for n, a in results[names[0]].items())
+        + "\n"
+    )
     print(table(headers_for(results), rows_for(results, names)))

@@ -20,6 +20,7 @@ search ran (pg_stat_user_functions' calls of rag._search_in_sections in the inst
 Needs the books and PIAF loaded.
     cd /work/main && .venv/bin/python evaluation/experiments/two_stage/second_bm25.py tune|heldout [--piaf-limit N]
 """
+
 import argparse
 import sys
 import time
@@ -38,11 +39,16 @@ INSTALLED, OLD = "two-stage (0019: the first search's BM25 rows)", "two-stage un
 def until_0019() -> str:
     fn = recorded_texts(until="0016")["_search_in_sections"]
     two = recorded_texts(until="0017")["search_two_stage"]
-    for old, new, text in (("rag._search_in_sections(", "rag._search_in_sections_0016(", fn),
-                           ("FROM rag._search_in_sections(", "FROM rag._search_in_sections_0016(", two)):
+    for old, new, text in (
+        ("rag._search_in_sections(", "rag._search_in_sections_0016(", fn),
+        ("FROM rag._search_in_sections(", "FROM rag._search_in_sections_0016(", two),
+    ):
         assert text.count(old) == 1, old
-    return (fn.replace("rag._search_in_sections(", "rag._search_in_sections_0016(") + "\n"
-            + two.replace("FROM rag._search_in_sections(", "FROM rag._search_in_sections_0016("))
+    return (
+        fn.replace("rag._search_in_sections(", "rag._search_in_sections_0016(")
+        + "\n"
+        + two.replace("FROM rag._search_in_sections(", "FROM rag._search_in_sections_0016(")
+    )
 
 
 def calls(conn) -> int:
@@ -50,8 +56,10 @@ def calls(conn) -> int:
     conn.commit()  # the session's counts are sent when it goes idle
     time.sleep(0.2)
     with db.connect(conn.info.dsn, autocommit=True) as other:
-        row = other.execute("SELECT calls FROM pg_stat_user_functions WHERE schemaname = 'rag' "
-                            "AND funcname = '_search_in_sections'").fetchone()
+        row = other.execute(
+            "SELECT calls FROM pg_stat_user_functions WHERE schemaname = 'rag' "
+            "AND funcname = '_search_in_sections'"
+        ).fetchone()
     return row[0] if row else 0
 
 
@@ -71,7 +79,8 @@ def main() -> None:
         for name, items in sets.items():
             before = calls(conn)
             results.setdefault(INSTALLED, {}).update(
-                evaluate_settings(runner, {name: items}, [Setting(INSTALLED, "two-stage")])[INSTALLED])
+                evaluate_settings(runner, {name: items}, [Setting(INSTALLED, "two-stage")])[INSTALLED]
+            )
             second[name] = calls(conn) - before
         try:
             conn.execute(until_0019())

@@ -13,6 +13,7 @@ from the setting bookrag_exp.sentence_weight. Measured as evaluation.tune_fusion
 the installed sentence places. PIAF has no sentences, so w changes nothing there.
     cd /work/main && .venv/bin/python evaluation/experiments/two_stage/section_sentences.py tune|heldout [--piaf-limit N] [--weights 0,0.3,0.5]
 """
+
 import argparse
 import sys
 from pathlib import Path
@@ -77,12 +78,16 @@ def main() -> None:
             for w in (float(x) for x in args.weights.split(",")):
                 conn.execute("SELECT set_config('bookrag_exp.sentence_weight', %s, false)", (str(w),))
                 conn.commit()
-                results.update(evaluate_settings(runner, sets, [Setting(f"two-stage, sentence weight {w}", "two-stage")]))
+                results.update(
+                    evaluate_settings(runner, sets, [Setting(f"two-stage, sentence weight {w}", "two-stage")])
+                )
         finally:
             conn.rollback()
             conn.execute(FUNCTION.read_text())
             conn.commit()
-    print(f"{args.half} half: " + ", ".join(f"{n} {len(items)} questions" for n, items in sets.items()) + "\n")
+    print(
+        f"{args.half} half: " + ", ".join(f"{n} {len(items)} questions" for n, items in sets.items()) + "\n"
+    )
     print(table(headers_for(results), rows_for(results, list(results))))
 
 

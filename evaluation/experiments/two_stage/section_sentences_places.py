@@ -10,6 +10,7 @@ paragraph already listed keeps its place; the rows after move down). Needs the b
 loaded (PIAF has no anchored sentences: unchanged).
     cd /work/main && .venv/bin/python evaluation/experiments/two_stage/section_sentences_places.py tune|heldout [PIAF_LIMIT]
 """
+
 import sys
 from pathlib import Path
 
@@ -22,14 +23,24 @@ from replay import replay
 from stage_one import COLS, K
 
 #: name -> the places (1-based) given to the 1st, 2nd, ... best kept section's best sentence
-VARIANTS = {"installed": (), "section 1 at 3": (3,), "section 1 at 4": (4,), "sections 1-2 at 3, 6": (3, 6),
-            "sections 1-2 at 4, 7": (4, 7), "sections 1-3 at 3, 6, 9": (3, 6, 9)}
-LOCAL = ("SELECT DISTINCT ON (s.source_file) s.source_file AS section, s.cited_source_file AS f, s.cited_paragraphs AS ps "
-         "FROM rag.sentences s WHERE s.source_file = ANY(%s) ORDER BY s.source_file, s.embedding <=> %s::vector")
-PARAGRAPH = ("SELECT h.id, h.source_file, h.chunk_index, h.level, h.content, h.content_token_count, h.paragraph, "
-             "h.parent_source_file, NULL::float8 AS score, NULL::int AS rank "
-             "FROM rag.hierarchical_content_nodes h WHERE h.level = 0 AND h.source_file = %s "
-             "AND h.paragraph = ANY(%s) ORDER BY h.embedding <=> %s::vector LIMIT 1")
+VARIANTS = {
+    "installed": (),
+    "section 1 at 3": (3,),
+    "section 1 at 4": (4,),
+    "sections 1-2 at 3, 6": (3, 6),
+    "sections 1-2 at 4, 7": (4, 7),
+    "sections 1-3 at 3, 6, 9": (3, 6, 9),
+}
+LOCAL = (
+    "SELECT DISTINCT ON (s.source_file) s.source_file AS section, s.cited_source_file AS f, s.cited_paragraphs AS ps "
+    "FROM rag.sentences s WHERE s.source_file = ANY(%s) ORDER BY s.source_file, s.embedding <=> %s::vector"
+)
+PARAGRAPH = (
+    "SELECT h.id, h.source_file, h.chunk_index, h.level, h.content, h.content_token_count, h.paragraph, "
+    "h.parent_source_file, NULL::float8 AS score, NULL::int AS rank "
+    "FROM rag.hierarchical_content_nodes h WHERE h.level = 0 AND h.source_file = %s "
+    "AND h.paragraph = ANY(%s) ORDER BY h.embedding <=> %s::vector LIMIT 1"
+)
 
 
 def key(r: dict) -> tuple:
@@ -51,8 +62,10 @@ def main() -> None:
     il.AFTER, il.EVERY = 1, 3
 
     def lists(conn, it, v: str) -> dict[str, list[dict]]:
-        branch = conn.execute(f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {2 * K}, %s) h ORDER BY h.rank",
-                              (v, it.book)).fetchall()
+        branch = conn.execute(
+            f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {2 * K}, %s) h ORDER BY h.rank",
+            (v, it.book),
+        ).fetchall()
         rows = conn.execute(ONE.format(cols=COLS), (it.question, v, 100, it.book, 100)).fetchall()
         secs = sections(rows)
         base = il.interleave(among(rows, secs), branch)

@@ -13,6 +13,7 @@ is the installed branch. A replay in Python over rag.search_hybrid and rag.searc
 PIAF loaded.
     cd /work/main && .venv/bin/python evaluation/experiments/two_stage/sentence_by_section.py tune|heldout [PIAF_LIMIT]
 """
+
 import sys
 from pathlib import Path
 
@@ -29,8 +30,10 @@ CANDIDATES = 50
 
 
 def rescored(branch: list[dict], secs: dict[str, float], lam: float) -> list[dict]:
-    ranked = sorted(branch, key=lambda r: (-(r["score"] + lam * secs.get(r["parent_source_file"], 0.0)), r["rank"]))
-    return ranked[:2 * K]
+    ranked = sorted(
+        branch, key=lambda r: (-(r["score"] + lam * secs.get(r["parent_source_file"], 0.0)), r["rank"])
+    )
+    return ranked[: 2 * K]
 
 
 def main() -> None:
@@ -38,8 +41,10 @@ def main() -> None:
     il.AFTER, il.EVERY = 1, 3
 
     def lists(conn, it, v: str) -> dict[str, list[dict]]:
-        branch = conn.execute(f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {CANDIDATES}, %s) h "
-                              "ORDER BY h.rank", (v, it.book)).fetchall()
+        branch = conn.execute(
+            f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {CANDIDATES}, %s) h ORDER BY h.rank",
+            (v, it.book),
+        ).fetchall()
         rows = conn.execute(ONE.format(cols=COLS), (it.question, v, 100, it.book, 100)).fetchall()
         listed, secs = among(rows, sections(rows)), sections(rows, keep=None)
         return {name: il.interleave(listed, rescored(branch, secs, lam)) for name, lam in zip(names, LAMBDAS)}

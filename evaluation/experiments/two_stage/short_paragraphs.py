@@ -9,6 +9,7 @@ sentence branch) moves the chunks under T tokens after the others, in both lists
 T (0 = installed). Needs the books and PIAF loaded.
     cd /work/main && .venv/bin/python evaluation/experiments/two_stage/short_paragraphs.py tune|heldout [PIAF_LIMIT]
 """
+
 import sys
 from pathlib import Path
 
@@ -25,7 +26,9 @@ THRESHOLDS = (0, 8, 12, 16, 24)
 
 def demoted(rows: list[dict], threshold: int) -> list[dict]:
     """The rows in their order, those under `threshold` tokens moved after the others."""
-    return [r for r in rows if r["content_token_count"] >= threshold] + [r for r in rows if r["content_token_count"] < threshold]
+    return [r for r in rows if r["content_token_count"] >= threshold] + [
+        r for r in rows if r["content_token_count"] < threshold
+    ]
 
 
 def main() -> None:
@@ -33,12 +36,16 @@ def main() -> None:
     il.AFTER, il.EVERY = 1, 3
 
     def lists(conn, it, v: str) -> dict[str, list[dict]]:
-        branch = conn.execute(f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {2 * K + 10}, %s) h "
-                              "ORDER BY h.rank", (v, it.book)).fetchall()
+        branch = conn.execute(
+            f"SELECT {COLS} FROM rag.search_sentences(%s::vector, {2 * K + 10}, %s) h ORDER BY h.rank",
+            (v, it.book),
+        ).fetchall()
         rows = conn.execute(ONE.format(cols=COLS), (it.question, v, 100, it.book, 100)).fetchall()
         ranked = among(rows, sections(rows), k=1000)  # more than K, so demoting can promote
-        return {name: il.interleave(demoted(ranked, t)[:K], demoted(branch, t)[:2 * K])
-                for name, t in zip(names, THRESHOLDS)}
+        return {
+            name: il.interleave(demoted(ranked, t)[:K], demoted(branch, t)[: 2 * K])
+            for name, t in zip(names, THRESHOLDS)
+        }
 
     replay(names, lists)
 
