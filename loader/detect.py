@@ -1309,17 +1309,21 @@ def find_appended(
             # a document ends where the next begins (`prepare` cuts there); the last at a stop
             end = found[k + 1][0] if k + 1 < len(found) else min(x for x in stops if x > a)
             e = mine[i]
-            heading, blocks = " ".join(x.strip() for x in lines[a:b]), 1
+            heading, n_blocks = " ".join(x.strip() for x in lines[a:b]), 1
             for c, d in text_blocks(lines, b, end)[:2]:  # "BACCALAURÉAT" then "ET SOCIALISME"
                 longer = normalize(heading + " " + " ".join(x.strip() for x in lines[c:d]))
                 if not (normalize(e.title) == longer or normalize(e.title).startswith(longer + " ")):
                     break
-                heading, blocks, b = heading + " " + " ".join(x.strip() for x in lines[c:d]), blocks + 1, d
+                heading, n_blocks, b = (
+                    heading + " " + " ".join(x.strip() for x in lines[c:d]),
+                    n_blocks + 1,
+                    d,
+                )
             words = count_words(lines[b:end])
             if not words:
                 continue
             sections.append(
-                Section("appendix", e.title, e.title, None, f, a, b, end, lines[a].strip(), blocks, words)
+                Section("appendix", e.title, e.title, None, f, a, b, end, lines[a].strip(), n_blocks, words)
             )
             placed.append(e)
             if score < 100:
