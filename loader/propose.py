@@ -176,6 +176,15 @@ def no_headings_error(books: list[RawBook]) -> BookragError:
     )
 
 
+def group_books(files: list[Path]) -> list[list[Path]]:
+    """The books `bookrag add FILE…` is given: the files of one folder are one book (its volumes,
+    in the order given), one book per folder, folders in the order they first appear."""
+    books: dict[Path, list[Path]] = {}
+    for f in files:
+        books.setdefault(f.resolve().parent, []).append(f)
+    return list(books.values())
+
+
 def propose(
     files: list[Path],
     *,
