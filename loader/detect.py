@@ -1121,7 +1121,7 @@ MAX_WORDS = 20_000
 DIVIDER_RE = re.compile(r"^(?:\*\s*){3,}$|^⁂$")
 #: A numbered article: "ART. 12.", "ARTICLE PREMIER.", "Art. 3.—…".
 ARTICLE_RE = re.compile(
-    r"^(?:ART\.|ARTICLE|Art\.|Article)\s+(?:\d+|[IVXLC]+|PREMIER|premier|1er|Ier)\b.{0,80}$"
+    r"^(?P<label>(?:ART\.|ARTICLE|Art\.|Article)\s+(?:\d+|[IVXLC]+|PREMIER|premier|1er|Ier))\b.{0,80}$"
 )
 
 
@@ -1147,7 +1147,7 @@ def _break_points(lines: list[str], sec: Section) -> list[tuple[str, list[tuple[
         if b - a == 1 and DIVIDER_RE.match(lines[a].strip())
     ]
     articles = [
-        (a, 0, clean_title(lines[a].strip())[:80]) for a, _b in blocks if ARTICLE_RE.match(lines[a].strip())
+        (a, 0, clean_title(m.group("label"))) for a, _b in blocks if (m := ARTICLE_RE.match(lines[a].strip()))
     ]
     paragraphs, depth = [], 0  # the last resort: paragraphs of prose (not inside a footnote)
     for a, b in blocks:

@@ -501,3 +501,102 @@ def test_a_listed_section_without_paragraphs_stops_add(home, capsys):
         "by hand (docs/manifests.md)\n"
     )
     assert not (home / "corpus" / "foires").exists()
+
+
+# --- a careful reader's contents (issue 46) ---------------------------------------------------------
+
+
+def communes_book() -> str:
+    """A volume shaped like Tocqueville's 1835 first volume: a chapter whose contents entries word
+    its headings differently (« dans la » / « DE LA », a misspelt heading), end notes, then the
+    texts of two constitutions the contents list under the last chapter, the first one over
+    20,000 words in numbered articles without a heading."""
+    articles = "".join(
+        f"Art. {n}. {para(7_000)}\n\n" if n > 1 else f"Art. 1er. {para(7_000)}\n\n" for n in range(1, 4)
+    )
+    return (
+        "The Project "
+        "Gutenberg EBook of Essai sur les communes, by Jean Essai\n\n"
+        "Title: Essai sur les communes\n\nAuthor: Jean Essai\n\nLanguage: French\n\n"
+        "*** START OF THIS PROJECT "
+        "GUTENBERG EBOOK ESSAI SUR LES COMMUNES ***\n\n\n1903\n\n\n\n"
+        f"CHAPITRE I.\n\n    Des communes.\n\n\n{para(120)}\n\n\n"
+        f"CIRCONSCRIPTION DE LA COMMUNE.\n\n{para(90)}\n\n\n"
+        f"POUVOIRS COMMUNAUX DE LA NOUVELLE-ANGLETERRE.\n\n{para(90)}(_A_)\n\n\n"
+        f"DE L'EXISTANCE COMUNALE.\n\n{para(90)}\n\n\n"
+        f"CHAPITRE II.\n\n    Des États.\n\n\n{para(150)}\n\n\n"
+        "FIN DU TOME PREMIER.\n\n\n\nNOTES.\n\n\n(_A_) PAGE 3.\n\n"
+        f"{para(60)}\n\n\n"
+        f"CONSTITUTION DES ÉTATS-UNIS.\n\n\n{articles}\n"
+        f"CONSTITUTION DE L'ÉTAT DE NEW-YORK.\n\n\n{para(300)}\n\n\n"
+        "TABLE DES MATIÈRES.\n\n"
+        "    CHAPITRE I.--Des communes.                  1\n\n"
+        "      Circonscription de la commune             2\n\n"
+        "      Pouvoirs communaux dans la\n        Nouvelle-Angleterre                   _Ib._\n\n"
+        "      De l'existence communale                  4\n\n"
+        "    CHAPITRE II.--Des États.                    5\n\n"
+        "    NOTES.                                      7\n\n"
+        "      Constitution des États-Unis               9\n\n"
+        "      Constitution de l'État de New-York       80\n\n"
+        "FIN DE LA TABLE.\n\n"
+        "*** END OF THIS PROJECT "
+        "GUTENBERG EBOOK ESSAI SUR LES COMMUNES ***\n"
+    )
+
+
+def test_the_contents_matched_like_a_careful_reader(home, capsys):
+    text = communes_book()
+    raw = write(home, "communes.txt", text.encode("utf-8"))
+    lines = text.split("\n")
+    assert main(["add", str(raw), "--slug", "communes"]) == 0
+    out = capsys.readouterr().out
+    # « dans la » / « DE LA »: a wording variant, taken without a word
+    assert "    1  Pouvoirs communaux dans la Nouvelle-Angleterre" in out
+    assert "Nouvelle-Angleterre'" not in out.split("warning", 1)[-1]
+    # a misspelt heading: taken below certainty, with a warning naming the contents line and the body line
+    listed = lines.index("      De l'existence communale                  4") + 1
+    heading = lines.index("DE L'EXISTANCE COMUNALE.") + 1
+    warned = [w for w in out.splitlines() if w.startswith(f"warning: communes.txt line {listed}:")]
+    assert len(warned) == 1 and f'"DE L\'EXISTANCE COMUNALE." at line {heading}' in warned[0], out
+    assert "% alike, below certainty" in warned[0]
+    assert "no heading inside" not in out and "in the contents, not in the tree" not in out
+    # the constitutions are a part of their own, after the notes, not inside the last note
+    assert "  2  Notes" in out and "  2  Annexes" in out
+    assert out.index("  2  Notes") < out.index("  2  Annexes")
+    # the first constitution, over 20,000 words without a heading, is split at its numbered articles
+    art = lines.index(next(x for x in lines if x.startswith("Art. 2."))) + 1
+    assert (
+        f"warning: communes.txt line {lines.index('CONSTITUTION DES ÉTATS-UNIS.') + 1}: Constitution des États-Unis: "
+        "22,278 words (over 20,000), split at numbered articles" in out
+    )
+    assert "split at numbered articles into 2 sections" in out and f"(lines {art})" in out
+    book = find_book(home / "corpus", "communes")
+    chapter = book.front_matter[0]
+    assert [s.title for s in chapter.sections] == [
+        "Des communes (début)",
+        "Circonscription de la commune",
+        "Pouvoirs communaux dans la Nouvelle-Angleterre",
+        "De l'existence communale",
+    ]
+    assert [s.title for s in book.parts[1].sections[0].sections] == [
+        "Constitution des États-Unis (début)",
+        "Art. 2",
+    ]
+    assert [(p.title, [(s.title, s.kind) for s in p.sections]) for p in book.parts] == [
+        ("Notes", [("Chapitre I, Pouvoirs communaux dans la Nouvelle-Angleterre, § 1", "note")]),
+        (
+            "Annexes",
+            [("Constitution des États-Unis", "appendix"), ("Constitution de l'État de New-York", "appendix")],
+        ),
+    ]
+    files = prepare(settings(home, raw.parent.parent), book).files
+    texts = {
+        f.relative_to(home / "corpus/communes").parent.as_posix(): f.read_text(encoding="utf-8")
+        for f in files
+    }
+    note = next(v for k, v in texts.items() if k.startswith("notes/"))
+    assert "CONSTITUTION" not in note and "Art. 1er" not in note  # the note ends where the documents begin
+    pieces = [k for k in texts if k.startswith("annexes/constitution-des-etats-unis/")]
+    assert len(pieces) == 2 and all(count_words(texts[k].split("\n")) < 20_000 for k in pieces)
+    assert "Art. 2." in texts[pieces[1]] and "Art. 2." not in texts[pieces[0]]
+    assert "Pouvoirs communaux" not in texts["chapitre-01-des-communes/01-circonscription-de-la-commune"]
