@@ -600,3 +600,70 @@ def test_the_contents_matched_like_a_careful_reader(home, capsys):
     assert len(pieces) == 2 and all(count_words(texts[k].split("\n")) < 20_000 for k in pieces)
     assert "Art. 2." in texts[pieces[1]] and "Art. 2." not in texts[pieces[0]]
     assert "Pouvoirs communaux" not in texts["chapitre-01-des-communes/01-circonscription-de-la-commune"]
+
+
+def volumes() -> list[str]:
+    return sorted(p.name for p in Path(SOURCES).iterdir() if p.is_dir()) if SOURCES else []
+
+
+def placed(entry, structure, warnings: list[str], offsets: dict[str, int]) -> bool:
+    """A contents entry is a node of the tree (a chapter of its number, or a node whose title is
+    the entry's, wording variants aside), or a warning names its line."""
+    from loader.detect import heading_likeness, leaf_sections, sections_in_order
+
+    if any(f"{entry.file} line {offsets[entry.file] + entry.line + 1}" in w for w in warnings):
+        return True
+    tops = [sec for _k, sec in sections_in_order(structure)]
+    nodes = [x for top in tops for x in [top, *leaf_sections(top)]]
+    if entry.kind == "chapter":
+        return any(x.kind == "chapter" and x.number == entry.number for x in nodes)
+    titles = [x.title for x in nodes] + [x.label for x in nodes] + [p.title for p in structure.parts]
+    return any(heading_likeness(t, entry.title) == 100 for t in titles)
+
+
+@needs_books
+@pytest.mark.parametrize("volume", volumes() or ["(no volumes)"])
+def test_every_volume_every_entry_placed_no_node_over_20000_words(volume, tmp_path):
+    """Every volume in BOOKRAG_SOURCES, as `bookrag add` proposes it: every contents entry a node
+    or a warning naming its line; no section over 20,000 words once cut as `prepare` cuts it;
+    what the volume appends after the work (its documents, not its notes) in a part of its own."""
+    from loader.detect import detect, toc_ranges
+
+    files = sorted((Path(SOURCES) / volume).glob("*.txt"))
+    p = propose(files, sources=Path(SOURCES))
+    contents = detect({b.path.name: b.lines for b in p.books}, p.language).toc  # read afresh
+    offsets = {b.path.name: b.offset for b in p.books}
+    entries = [e for e in contents if e.kind != "part"]
+    assert entries, volume
+    lost = [
+        (e.file, offsets[e.file] + e.line + 1, e.text)
+        for e in entries
+        if not placed(e, p.structure, p.warnings, offsets)
+    ]
+    assert lost == [], volume
+    book = proposed_book(tmp_path, files)
+    texts = texts_of(book)
+    ranges = section_ranges(book, texts)
+    words = {key: count_words(texts[f][body:end]) for key, (f, _h, body, end) in ranges.items()}
+    assert max(words.values()) <= 20_000, max(words.items(), key=lambda kv: kv[1])
+    assert not [w for w in p.warnings if "over 20,000): a missed heading" in w or "would cut" in w]
+    appended = [q for q in p.structure.parts if q.appended]
+    for q in appended:
+        assert {s.kind for s in q.sections} == {"appendix"} and q is p.structure.parts[-1]
+        for s in q.sections:  # a document's text is in its node, not in a note, not left out
+            lines = texts[s.file]
+            first = next(i for i in range(s.body, s.end) if lines[i].strip())
+            assert not any(a <= first < b for f, a, b, _w in p.structure.left_out if f == s.file)
+            assert not any(a <= first < b for a, b in toc_ranges(lines))
+            assert not [
+                n
+                for n in p.structure.parts
+                if n.title == "Notes"
+                for x in n.sections
+                if x.line <= first < x.end
+            ]
+    expected = {
+        "bastiat-oeuvres-tome-4": [("Pamphlets", 7)],
+        "tocqueville-democratie-1840": [("Annexes", 2)],
+    }
+    assert [(q.title, len(q.sections)) for q in appended] == expected.get(volume, []), volume
