@@ -667,3 +667,78 @@ def test_every_volume_every_entry_placed_no_node_over_20000_words(volume, tmp_pa
         "tocqueville-democratie-1840": [("Annexes", 2)],
     }
     assert [(q.title, len(q.sections)) for q in appended] == expected.get(volume, []), volume
+
+
+def summary(*phrases: str) -> str:
+    """An author's summary as Tocqueville prints them: indented phrases joined by « -- »."""
+    return "\n".join(f"   {x}." + (" --" if k + 1 < len(phrases) else "") for k, x in enumerate(phrases))
+
+
+def plain_book() -> str:
+    """A second layout: a plain text file (no Gutenberg header: source kind "text") whose
+    contents come first, with dotted leaders and « Chapitre premier »; a contents entry abridged
+    (« St- »), one worded « dans la » for the body's « DE LA »; a chapter of 21,000 words whose
+    only landmarks are the author's summaries; « Pièces justificatives » after the last `FIN.`."""
+    return (
+        "DES COMMUNES DE LA NOUVELLE-ANGLETERRE\n\n\n1904\n\n\n"
+        "TABLE DES MATIÈRES\n\n"
+        "Préface ............................................ 1\n\n"
+        "Chapitre premier. De la commune .................... 3\n\n"
+        "    Commune de St-Louis ............................ 4\n\n"
+        "    Pouvoirs communaux dans la Nouvelle-Angleterre . 6\n\n"
+        "Chapitre II. Des États ............................. 9\n\n"
+        "Pièces justificatives ............................. 60\n\n"
+        "FIN DE LA TABLE.\n\n\n"
+        f"PRÉFACE.\n\n{para(150)}\n\n\n"
+        f"CHAPITRE PREMIER.\n\n    De la commune.\n\n\n{para(100)}\n\n"
+        f"COMMUNE DE SAINT-LOUIS.\n\n{para(100)}\n\n"
+        f"POUVOIRS COMMUNAUX DE LA NOUVELLE-ANGLETERRE.\n\n{para(100)}\n\n\n"
+        "CHAPITRE II.\n\n    Des États.\n\n\n"
+        f"{summary('Les États sont souverains', 'Leurs législatures et leurs gouverneurs')}\n\n"
+        + f"{para(500)}\n\n" * 21
+        + f"{summary('Du pouvoir judiciaire des États', 'Ses juges et ses jurés')}\n\n"
+        + f"{para(500)}\n\n" * 21
+        + f"FIN.\n\n\nPIÈCES JUSTIFICATIVES.\n\n{para(400)}\n"
+    )
+
+
+def test_a_plain_text_layout_contents_first(home, capsys, monkeypatch):
+    text = plain_book()
+    raw = write(home, "communes.txt", text.encode("utf-8"))
+    monkeypatch.delenv("BOOKRAG_SOURCES")
+    assert (
+        main(["add", str(raw), "--slug", "communes", "--title", "Des communes", "--author", "Jean Essai"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    lines = text.split("\n")
+    cut = lines.index("   Du pouvoir judiciaire des États. --") + 1
+    assert [w for w in out.splitlines() if w.startswith("warning")] == [
+        f"warning: communes.txt line {lines.index('CHAPITRE II.') + 1}: Chapitre II (Des États): 22,279 words "
+        "(over 20,000), split at the "
+        f"author's summaries into 2 sections (lines {cut}); check the cuts"
+    ]
+    book = find_book(home / "corpus", "communes")
+    assert book.source_kind == "text"
+    chapter, states = book.front_matter[1], book.front_matter[2]
+    assert [s.title for s in chapter.sections] == [
+        "De la commune (début)",
+        "Commune de St-Louis",
+        "Pouvoirs communaux dans la Nouvelle-Angleterre",
+    ]
+    assert [(s.title, s.heading_blocks) for s in states.sections] == [
+        ("Des États (début)", 2),
+        ("Du pouvoir judiciaire des États", 0),  # the summary stays the section's first paragraph
+    ]
+    assert [(p.title, [(s.title, s.kind) for s in p.sections]) for p in book.parts] == [
+        ("Annexes", [("Pièces justificatives", "appendix")])
+    ]
+    files = prepare(settings(home, raw.parent.parent), book).files
+    second = home / "corpus/communes/chapitre-02-des-etats/01-du-pouvoir-judiciaire-des-etats/source.md"
+    assert second in files
+    body = second.read_text(encoding="utf-8")
+    assert "author_summaries:\n- 1\n" in body  # prepare marks it the author's, as on every section it opens
+    assert body.split("\n---\n", 1)[1].startswith(
+        "Du pouvoir judiciaire des États. — Ses juges et ses jurés.\n\n"
+    )
+    assert all(count_words(f.read_text(encoding="utf-8").split("\n")) < 20_000 for f in files)
