@@ -158,7 +158,7 @@ def cmd_add(args: argparse.Namespace, s: Settings) -> None:
     named = [f"--{k}" for k in ("slug", "title", "author", "year", "gutenberg") if getattr(args, k)]
     if named:
         raise BookragError(
-            f"{', '.join(named)} name one book, but the files are {len(books)} books (one per folder: "
+            f"{' and '.join(named)} {'names' if len(named) == 1 else 'name'} one book, but the files are {len(books)} books (one per folder: "
             f"{', '.join(str(b[0].parent) for b in books)}); add them one at a time to name them"
         )
     failed: list[str] = []

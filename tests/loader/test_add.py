@@ -742,3 +742,48 @@ def test_a_plain_text_layout_contents_first(home, capsys, monkeypatch):
         "Du pouvoir judiciaire des États. — Ses juges et ses jurés.\n\n"
     )
     assert all(count_words(f.read_text(encoding="utf-8").split("\n")) < 20_000 for f in files)
+
+
+# --- several books at once (issue 46) -------------------------------------------------------------
+
+
+def test_add_several_books_one_manifest_each_a_failure_named(home, capsys):
+    books = home.parent / "books"
+    paths = {}
+    for folder, data in [
+        ("routes", small_book(gap=False).encode("utf-8")),
+        ("vide", b""),
+        ("foires", sections_book().encode("utf-8")),
+        ("copie", small_book(gap=False).encode("utf-8")),
+    ]:
+        (books / folder).mkdir()
+        paths[folder] = books / folder / f"{folder}.txt"
+        paths[folder].write_bytes(data)
+    assert main(["add", *(str(p) for p in paths.values())]) == 1
+    out, err = capsys.readouterr()
+    assert [x for x in out.splitlines() if x.startswith("== ")] == [
+        f"== book {k} of 4: {books / folder} ({folder}.txt)"
+        for k, folder in enumerate(["routes", "vide", "foires", "copie"], start=1)
+    ]
+    assert "wrote corpus/essai-essai-sur-les-routes/book.toml" in out
+    assert "wrote corpus/essai-essai-sur-les-foires/book.toml" in out
+    assert "warning: foires.txt line" in out  # each book's warnings, under its own tree
+    assert err.splitlines() == [
+        f"error: {books / 'vide'}: {paths['vide']} is empty: there is no text to find a structure in",
+        f"error: {books / 'copie'}: its slug 'essai-essai-sur-les-routes' is the one proposed for "
+        f"{books / 'routes'}: add this book alone with --slug",
+        f"error: 2 of 4 books failed ({books / 'vide'}, {books / 'copie'}); the other 2 were written",
+    ]
+    assert sorted(p.name for p in (home / "corpus").iterdir()) == [
+        "essai-essai-sur-les-foires",
+        "essai-essai-sur-les-routes",
+    ]
+    # options that name one book are refused for several, before anything is written
+    assert main(["add", str(paths["routes"]), str(paths["foires"]), "--slug", "x", "--dry-run"]) == 1
+    assert capsys.readouterr().err == (
+        f"error: --slug names one book, but the files are 2 books (one per folder: {books / 'routes'}, "
+        f"{books / 'foires'}); add them one at a time to name them\n"
+    )
+    # files of one folder stay one book (a work in several volumes)
+    assert main(["add", str(paths["routes"]), str(paths["routes"].with_name("suite.txt")), "--dry-run"]) == 1
+    assert capsys.readouterr().err == f"error: {paths['routes'].with_name('suite.txt')}: no such file\n"
