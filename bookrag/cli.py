@@ -167,8 +167,7 @@ def cmd_add(args: argparse.Namespace, s: Settings) -> None:
         folder = str(files[0].parent)
         print(f"== book {k} of {len(books)}: {folder} ({', '.join(f.name for f in files)})")
         try:
-            slug = _add_one(args, s, files, taken=slugs)
-            slugs[slug] = folder
+            _add_one(args, s, files, taken=slugs)
         except BookragError as exc:  # one book's failure: named, and the others still written
             print(f"error: {folder}: {exc}", file=sys.stderr)
             failed.append(folder)
@@ -184,22 +183,33 @@ def _add_one(
     args: argparse.Namespace, s: Settings, files: list[Path], taken: dict[str, str] | None = None
 ) -> str:
     """`add` for one book (the files of one folder): print its tree and warnings, write its
-    manifest unless --dry-run; returns its slug. `taken`: slugs already proposed in this run."""
-    from loader.propose import check_free, next_step, propose, render_tree, write_manifest
+    manifest unless --dry-run; returns its slug. `taken`: the slugs proposed so far in this run
+    (slug -> folder), this book's added."""
+    from loader.propose import Proposal, check_free, next_step, propose, render_tree, slugify, write_manifest
 
-    p = propose(
-        files,
-        slug=args.slug,
-        title=args.title,
-        author=args.author,
-        year=args.year,
-        gutenberg=args.gutenberg,
-        sources=s.sources,
-    )
-    if taken and p.slug in taken:
-        raise BookragError(
-            f"its slug {p.slug!r} is the one proposed for {taken[p.slug]}: add this book alone with --slug"
+    def run(slug: str | None) -> Proposal:
+        return propose(
+            files,
+            slug=slug,
+            title=args.title,
+            author=args.author,
+            year=args.year,
+            gutenberg=args.gutenberg,
+            sources=s.sources,
         )
+
+    p = run(args.slug)
+    if taken and p.slug in taken:  # two volumes of one work share author and title: name it after its folder
+        first, folder = p.slug, slugify(files[0].resolve().parent.name)
+        if folder in taken or not folder:
+            raise BookragError(
+                f"its slug {first!r} is the one proposed for {taken[first]}, and so is its folder's name: "
+                "add this book alone with --slug"
+            )
+        p = run(folder)
+        print(f"note: {first!r} is the slug proposed for {taken[first]}: this book is named after its folder")
+    if taken is not None:
+        taken[p.slug] = str(files[0].parent)
     if not args.dry_run:
         check_free(s.corpus, p.slug, args.force)
     print("\n".join(render_tree(p)))

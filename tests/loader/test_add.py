@@ -768,16 +768,30 @@ def test_add_several_books_one_manifest_each_a_failure_named(home, capsys):
     assert "wrote corpus/essai-essai-sur-les-routes/book.toml" in out
     assert "wrote corpus/essai-essai-sur-les-foires/book.toml" in out
     assert "warning: foires.txt line" in out  # each book's warnings, under its own tree
+    # the same work in another folder: named after its folder, not refused
+    assert (
+        f"note: 'essai-essai-sur-les-routes' is the slug proposed for {books / 'routes'}: this book is named "
+        "after its folder\n" in out
+    )
+    assert "wrote corpus/copie/book.toml" in out
     assert err.splitlines() == [
         f"error: {books / 'vide'}: {paths['vide']} is empty: there is no text to find a structure in",
-        f"error: {books / 'copie'}: its slug 'essai-essai-sur-les-routes' is the one proposed for "
-        f"{books / 'routes'}: add this book alone with --slug",
-        f"error: 2 of 4 books failed ({books / 'vide'}, {books / 'copie'}); the other 2 were written",
+        f"error: 1 of 4 books failed ({books / 'vide'}); the other 3 were written",
     ]
     assert sorted(p.name for p in (home / "corpus").iterdir()) == [
+        "copie",
         "essai-essai-sur-les-foires",
         "essai-essai-sur-les-routes",
     ]
+    # a second run: every manifest exists, so each book is named, none overwritten
+    before = (home / "corpus/copie/book.toml").read_bytes()
+    assert main(["add", str(paths["routes"]), str(paths["copie"])]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {books / folder}: corpus/{slug}/book.toml already exists: choose another --slug, or pass "
+        "--force to overwrite it"
+        for folder, slug in [("routes", "essai-essai-sur-les-routes"), ("copie", "copie")]
+    ] + [f"error: 2 of 2 books failed ({books / 'routes'}, {books / 'copie'}); the other 0 were written"]
+    assert (home / "corpus/copie/book.toml").read_bytes() == before
     # options that name one book are refused for several, before anything is written
     assert main(["add", str(paths["routes"]), str(paths["foires"]), "--slug", "x", "--dry-run"]) == 1
     assert capsys.readouterr().err == (
