@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bookrag.config import load_settings
+from bookrag.errors import BookragError
 
 Cited = dict[tuple[str, int], list[dict[str, Any]]]
 
@@ -41,7 +42,9 @@ def _chat(prompt: str) -> str:
     from bookrag.openai_client import client
 
     s = load_settings()
-    return client(s).chat(s.llm_model or "", [{"role": "user", "content": prompt}]).text
+    if not s.llm_model:
+        raise BookragError("no chat model is configured: set BOOKRAG_LLM_MODEL")
+    return client(s).chat(s.llm_model, [{"role": "user", "content": prompt}]).text
 
 
 def phrasings_prompt(question: str, books: list[dict[str, Any]]) -> str:

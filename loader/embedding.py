@@ -130,10 +130,9 @@ class OpenAIEmbedder:
         for i in range(0, len(texts), self.batch):
             out.extend(endpoint.embed(self.model, texts[i : i + self.batch]))
         arr = np.asarray(out, dtype=np.float32)
-        if arr.shape[1] != self.dimension:
-            raise BookragError(
-                f"model {self.model} returned {arr.shape[1]}-d vectors, expected {self.dimension}"
-            )
+        width = arr.shape[-1]
+        if out and width != self.dimension:
+            raise BookragError(f"model {self.model} returned {width}-d vectors, expected {self.dimension}")
         return arr
 
     def query(self, text: str) -> np.ndarray:
