@@ -599,7 +599,7 @@ def cmd_mcp(args: argparse.Namespace, s: Settings) -> None:
         print(f"# {where(args.client, s)}", file=sys.stderr)
         print(json.dumps(snippet(args.client, s), indent=2, ensure_ascii=False))
         return
-    from mcp_server.server import serve
+    from mcp_server.main import serve
 
     serve(s, http=args.http, host=args.host, port=args.port)
 
