@@ -10,7 +10,13 @@ import re
 import sqlglot
 from sqlglot import exp
 
-ALLOWED_TABLES = {"hierarchical_content_nodes", "books", "embedding_models", "function_versions"}
+ALLOWED_TABLES = {
+    "hierarchical_content_nodes",
+    "paragraphs",
+    "books",
+    "embedding_models",
+    "function_versions",
+}
 ALLOWED_FUNCTIONS = {
     "count",
     "sum",
