@@ -19,7 +19,7 @@ CROSS3 = f"{N} a, {N} b, {N} c"
 CROSS4 = f"{N} a, {N} b, {N} c, {N} d"  # the fixture corpus's rows to the fourth: tens of millions
 CROSS8 = ", ".join(f"{N} t{i}" for i in range(8))
 ONLY_SELECT = "rejected: only SELECT is allowed, got "
-NOT_READABLE = "is not readable here; use rag.books, rag.embedding_models, rag.function_versions, rag.hierarchical_content_nodes"
+NOT_READABLE = "is not readable here; use rag.books, rag.embedding_models, rag.function_versions, rag.hierarchical_content_nodes, rag.paragraphs"
 TIMEOUT = "the statement ran past its"
 
 #: Statements that are not one read-only SELECT, by the statement tag the refusal names (None:
