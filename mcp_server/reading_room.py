@@ -35,8 +35,8 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from bookrag.errors import BookragError
 from bookrag.cite import add_citations
+from bookrag.errors import BookragError
 from bookrag.search import MODEL_REFUSED, SearchRequest, check_phrasings, check_query, query_vectors, search
 from mcp_server import room_pages
 from mcp_server.room_pages import PageError
