@@ -382,7 +382,7 @@ def search_tool(
                    protégée, le consommateur le perd, et la nation avec lui."]
     Each hit says which wordings found it (found_by: 0 = the query, i = phrasings[i-1]). To read around a hit §N,
     get_node with its source_file and paragraphs [N-3, N+3]; get_parent on its source_file gives the chapter's
-    summary (summary.md); search again `within` that summary.md to pin the passage."""
+    (or section's) summary.md; search again `within` that summary.md to pin the passage."""
     state = _state(ctx)
     try:
         query = check_query(query)
@@ -761,9 +761,9 @@ def answer_from_the_books(
    "note" is a footnote.
 3. Read around the best hits: `get_node` with the hit's source_file and `paragraphs` (e.g. [4, 10] around
    §7) returns those paragraphs in order (a whole chapter is long). `get_parent` on the hit's source_file
-   returns the chapter's summary (summary.md), whose chunks' `cites` name the paragraphs each condenses; to
-   pin the passage, `search` again with `within` set to that summary.md (and new phrasings if the first ones
-   missed).
+   returns its summary (the chapter's or section's summary.md, the team's reading aid), whose chunks' `cites`
+   name the paragraphs each condenses; to pin the passage, `search` again with `within` set to that
+   summary.md (and new phrasings if the first ones missed).
 4. Answer with the author's words: quote the paragraphs (level 0, `node_type` source), each with its
    `scholarly` citation copied as is (it ends with the § N; do not write your own form), never an
    editor's note as the author's. Summaries (level 1-3) are the team's reading aids, not the book: quote
