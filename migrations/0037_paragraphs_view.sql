@@ -1,7 +1,7 @@
--- 0036_paragraphs_view: rag.paragraphs, a reader's view of the text (issue 45): every chunk with its
+-- 0037_paragraphs_view: rag.paragraphs, a reader's view of the text (issue 45): every chunk with its
 -- citation columns, which part of its paragraph it is, and whether the paragraph is a note; no
 -- embedding column, so `SELECT *` stays readable.
--- depends: 0035_books_volume_listed
+-- depends: 0036_one_expand_convention
 
 -- The one place where a chunk's part of its paragraph and a paragraph's note are computed: the MCP
 -- tools (search, get_node), the CLI's citations and the reading room read them here.
