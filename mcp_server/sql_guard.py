@@ -56,7 +56,7 @@ ALLOWED_NAMES = frozenset(
     to_tsvector to_tsquery plainto_tsquery phraseto_tsquery websearch_to_tsquery ts_rank ts_rank_cd
     numnode setweight strip tsvector_to_array
     vector_dims vector_norm l2_distance cosine_distance inner_product
-    coalesce nullif num_nonnulls num_nulls
+    coalesce nullif num_nonnulls num_nulls convert_to convert_from
     """.split()
 )
 RAG_FUNCTIONS = {"list_books", "outline", "get_node", "get_parent", "get_children", "search", "cites"}
@@ -205,7 +205,7 @@ def allowed_classes() -> frozenset[str]:
     parsing a call to each with 0 to 4 arguments; Anonymous is not among them (an unknown call
     is checked by its name). test_sql_guard.py walks every function sqlglot knows and lists the
     other PostgreSQL names that reach these classes."""
-    found = {"Array", "Window"}  # ARRAY[...] and OVER (), constructs rather than calls
+    found = {"Array", "Window", "Unnest"}  # ARRAY[...], OVER () and unnest() in FROM: constructs
     for name in ALLOWED_NAMES:
         for args in ("", "a", "a, b", "a, b, c", "a, b, c, d"):
             try:
