@@ -21,6 +21,15 @@ from mcp_server.watchdog import MEMORY_CAP_BYTES
 ALLOWED_TABLES = {"hierarchical_content_nodes", "books", "embedding_models", "function_versions"}
 #: The statement's length bound (the tool's own argument bound): beyond it nothing is parsed.
 MAX_STATEMENT_CHARS = 5000
+#: Words, numbers and symbols, at most (counted by a regular expression before sqlglot reads it):
+#: sqlglot, pure Python, takes about 10 ms per 1,000 and far more on a loaded machine, so a
+#: 5,000-character statement of one-character tokens took over 100 ms to refuse. The legitimate
+#: corpus's longest statement has 73.
+MAX_TOKENS = 500
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+#: Parentheses open at once, at most: deeper, the statement is refused before sqlglot recurses
+#: through it (2,000 levels took it 45 ms to give up on; the legitimate corpus nests 4).
+MAX_NESTING = 64
 
 #: The functions a statement may call, as PostgreSQL spells them: aggregates and window
 #: functions, string, math, date/time, hashing, text search, JSON and array helpers, pgvector's
@@ -237,6 +246,11 @@ def check_select(sql: str) -> str:
         )
     if "\x00" in sql:
         raise UnsafeSQL("the statement contains a NUL character")
+    tokens = sum(1 for _ in _TOKEN.finditer(sql))
+    if tokens > MAX_TOKENS:
+        raise UnsafeSQL(f"the statement has {tokens:,} words and symbols; the limit is {MAX_TOKENS:,}")
+    if _depth(sql) > MAX_NESTING:
+        raise UnsafeSQL("the statement is nested too deeply to check; simplify it")
     try:
         statements = parse(sql)
     except sqlglot.errors.SqlglotError as exc:
@@ -257,6 +271,19 @@ def check_select(sql: str) -> str:
     except Exception as exc:  # noqa: BLE001 - a tree the checks cannot read is refused, never run
         raise UnsafeSQL("cannot check the statement; simplify it") from exc
     return sql
+
+
+def _depth(sql: str) -> int:
+    """The most parentheses open at once in the text (quotes not told apart: a parenthesis in a
+    string literal counts too, which can only refuse, never let through)."""
+    depth = deepest = 0
+    for ch in sql:
+        if ch == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == ")" and depth:
+            depth -= 1
+    return deepest
 
 
 def _parse_problem(exc: sqlglot.errors.SqlglotError) -> str:

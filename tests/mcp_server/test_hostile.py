@@ -24,6 +24,7 @@ ONLY_SELECT = "rejected: only SELECT is allowed, got "
 NOT_READABLE = "is not readable here; use rag.books, rag.embedding_models, rag.function_versions, rag.hierarchical_content_nodes"
 TIMEOUT = "the statement ran past its"
 TOO_MANY = "the statement builds values from more than 16 operands"
+TOKENS = "the statement has "
 #: The issue's base value: every paragraph in one string, through a derived table.
 AGG = f"(SELECT string_agg(content, '') AS c FROM {N}) s"
 NESTED = "content"
@@ -203,14 +204,12 @@ REFUSED: list[tuple[str, str]] = [
     ("SELECT {:}", "rejected: cannot parse the statement"),
     ('SELECT & pg_backend_pid() ::text\f("",', "rejected: cannot parse the statement"),
     # expression bombs (issue 43): PostgreSQL cannot cancel one expression while it evaluates
-    *(
-        (f"SELECT length({' || '.join(['c'] * n)}) FROM {AGG}", "rejected: " + TOO_MANY)
-        for n in (20, 40, 56, 200)
-    ),
+    *((f"SELECT length({' || '.join(['c'] * n)}) FROM {AGG}", "rejected: " + TOO_MANY) for n in (20, 40, 56)),
+    (f"SELECT length({' || '.join(['c'] * 200)}) FROM {AGG}", "rejected: " + TOKENS),
     (f"SELECT length(c || c) FROM {AGG}", "rejected: c (it may hold an aggregate's result) can grow to"),
     (f"SELECT length({NESTED}) FROM {N}", "rejected: " + TOO_MANY),
     (f"SELECT length(concat({', '.join(['c'] * 100)})) FROM {AGG}", "rejected: " + TOO_MANY),
-    (f"SELECT cardinality(ARRAY[{', '.join(['c'] * 400)}]) FROM {AGG}", "rejected: " + TOO_MANY),
+    (f"SELECT cardinality(ARRAY[{', '.join(['c'] * 400)}]) FROM {AGG}", "rejected: " + TOKENS),
     (
         f"SELECT length(string_agg(content, '') || 'x') FROM {N}",
         "rejected: string_agg()'s result can grow to the 256 MB memory cap",
