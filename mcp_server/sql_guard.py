@@ -246,11 +246,11 @@ def check_select(sql: str) -> str:
         )
     if "\x00" in sql:
         raise UnsafeSQL("the statement contains a NUL character")
+    if _depth(sql) > MAX_NESTING:
+        raise UnsafeSQL("the statement is nested too deeply to check; simplify it")
     tokens = sum(1 for _ in _TOKEN.finditer(sql))
     if tokens > MAX_TOKENS:
         raise UnsafeSQL(f"the statement has {tokens:,} words and symbols; the limit is {MAX_TOKENS:,}")
-    if _depth(sql) > MAX_NESTING:
-        raise UnsafeSQL("the statement is nested too deeply to check; simplify it")
     try:
         statements = parse(sql)
     except sqlglot.errors.SqlglotError as exc:
