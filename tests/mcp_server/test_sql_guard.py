@@ -167,7 +167,7 @@ SEEDS = [
     for b in LEGIT.read_text(encoding="utf-8").split("\n\n")
     if b.strip() and not b.strip().startswith("--")
 ] + [s for s, _ in REJECTED]
-TOKENS = [
+SOUP = [
     "SELECT", "FROM", "WHERE", "(", ")", "[", "]", "{", "}", ":", "::", "::text", ",", ";", "'", '"', "$$",
     "||", "&", "|", "#", "@", "->", "->>", "=>", "*", "\\", "\f", "\x0b", "\u2028", "--", "/*", "*/",
     "ARRAY", "OVER", "WITH", "RECURSIVE", "UNION", "JOIN", "ON", "AS", "LIMIT", "E'\\x'", "U&'\\0041'",
@@ -189,7 +189,7 @@ def test_random_text_ends_in_acceptance_or_one_sentence(sql):
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.sampled_from(TOKENS), max_size=40).map(" ".join))
+@given(st.lists(st.sampled_from(SOUP), max_size=40).map(" ".join))
 def test_token_soup_ends_in_acceptance_or_one_sentence(sql):
     _verdict(sql)
 
@@ -199,7 +199,7 @@ def test_token_soup_ends_in_acceptance_or_one_sentence(sql):
     st.sampled_from(SEEDS),
     st.integers(min_value=0, max_value=5000),
     st.integers(min_value=0, max_value=20),
-    st.text(max_size=12) | st.sampled_from(TOKENS),
+    st.text(max_size=12) | st.sampled_from(SOUP),
 )
 def test_mutated_statements_end_in_acceptance_or_one_sentence(seed, at, cut, insert):
     """A legitimate or hostile statement with a slice replaced by random text or a token."""
