@@ -459,7 +459,7 @@ def _weight(node: exp.Expr) -> int:
         times = node.args.get("times")
         if not (isinstance(times, exp.Literal) and not times.is_string):
             raise UnsafeSQL("repeat(): the count must be an integer literal")
-        return int(float(times.this))
+        return max(1, int(float(times.this)))  # a negative count must not buy operands back
     if isinstance(node, exp.Pad):
         length = node.args.get("expression")
         if (
