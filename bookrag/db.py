@@ -25,7 +25,7 @@ MCP_ROLE = "bookrag_mcp"  # the MCP server: the reader's rights, its own connect
 #: can take; shared buffers and mapped files are not counted): an allocation past it fails inside
 #: PostgreSQL, an ordinary "out of memory" error for that statement, never the kernel's OOM killer
 #: restarting every connection. An idle backend holds about 2 MB, the busiest backend of a load of
-#: both books (HNSW and BM25 index builds included) about 80 MB: decision 38.
+#: both books (HNSW and BM25 index builds included) 38 MB: decision 39.
 BACKEND_DATA_LIMIT_BYTES = 512 * 1024 * 1024
 
 

@@ -2,7 +2,7 @@
 outside an allowlist, a bound on what each expression can build, and a plan whose memory the
 planner can bound. sqlglot parses the statement (a hand-written regex check is easy to fool); the
 database role and a READ ONLY transaction are the next walls, and the MCP server watches the
-backend's memory while the statement runs (watchdog.py). Decision 38 gives the budget rule.
+backend's memory while the statement runs (watchdog.py). Decision 39 gives the budget rule.
 
 Every input ends in a value or in UnsafeSQL, whose message is one sentence: sqlglot's own
 exceptions (a parser bug on `SELECT {:}` is an AttributeError) become a refusal here."""
@@ -355,7 +355,7 @@ def _check_tree(tree: exp.Expr) -> None:
             )
 
 
-# --- what each expression can build (decision 38) -------------------------------------------
+# --- what each expression can build (decision 39) -------------------------------------------
 #
 # PostgreSQL checks for cancellation between rows, never inside one expression, and keeps every
 # intermediate value of a row's expressions until the row is done: `c || c || … || c` with n

@@ -451,7 +451,7 @@ def test_the_time_limit_stops_a_statement_that_cannot_finish(corpus_url, corpus_
 
 
 def test_the_data_limit_stops_one_expression(corpus_url, corpus_home, reader, monkeypatch):
-    """The last wall (decision 38): with the guard's budget, the plan bound and the memory watch
+    """The last wall (decision 39): with the guard's budget, the plan bound and the memory watch
     all lifted, the issue's bomb (a 40-operand chain over every row triple in one string: one
     expression, which no cancel interrupts) is stopped by the server's data limit
     (db.BACKEND_DATA_LIMIT_BYTES, the tests' server runs under it as the embedded one does) as an
