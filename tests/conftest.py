@@ -48,7 +48,8 @@ def _pg_ctl_wrapper(folder: Path) -> str:
     pg_ctl = POSTGRES_BIN_PATH / "pg_ctl"
     limited = (
         f'"{sys.executable}" -c "import os, resource, sys; hard = resource.getrlimit(resource.RLIMIT_DATA)[1]; '
-        f'resource.setrlimit(resource.RLIMIT_DATA, ({db.BACKEND_DATA_LIMIT_BYTES}, hard)); os.execvp(sys.argv[1], sys.argv[1:])"'
+        f"limit = {db.BACKEND_DATA_LIMIT_BYTES} if hard == resource.RLIM_INFINITY else min({db.BACKEND_DATA_LIMIT_BYTES}, hard); "
+        f'resource.setrlimit(resource.RLIMIT_DATA, (limit, hard)); os.execvp(sys.argv[1], sys.argv[1:])"'
     )
     if os.geteuid() != 0:
         script = folder / "pg_ctl"
