@@ -37,7 +37,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bookrag.errors import BookragError
-from bookrag.search import MODEL_REFUSED, SearchRequest, check_phrasings, check_query, query_vectors, search
+from bookrag.search import MODEL_REFUSED, SearchRequest, check_wordings, query_vectors, search
 from mcp_server import room_pages
 from mcp_server.room_pages import PageError
 from mcp_server.server import AppState, with_connection
@@ -159,15 +159,9 @@ async def search_page(request: Request) -> Response:
     raw, book = request.query_params.get("q"), request.query_params.get("book") or None
     raw_also = [a for a in request.query_params.getlist("also") if a.strip()]
     query, also = None, ()
-    if raw is not None:
-        for text, what in (
-            (raw, "the query"),
-            *((a, f"phrasing {i}") for i, a in enumerate(raw_also, start=1)),
-        ):
-            if len(text) > MAX_QUERY_CHARS:
-                raise PageError(400, f"{what} is {len(text)} characters long; the limit is {MAX_QUERY_CHARS}")
+    if raw is not None:  # checked before anything is embedded (a GET may carry any number of them)
         try:
-            query, also = check_query(raw), check_phrasings(raw_also)
+            query, also = check_wordings(raw, raw_also, MAX_QUERY_CHARS)
         except BookragError as exc:
             raise PageError(400, str(exc)) from exc
     state, catalogue = _state(request), request.app.state.catalogue

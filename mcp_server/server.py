@@ -45,11 +45,11 @@ from bookrag.config import Settings
 from bookrag.errors import BookragError, database_reason
 from bookrag.links import DEFAULT_BASE, citation_url
 from bookrag.search import (
+    MAX_PHRASINGS,
     MODEL_REFUSED,
     MODES,
     SearchRequest,
-    check_phrasings,
-    check_query,
+    check_wordings,
     corpus_model,
     query_vectors,
     resolve_node,
@@ -276,7 +276,7 @@ def search_tool(
     phrasings: Annotated[
         list[PHRASING],
         Field(
-            max_length=4,
+            max_length=MAX_PHRASINGS,
             description=(
                 "up to 4 more wordings of the same question, searched with it and fused: (1) 6-12 keywords the author "
                 "himself would use, in his period's vocabulary; (2) a 20-40-word passage written as the author might have "
@@ -338,8 +338,7 @@ def search_tool(
     search again `within` its chapter's summary.md, or read it with get_parent / get_node."""
     state = _state(ctx)
     try:
-        query = check_query(query)
-        wordings = check_phrasings(phrasings)
+        query, wordings = check_wordings(query, phrasings)
     except BookragError as exc:
         raise ToolError(str(exc)) from exc
 

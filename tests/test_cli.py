@@ -305,13 +305,28 @@ SEARCH_ERRORS = [
     ),
     (["search", "x" * 120_000], "error: query is 120000 characters long; the limit is 10000\n"),
     (["search", "   "], "error: the query is empty: give at least one word to search for\n"),
+    (
+        ["search", "pain", *(a for i in range(5) for a in ("--also", f"mot {i}"))],
+        "error: at most 4 phrasings besides the query, got 5\n",
+    ),
+    (["search", "pain", "--also", "Pain "], 'error: phrasing 1 repeats the query: "Pain "\n'),
 ]
 
 
 @pytest.mark.parametrize(
     "argv,expected",
     SEARCH_ERRORS,
-    ids=["bad bytes", "huge k", "huge sentence_every", "k 0", "budget 0", "120 KB query", "empty"],
+    ids=[
+        "bad bytes",
+        "huge k",
+        "huge sentence_every",
+        "k 0",
+        "budget 0",
+        "120 KB query",
+        "empty",
+        "5 phrasings",
+        "a phrasing repeating the query",
+    ],
 )
 def test_search_errors_are_one_sentence(loaded_cli, capsys, argv, expected):
     """Bad bytes on the command line (what Python makes of $'\\xff\\xfe'), out-of-range numbers, a
