@@ -56,6 +56,7 @@ from bookrag.search import (
     search_and_pack,
 )
 from mcp_server import watchdog
+from mcp_server.arguments import OneSentenceServer
 from mcp_server.models import (
     Book,
     Books,
@@ -732,7 +733,7 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
         finally:
             pool.close()
 
-    server = MCPServer("bookrag", instructions=INSTRUCTIONS, lifespan=lifespan)
+    server = OneSentenceServer("bookrag", instructions=INSTRUCTIONS, lifespan=lifespan)
     server.tool(name="search", annotations=READ_ONLY)(search_tool)
     for tool in (get_node, get_parent, get_children, outline, list_books, read_only_sql):
         server.tool(annotations=READ_ONLY)(tool)
