@@ -154,12 +154,25 @@ def with_connection(state: AppState, fn: Callable[[psycopg.Connection], T]) -> T
         ) from exc
     except psycopg.errors.InsufficientPrivilege as exc:
         raise ToolError(f"not allowed: {database_reason(exc)}") from exc
+    except psycopg.errors.StatementTooComplex as exc:  # e.g. "stack depth limit exceeded"
+        raise ToolError(
+            f"the statement is nested too deeply for the server ({database_reason(exc)}); nest it less"
+        ) from exc
     except (PoolTimeout, psycopg.OperationalError) as exc:
+        if isinstance(exc, psycopg.OperationalError) and not _unavailable(exc):
+            raise ToolError(f"database error: {database_reason(exc)}") from exc
         if _never_loaded(state):
             raise ToolError(NO_BOOK) from exc
         raise ToolError(f"the database is unavailable ({type(exc).__name__}); try again in a moment") from exc
     except psycopg.Error as exc:
         raise ToolError(f"database error: {database_reason(exc)}") from exc
+
+
+def _unavailable(exc: psycopg.OperationalError) -> bool:
+    """Whether the database could not answer (the connection lost: no SQLSTATE; class 08, a
+    connection exception; class 53, resources; 57P, a shutdown), rather than answered with a
+    reason of its own, which the caller then gives word for word."""
+    return exc.sqlstate is None or exc.sqlstate.startswith(("08", "53", "57P"))
 
 
 #: What the tools answer when the server runs before any book was built and loaded.
@@ -642,21 +655,21 @@ async def read_only_sql(
     max_rows: Annotated[int, Field(ge=1, le=500, description="rows returned at most")] = 100,
 ) -> SqlResult:
     """Answer questions about the corpus itself (counts, sizes, which chapters…) with one read-only SELECT; 5 s limit, cells cut at 4,000 characters."""
-    try:
-        statement = check_select(unicodedata.normalize("NFC", sql))
-    except UnsafeSQL as exc:
-        raise ToolError(f"rejected: {exc}") from exc
-    # the statement is run as a subquery: drop its final semicolon (and comments after it)
-    statement = re.sub(r";\s*(?:--[^\n]*(?:\n\s*)?)*\Z", "", statement.rstrip())
-    value_building = builds_values(statement)
     state = _state(ctx)
     if not state.sql_slots.acquire(blocking=False):
         raise ToolError(
             f"read_only_sql is busy ({SQL_SLOTS} statements already running); try again in a moment"
         )
 
-    def work() -> SqlResult:
+    def work() -> SqlResult:  # in a worker thread: the guard's parse is CPU work, kept off the event loop
         try:
+            try:
+                statement = check_select(unicodedata.normalize("NFC", sql))
+            except UnsafeSQL as exc:
+                raise ToolError(f"rejected: {exc}") from exc
+            # the statement is run as a subquery: drop its final semicolon (and comments after it)
+            statement = re.sub(r";\s*(?:--[^\n]*(?:\n\s*)?)*\Z", "", statement.rstrip())
+            value_building = builds_values(statement)
             return with_connection(
                 state, lambda conn: _select_or_close(conn, statement, max_rows, value_building)
             )
