@@ -83,10 +83,12 @@ POOL_SIZE = 8
 SQL_SLOTS = 2  # read_only_sql calls running at once; the other connections stay free for searches
 SQL_TIMEOUT_S = 5  # statement_timeout of read_only_sql
 SQL_DEADLINE_S = 6.0  # the call returns by then whatever the backend does (it is cancelled)
-#: Per-connection limits (they override whatever the role's own defaults have become).
+#: Per-connection limits and the schema path (they override whatever the role's own defaults
+#: have become: a bookrag_mcp login may ALTER ROLE bookrag_mcp SET search_path, which would
+#: otherwise hide the extensions' types and functions, in public, from every new connection).
 CONNECTION_OPTIONS = (
     "-c default_transaction_read_only=on -c statement_timeout=10s -c lock_timeout=1s "
-    "-c idle_in_transaction_session_timeout=30s -c work_mem=16MB"
+    "-c idle_in_transaction_session_timeout=30s -c work_mem=16MB -c search_path=public"
 )
 
 T = TypeVar("T")
