@@ -17,6 +17,7 @@ can never take the connections searches need.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -761,6 +762,10 @@ def serve(settings: Settings, http: bool = False, host: str = "127.0.0.1", port:
     # core, and two embedding threads fighting PostgreSQL turned a 10 ms embedding into 1.7 s
     # (bench/bench_mcp.py: sequential p95 1,737 ms with the default, 55 ms with one thread).
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if http and not settings.reading_room_url_set:  # citations link to this server's own reading room
+        from mcp_server.http import own_url
+
+        settings = dataclasses.replace(settings, reading_room_url=own_url(settings, host, port))
     server = build_server(settings)
     if http:
         from mcp_server.http import serve_http
