@@ -57,7 +57,7 @@ from bookrag.search import (
     search_and_pack,
 )
 from mcp_server import watchdog
-from mcp_server.arguments import OneSentenceServer
+from mcp_server.protocol import OneSentenceServer
 from mcp_server.models import (
     Book,
     Books,

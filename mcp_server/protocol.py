@@ -1,15 +1,25 @@
-"""A tool call whose arguments do not fit the tool's schema answered with one sentence: the
-argument, what it allows (read from the published input schema, so the sentence and the schema
-cannot disagree) and what was sent. The SDK (mcp 2.3.0) answers with pydantic's report instead:
-several lines per error, a link naming the pydantic version."""
+"""Where the SDK (mcp 2.3.0, pinned) answers a malformed call badly, OneSentenceServer answers it:
+
+- a tool call whose arguments do not fit the tool's schema: one sentence naming the argument, what
+  it allows (read from the published input schema, so the sentence and the schema cannot
+  disagree) and what was sent; the SDK sends pydantic's report (several lines per error, a link
+  naming the pydantic version);
+- over stdio, a line that is not JSON (or not a JSON-RPC message): a JSON-RPC error, -32700 Parse
+  error (-32600 Invalid Request), id null, and serving goes on; the SDK's transport hands the
+  failure to a loop that drops it, so the client waits for an answer that never comes.
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 from pydantic import ValidationError
 
 MAX_SHOWN = 40  # a value sent is quoted up to this many characters, else described by its size
@@ -28,6 +38,43 @@ class OneSentenceServer(MCPServer):
                 raise
             schema = next((t.input_schema for t in await self.list_tools() if t.name == name), {})
             raise ToolError(argument_error(name, schema, exc.__cause__, arguments)) from exc.__cause__
+
+    async def run_stdio_async(self) -> None:
+        """The SDK's own stdio loop (MCPServer.run_stdio_async), with each line the transport could
+        not read answered by a JSON-RPC error instead of dropped."""
+        async with stdio_server() as (lines, out):
+            send, received = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+            async def answer_unreadable() -> None:
+                async with send:
+                    async for item in lines:
+                        if isinstance(item, Exception):
+                            await out.send(SessionMessage(unreadable(item)))
+                        else:
+                            await send.send(item)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(answer_unreadable)
+                lowlevel = self._lowlevel_server  # as MCPServer.run_stdio_async runs it
+                await lowlevel.run(received, out, lowlevel.create_initialization_options())
+                tg.cancel_scope.cancel()
+
+
+def unreadable(exc: Exception) -> JSONRPCError:
+    """The JSON-RPC answer to a line the transport could not read: -32700 when it is not JSON
+    (a lone surrogate escape, a truncated line), else -32600; one line, id null."""
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    not_json = not errors or any(e["type"] == "json_invalid" for e in errors)
+    reason = (errors[0]["msg"] if errors else str(exc)).replace("\n", " ")[:200]
+    if not_json:
+        return JSONRPCError(
+            jsonrpc="2.0", id=None, error=ErrorData(code=PARSE_ERROR, message=f"Parse error: {reason}")
+        )
+    return JSONRPCError(
+        jsonrpc="2.0",
+        id=None,
+        error=ErrorData(code=INVALID_REQUEST, message=f"Invalid Request: not a JSON-RPC message ({reason})"),
+    )
 
 
 def argument_error(

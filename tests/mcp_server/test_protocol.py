@@ -1,10 +1,11 @@
-"""Arguments that do not fit a tool's schema are one sentence (mcp_server/arguments.py): every
+"""Arguments that do not fit a tool's schema are one sentence (mcp_server/protocol.py): every
 tool's every argument is sent a wrong type, a value out of its bounds, and each required one is
 left out; each answer names the argument, says what it allows, on one line, without pydantic's
 report. Validation comes before any database work: the server here has no database."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
@@ -75,3 +76,68 @@ def test_every_validation_error_is_one_sentence():
         "got a list of 5 items"
     )
     assert by_where[("get_node.paragraphs", repr(["z"]))].endswith('; item 1 is "z"')
+
+
+def test_unreadable_stdio_lines_are_answered_and_serving_goes_on(corpus_url, corpus_home):
+    """Raw bytes to `bookrag mcp`'s stdin: a line that is not JSON, a lone surrogate escape, a JSON
+    line that is no JSON-RPC message; each gets a JSON-RPC error (id null) on one line, and the
+    requests after them are answered."""
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    from mcp_types import LATEST_PROTOCOL_VERSION
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOOKRAG_")}
+    env.update(DATABASE_URL=corpus_url, BOOKRAG_HOME=str(corpus_home))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bookrag.cli", "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    guard = threading.Timer(180, proc.kill)  # a bound for a broken server only
+    guard.start()
+
+    def send(line: bytes) -> dict:
+        assert proc.stdin and proc.stdout
+        proc.stdin.write(line + b"\n")
+        proc.stdin.flush()
+        answer = proc.stdout.readline()
+        assert answer.endswith(b"\n") and answer.count(b"\n") == 1, answer
+        return json.loads(answer)
+
+    try:
+        for line, code in (
+            (b"this is not json", -32700),
+            (b'{"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"x": "\\ud800"}}', -32700),
+            (b"\xff\xfe{", -32700),
+            (b'{"hello": "world"}', -32600),
+        ):
+            answer = send(line)
+            assert answer["id"] is None and answer["error"]["code"] == code, (line, answer)
+            assert "\n" not in answer["error"]["message"]
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": LATEST_PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        }
+        answer = send(json.dumps(init).encode())
+        assert answer["id"] == 1 and answer["result"]["serverInfo"]["name"] == "bookrag"
+        assert send(b"not json either")["error"]["code"] == -32700
+        assert send(b'{"jsonrpc": "2.0", "id": 2, "method": "ping"}') == {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "result": {},
+        }
+    finally:
+        guard.cancel()
+        proc.kill()
+        proc.wait()
