@@ -335,6 +335,33 @@ def test_search_errors_are_one_sentence(loaded_cli, capsys, argv, expected):
     assert capsys.readouterr().err == expected
 
 
+def test_load_in_a_read_only_session_is_one_sentence(loaded_cli, corpus_home, monkeypatch, capsys):
+    """No traceback, no yoyo lock advice: the database's own reason, in one sentence."""
+    monkeypatch.setenv("PGOPTIONS", "-c default_transaction_read_only=on")
+    assert main(["load", str(corpus_home / "corpus" / "traite-des-echanges")]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "error: the database refused the load (cannot execute INSERT in a read-only transaction); "
+        "nothing was loaded\n"
+    )
+
+
+def test_migrating_in_a_read_only_session_is_one_sentence(pg_url, corpus_home, monkeypatch, capsys):
+    import psycopg
+
+    from bookrag.migrate import READ_ONLY
+
+    with psycopg.connect(pg_url, autocommit=True) as c:  # a migration the database has not seen
+        c.execute(
+            "DELETE FROM _yoyo_migration WHERE migration_id = (SELECT max(migration_id) FROM _yoyo_migration)"
+        )
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    monkeypatch.setenv("BOOKRAG_HOME", str(corpus_home))
+    monkeypatch.setenv("PGOPTIONS", "-c default_transaction_read_only=on")
+    assert main(["migrate"]) == 1
+    assert capsys.readouterr().err == f"error: {READ_ONLY}\n"
+
+
 def test_bad_bytes_from_a_real_shell(loaded_cli, corpus_home):
     import os
 
