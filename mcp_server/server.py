@@ -637,6 +637,10 @@ def _select_or_close(
 ) -> SqlResult:
     try:
         return _select(conn, statement, max_rows, value_building)
+    except RecursionError:  # the JSON decoder, on a cell nested deeper than Python's stack allows
+        raise ToolError(
+            "a value in the answer is nested too deeply to send back as JSON; select it as text (::text)"
+        ) from None
     except MemoryCapExceeded:
         conn.close()  # the backend exits and gives its memory back; the pool opens a new one
         raise ToolError(
