@@ -76,6 +76,11 @@ def _page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
     )
 
 
+async def _rendered(template: str, **context: Any) -> HTMLResponse:
+    """_page in a worker thread: a chapter's page is CPU work the event loop must not wait for."""
+    return await anyio.to_thread.run_sync(lambda: _page(template, **context))
+
+
 def _error(status: int, message: str) -> HTMLResponse:
     return _page(
         "error.html.j2",
@@ -117,7 +122,7 @@ async def _read(request: Request, fn: Callable[[psycopg.Connection], T]) -> T:
 
 async def library(request: Request) -> Response:
     catalogue: room_pages.Catalogue = request.app.state.catalogue
-    return _page("library.html.j2", books=await _read(request, catalogue.books))
+    return await _rendered("library.html.j2", books=await _read(request, catalogue.books))
 
 
 async def node(request: Request) -> Response:
@@ -127,8 +132,8 @@ async def node(request: Request) -> Response:
     catalogue: room_pages.Catalogue = request.app.state.catalogue
     page = await _read(request, lambda conn: room_pages.node_page(conn, catalogue, book, folder, highlight))
     if isinstance(page, room_pages.ChapterPage):
-        return _page("chapter.html.j2", page=page)
-    return _page("tree.html.j2", page=page)
+        return await _rendered("chapter.html.j2", page=page)
+    return await _rendered("tree.html.j2", page=page)
 
 
 def _search(
@@ -177,7 +182,7 @@ async def search_page(request: Request) -> Response:
         return books, rows, (time.perf_counter() - started) * 1000
 
     books, rows, elapsed_ms = await anyio.to_thread.run_sync(work)
-    return _page(
+    return await _rendered(
         "search.html.j2",
         query=raw or "",
         also=raw_also,
