@@ -4,6 +4,8 @@
   it allows (read from the published input schema, so the sentence and the schema cannot
   disagree) and what was sent; the SDK sends pydantic's report (several lines per error, a link
   naming the pydantic version);
+- a tool that crashes: one sentence naming the exception's type (never its text), where the SDK
+  says only "Error executing tool <name>";
 - over stdio, a line that is not JSON (or not a JSON-RPC message): a JSON-RPC error, -32700 Parse
   error (-32600 Invalid Request), id null, and serving goes on; the SDK's transport hands the
   failure to a loop that drops it, so the client waits for an answer that never comes.
@@ -31,8 +33,12 @@ class OneSentenceServer(MCPServer):
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:
             return await super().call_tool(name, arguments, context)
-        except UnexpectedToolError:
-            raise
+        except UnexpectedToolError as exc:  # a crash: the SDK says only "Error executing tool <name>"
+            cause = exc.__cause__
+            raise UnexpectedToolError(
+                f"{name} failed on an internal error ({type(cause).__name__ if cause else 'unknown'}), "
+                "not on anything the call asked; the server's log has the details"
+            ) from cause
         except ToolError as exc:
             if not isinstance(exc.__cause__, ValidationError):
                 raise

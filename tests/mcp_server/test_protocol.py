@@ -78,6 +78,26 @@ def test_every_validation_error_is_one_sentence():
     assert by_where[("get_node.paragraphs", repr(["z"]))].endswith('; item 1 is "z"')
 
 
+def test_a_crash_is_one_sentence_naming_its_type(monkeypatch):
+    from mcp_server import server as mcp
+
+    def crash(sql: str) -> str:
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(mcp, "check_select", crash)
+    server = build_server(Settings(DEFAULT_HOME, "postgresql:///none", None, "local", None, 400))
+
+    async def main():
+        async with Client(server) as client:
+            return await client.call_tool("read_only_sql", {"sql": "SELECT 1"})
+
+    r = anyio.run(main)
+    assert r.is_error and r.content[0].text == (
+        "read_only_sql failed on an internal error (RuntimeError), not on anything the call asked; "
+        "the server's log has the details"
+    )
+
+
 def test_unreadable_stdio_lines_are_answered_and_serving_goes_on(corpus_url, corpus_home):
     """Raw bytes to `bookrag mcp`'s stdin: a line that is not JSON, a lone surrogate escape, a JSON
     line that is no JSON-RPC message; each gets a JSON-RPC error (id null) on one line, and the
