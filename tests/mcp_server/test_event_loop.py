@@ -97,3 +97,38 @@ def test_another_clients_call_completes_while_one_is_held(
         gate.set()
         holder.close()
         admin.close()
+
+
+def test_a_page_held_on_a_lock_does_not_delay_another_request(room_url, room_home):
+    """The reading room: the library page's statement waits on a lock (its worker thread holds
+    no event loop), and the stylesheet, answered on the event loop itself, comes back meanwhile."""
+    from starlette.testclient import TestClient
+
+    from mcp_server.http import http_app
+
+    options = mcp.CONNECTION_OPTIONS + " -c lock_timeout=0 -c statement_timeout=0"
+    url = psycopg.conninfo.make_conninfo(db.with_user(room_url, db.MCP_ROLE), options=options)
+    settings = settings_for(room_home, room_url)
+    app = http_app(mcp.build_server(settings, url=url), settings, "127.0.0.1")
+    admin = psycopg.connect(room_url)
+    holder = psycopg.connect(room_url)
+    holder.execute("LOCK TABLE rag.books IN ACCESS EXCLUSIVE MODE")
+    pages: dict[str, int] = {}
+    try:
+        with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+            library = threading.Thread(target=lambda: pages.update(library=client.get("/").status_code))
+            library.start()
+            deadline = threading.Event()
+            timer = threading.Timer(120, deadline.set)  # a bound for a broken test only
+            timer.start()
+            while not waiting_on_books(admin) and not deadline.is_set():
+                deadline.wait(0.05)
+            timer.cancel()
+            assert client.get("/static/room.css").status_code == 200
+            assert library.is_alive() and "library" not in pages  # still held
+            holder.rollback()
+            library.join(120)
+        assert pages == {"library": 200}
+    finally:
+        holder.close()
+        admin.close()
