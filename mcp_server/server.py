@@ -17,9 +17,7 @@ can never take the connections searches need.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import os
 import re
 import threading
 import unicodedata
@@ -57,7 +55,6 @@ from bookrag.search import (
     search_and_pack,
 )
 from mcp_server import watchdog
-from mcp_server.protocol import OneSentenceServer
 from mcp_server.models import (
     Book,
     Books,
@@ -73,6 +70,7 @@ from mcp_server.models import (
     SearchResult,
     SqlResult,
 )
+from mcp_server.protocol import OneSentenceServer
 from mcp_server.sql_guard import UnsafeSQL, builds_values, check_select, plan_problem
 
 READ_ONLY = ToolAnnotations(
@@ -113,6 +111,16 @@ class AppState:
             found = with_connection(self, corpus_model)
             self.model = found[0] if found else None
         return self.model
+
+
+@dataclass
+class Running:
+    """The one owner of the running server's AppState: created once (mcp_server.main.serve, or a
+    test) and passed to build_server, whose lifespan fills it when the server starts and empties
+    it when it stops, and to the reading room (mcp_server.http.http_app), which reads it; None
+    until the server has started."""
+
+    state: AppState | None = None
 
 
 def reader_url(settings: Settings) -> str:
@@ -730,8 +738,10 @@ def answer_from_the_books(
    the paragraphs their anchors cite instead. Say so when the books do not answer the question."""
 
 
-def build_server(settings: Settings, url: str | None = None) -> MCPServer:
-    """A fresh server (tests build one each); `url` overrides the reader connection string."""
+def build_server(settings: Settings, url: str | None = None, running: Running | None = None) -> MCPServer:
+    """A fresh server (tests build one each); `url` overrides the reader connection string;
+    `running` receives its state while it runs (for the reading room)."""
+    running = Running() if running is None else running
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[AppState]:
@@ -746,11 +756,13 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
             kwargs={"row_factory": dict_row},
         )
         pool.open(wait=False)
+        running.state = AppState(
+            pool, threading.BoundedSemaphore(SQL_SLOTS), reading_room_url=settings.reading_room_url
+        )
         try:
-            yield AppState(
-                pool, threading.BoundedSemaphore(SQL_SLOTS), reading_room_url=settings.reading_room_url
-            )
+            yield running.state
         finally:
+            running.state = None
             pool.close()
 
     server = OneSentenceServer("bookrag", instructions=INSTRUCTIONS, lifespan=lifespan)
@@ -759,21 +771,3 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
         server.tool(annotations=READ_ONLY)(tool)
     server.prompt(title="Answer from the books, citing them")(answer_from_the_books)
     return server
-
-
-def serve(settings: Settings, http: bool = False, host: str = "127.0.0.1", port: int = 8765) -> None:
-    # One OpenMP thread for the query embedder: on a small machine the database needs the other
-    # core, and two embedding threads fighting PostgreSQL turned a 10 ms embedding into 1.7 s
-    # (bench/bench_mcp.py: sequential p95 1,737 ms with the default, 55 ms with one thread).
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    if http and not settings.reading_room_url_set:  # citations link to this server's own reading room
-        from mcp_server.http import own_url
-
-        settings = dataclasses.replace(settings, reading_room_url=own_url(settings, host, port))
-    server = build_server(settings)
-    if http:
-        from mcp_server.http import serve_http
-
-        serve_http(server, settings, host, port)
-    else:
-        server.run("stdio")

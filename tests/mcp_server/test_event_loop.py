@@ -109,7 +109,8 @@ def test_a_page_held_on_a_lock_does_not_delay_another_request(room_url, room_hom
     options = mcp.CONNECTION_OPTIONS + " -c lock_timeout=0 -c statement_timeout=0"
     url = psycopg.conninfo.make_conninfo(db.with_user(room_url, db.MCP_ROLE), options=options)
     settings = settings_for(room_home, room_url)
-    app = http_app(mcp.build_server(settings, url=url), settings, "127.0.0.1")
+    running = mcp.Running()
+    app = http_app(mcp.build_server(settings, url=url, running=running), settings, "127.0.0.1", running)
     admin = psycopg.connect(room_url)
     holder = psycopg.connect(room_url)
     holder.execute("LOCK TABLE rag.books IN ACCESS EXCLUSIVE MODE")
