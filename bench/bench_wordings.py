@@ -23,6 +23,7 @@ from common import machine, markdown_table, percentiles, write_json
 
 from mcp_server import reading_room
 from mcp_server.http import security_for
+from mcp_server.server import Running
 
 CASES = {
     "50 also values": [("q", "pain")] + [("also", f"mot {i} " * 50) for i in range(50)],
@@ -45,7 +46,7 @@ def main() -> None:
         return real(model, texts)
 
     reading_room.query_vectors = counted  # type: ignore[assignment]
-    app = reading_room.reading_room_app(lambda: None, security_for("127.0.0.1"))
+    app = reading_room.reading_room_app(Running(), security_for("127.0.0.1"))  # never started: no database
 
     async def request(query: bytes) -> tuple[int, float]:
         scope = {
@@ -67,7 +68,7 @@ def main() -> None:
         async def receive() -> dict[str, Any]:
             return {"type": "http.request", "body": b"", "more_body": False}
 
-        async def send(message: dict[str, Any]) -> None:
+        async def send(message: Any) -> None:
             sent.append(message)
 
         started = time.perf_counter()
