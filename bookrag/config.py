@@ -40,6 +40,8 @@ class Settings:
     llm_retries: int = 5  # BOOKRAG_LLM_RETRIES
     #: BOOKRAG_READING_ROOM_URL: where citations link to (the reading room of `bookrag mcp --http`)
     reading_room_url: str = DEFAULT_BASE
+    #: whether BOOKRAG_READING_ROOM_URL was set; unset, `bookrag mcp --http` links to its own address
+    reading_room_url_set: bool = False
 
     @property
     def api_key(self) -> str:
@@ -131,4 +133,5 @@ def load_settings() -> Settings:
         reading_room_url=_base_url(
             "BOOKRAG_READING_ROOM_URL", os.environ.get("BOOKRAG_READING_ROOM_URL") or DEFAULT_BASE
         ),
+        reading_room_url_set=bool(os.environ.get("BOOKRAG_READING_ROOM_URL")),
     )

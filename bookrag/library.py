@@ -14,7 +14,7 @@ from psycopg.rows import dict_row
 
 from bookrag.config import Settings
 from bookrag.errors import BookragError
-from loader.load import LOCK_KEY, LoadReport, load
+from loader.load import LoadReport, load, loader_lock
 from loader.manifest import Book
 
 #: rag.list_books() (metadata, files, rows, tokens) and, per book, what else a reader asks about:
@@ -78,8 +78,7 @@ def remove_book(conn: psycopg.Connection, book: str) -> Removal:
     registry entry, in one transaction under the loader's lock; on any error nothing changes."""
     plan = removal_plan(conn, book)
     try:
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+        with loader_lock(conn), conn.transaction():
             conn.execute("DELETE FROM rag.hierarchical_content_nodes WHERE book = %s", (book,))
             conn.execute("DELETE FROM rag.books WHERE book = %s", (book,))
     except psycopg.Error as exc:

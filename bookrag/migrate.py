@@ -7,7 +7,9 @@ from urllib.parse import quote, urlencode
 
 from psycopg.conninfo import conninfo_to_dict
 from yoyo import get_backend, read_migrations
+from yoyo.exceptions import LockTimeout
 
+from bookrag.errors import BookragError
 from bookrag.functions import MIGRATIONS_DIR
 
 
@@ -51,17 +53,42 @@ def install_model_scans(connection, only_missing: bool = False) -> None:
     connection.commit()
 
 
+#: Why migrations cannot run in a read-only session (PGOPTIONS, or the role's or database's setting).
+READ_ONLY = (
+    "the database session is read-only (default_transaction_read_only is on: PGOPTIONS, or the "
+    "role's or the database's setting) and the schema needs migrating; connect as a role that may write"
+)
+
+
+def _read_only(connection) -> bool:
+    cursor = connection.cursor()
+    cursor.execute("SHOW transaction_read_only")
+    (value,) = cursor.fetchone()
+    connection.rollback()
+    return value == "on"
+
+
 def apply_migrations(url: str, folder: Path = MIGRATIONS_DIR) -> list[str]:
     """Apply pending migrations under yoyo's lock; return the ids applied (empty when up to date)."""
     backend = get_backend(yoyo_url(url))
     try:
         migrations = read_migrations(str(folder))
-        with backend.lock():
-            pending = backend.to_apply(migrations)
-            backend.apply_migrations(pending)
-            # after migrations (their text may have changed); otherwise only when missing, so the
-            # commands that migrate on start do not re-create them each time
-            install_model_scans(backend.connection, only_missing=not pending)
+        if _read_only(backend.connection):  # yoyo's lock is a row it writes: it would time out
+            if backend.to_apply(migrations):
+                raise BookragError(READ_ONLY)
+            return []  # up to date: nothing to write
+        try:
+            with backend.lock():
+                pending = backend.to_apply(migrations)
+                backend.apply_migrations(pending)
+                # after migrations (their text may have changed); otherwise only when missing, so the
+                # commands that migrate on start do not re-create them each time
+                install_model_scans(backend.connection, only_missing=not pending)
+        except LockTimeout:  # yoyo's lock row, held by another process (or left by a crash)
+            raise BookragError(
+                "another bookrag has been migrating this database for over 10 s (yoyo's lock is taken); "
+                "let it finish, then run the command again"
+            ) from None
     finally:  # closed now, not whenever it is garbage-collected: an open session blocks CREATE DATABASE … TEMPLATE
         backend.connection.close()
     return [m.id for m in pending]

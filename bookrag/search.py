@@ -123,7 +123,7 @@ MAX_QUERY_CHARS = 10_000
 INT4 = range(-(2**31), 2**31)
 
 
-def check_query(query: str) -> str:
+def check_query(query: str, max_chars: int = MAX_QUERY_CHARS) -> str:
     """The query as searched: NFC-normalised (a word typed with combining accents finds the
     same rows as the precomposed one), refused when it cannot be searched."""
     try:
@@ -138,23 +138,46 @@ def check_query(query: str) -> str:
         raise BookragError("the query contains a NUL character; remove it")
     if not query.strip():
         raise BookragError("the query is empty: give at least one word to search for")
-    if len(query) > MAX_QUERY_CHARS:
-        raise BookragError(f"query is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}")
+    if len(query) > max_chars:
+        raise BookragError(f"query is {len(query)} characters long; the limit is {max_chars}")
     return unicodedata.normalize("NFC", query)
 
 
-def check_phrasings(phrasings: tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    """Each phrasing checked and normalised as a query is (the SQL checks their number, that
-    none is empty and that none repeats another)."""
+#: How many other wordings of a question one search takes besides it (rag.search_phrasings's bound).
+MAX_PHRASINGS = 4
+
+
+def _same_wording(text: str) -> str:
+    """What two wordings share when one repeats the other (rag.search_phrasings's key)."""
+    return text.strip(" \t\r\n").lower()
+
+
+def check_wordings(
+    query: str, phrasings: tuple[str, ...] | list[str], max_chars: int = MAX_QUERY_CHARS
+) -> tuple[str, tuple[str, ...]]:
+    """The query and its other wordings as searched (each as check_query makes it), checked
+    before anything is embedded: at most MAX_PHRASINGS wordings, none empty, none longer than
+    max_chars, none repeating the query or another wording. The one check the MCP search tool,
+    the CLI and the reading room make; rag.search_phrasings checks the same again."""
+    if len(phrasings) > MAX_PHRASINGS:
+        raise BookragError(f"at most {MAX_PHRASINGS} phrasings besides the query, got {len(phrasings)}")
+    query = check_query(query, max_chars)
+    seen = {_same_wording(query): "the query"}
     out = []
     for i, text in enumerate(phrasings, start=1):
         if not text.strip():
             raise BookragError(f"phrasing {i} is empty")
+        if len(text) > max_chars:
+            raise BookragError(f"phrasing {i} is {len(text)} characters long; the limit is {max_chars}")
         try:
-            out.append(check_query(text))
+            text = check_query(text, max_chars)
         except BookragError as exc:
             raise BookragError(f"phrasing {i}: {exc}") from None
-    return tuple(out)
+        earlier = seen.setdefault(_same_wording(text), f"phrasing {i}")
+        if earlier != f"phrasing {i}":
+            raise BookragError(f'phrasing {i} repeats {earlier}: "{text[:80]}"')
+        out.append(text)
+    return query, tuple(out)
 
 
 def check_int(name: str, value: int | None) -> int | None:
@@ -305,8 +328,7 @@ def search_and_pack(
     context rag.pack_context builds from the first context_k of them (each with its parent when
     pack_parents), in one statement: one search, one round trip. Phrasings without their vectors are embedded here
     (with the query, in one batch) when the query has none."""
-    query = check_query(req.query)
-    phrasings = check_phrasings(req.phrasings)
+    query, phrasings = check_wordings(req.query, req.phrasings)
     if phrasings and req.tuning:  # rag.search_phrasings runs each wording with the defaults
         raise BookragError(
             f"tuning ({', '.join(req.tuning)}) tunes one wording's ranking; with phrasings every "

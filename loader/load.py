@@ -6,15 +6,20 @@ has the hash the sidecar was written from, and its chunks are that .md's paragra
 chunk edited in the sidecar is refused even when the hash was kept); its parent's sidecar
 exists (only a book's root summary.md has no parent); what its summary chunks cite exists
 (paragraphs of the section's source.md, or child summaries); its embedding model is a known
-one, the same for every sidecar, and the same as the database's. Then, in one transaction under an advisory lock (two
-loaders are serialized): unchanged files are skipped, changed files' rows deleted and
+one, the same for every sidecar, and the same as the database's. Then, under the loader's lock
+(loader_lock: two loaders are serialized, the second waits and says so), in one transaction:
+unchanged files are skipped, changed files' rows deleted and
 re-inserted with COPY, and, for books loaded whole, rows of files that no longer exist
 removed. Any error rolls everything back.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import sys
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +33,8 @@ from loader.embedding import known_models
 from loader.manifest import Book, book_tree, load_book
 from loader.sidecars import Sidecar, file_hash, read_sidecar
 
-LOCK_KEY = 4_242_001  # pg_advisory_xact_lock key shared by every `bookrag load`
+LOCK_KEY = 4_242_001  # the advisory lock key every `bookrag load` (and `remove`) holds: loader_lock
+LOCK_POLL_S = 0.2  # how often a waiting loader asks for the lock again
 
 
 @dataclass
@@ -226,11 +232,41 @@ def _check_cites(home: Path, path: Path, sc: Sidecar) -> None:
                 )
 
 
-def load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport:
-    """Check then import; the caller's connection must not be in a transaction. Any database
-    error rolls the whole load back and comes out as one BookragError."""
+@contextlib.contextmanager
+def loader_lock(conn: psycopg.Connection) -> Iterator[None]:
+    """LOCK_KEY held by this session around a whole load or removal: its transaction, then the
+    index merge and the statistics after the commit (a second loader's CREATE INDEX IF NOT EXISTS
+    against the first one's REINDEX CONCURRENTLY was a deadlock, and one load failed). A second
+    loader waits, saying so once on stderr. It asks with pg_try_advisory_lock, between
+    transactions: blocked inside one, it would hold a snapshot that the first loader's REINDEX
+    CONCURRENTLY waits for. The caller's connection must not be in a transaction."""
+    waiting = False
+    while not _try_lock(conn):
+        if not waiting:
+            print("waiting for another load (or removal) to finish…", file=sys.stderr, flush=True)
+            waiting = True
+        time.sleep(LOCK_POLL_S)
     try:
-        return _load(conn, home, paths)
+        yield
+    finally:
+        with contextlib.suppress(psycopg.Error):  # a lost connection has dropped the lock already
+            conn.rollback()
+            conn.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))
+            conn.commit()
+
+
+def _try_lock(conn: psycopg.Connection) -> bool:
+    got = conn.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_KEY,)).fetchone()
+    conn.commit()
+    return bool(got and got[0])
+
+
+def load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport:
+    """Check then import, under the loader's lock; the caller's connection must not be in a
+    transaction. Any database error rolls the whole load back and comes out as one BookragError."""
+    try:
+        with loader_lock(conn):
+            return _load(conn, home, paths)
     except BookragError:
         raise
     except psycopg.Error as exc:
@@ -247,7 +283,6 @@ def _load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport
     report = LoadReport(books=sorted(books))
     model = next((sc.manifest["embedding_model"] for sc in sidecars if sc.embedded), None)
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
         _check_model(conn, model)
         for slug in sorted(books):
             _upsert_book(conn, slug, manifests.get(slug), sidecars)

@@ -119,11 +119,19 @@ def http_app(server: MCPServer, settings: Settings, host: str, running: Running)
     return BearerToken(app, settings.mcp_token) if settings.mcp_token else app
 
 
+def own_url(settings: Settings, host: str, port: int) -> str:
+    """Where clients reach the server bound to host:port: `http://host:port`; for a server bound to
+    every address (0.0.0.0, ::), the first name of BOOKRAG_MCP_ALLOWED_HOSTS."""
+    if host in ("0.0.0.0", "::"):
+        host = settings.mcp_allowed_hosts[0] if settings.mcp_allowed_hosts else "127.0.0.1"
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+
 def serve_http(server: MCPServer, settings: Settings, host: str, port: int, running: Running) -> None:
     import sys
 
     import uvicorn
 
-    address = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    address = own_url(settings, host, port)
     print(f"bookrag: MCP at {address}/mcp, reading room at {address}/", file=sys.stderr, flush=True)
     uvicorn.run(http_app(server, settings, host, running), host=host, port=port, log_level="warning")

@@ -6,10 +6,11 @@ and the reading room."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from bookrag.config import Settings
-from mcp_server.http import serve_http
+from mcp_server.http import own_url, serve_http
 from mcp_server.server import Running, build_server
 
 
@@ -18,6 +19,8 @@ def serve(settings: Settings, http: bool = False, host: str = "127.0.0.1", port:
     # core, and two embedding threads fighting PostgreSQL turned a 10 ms embedding into 1.7 s
     # (bench/bench_mcp.py: sequential p95 1,737 ms with the default, 55 ms with one thread).
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if http and not settings.reading_room_url_set:  # citations link to this server's own reading room
+        settings = dataclasses.replace(settings, reading_room_url=own_url(settings, host, port))
     running = Running()
     server = build_server(settings, running=running)
     if http:

@@ -37,7 +37,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bookrag.cite import add_citations
 from bookrag.errors import BookragError
-from bookrag.search import MODEL_REFUSED, SearchRequest, check_phrasings, check_query, query_vectors, search
+from bookrag.search import MODEL_REFUSED, SearchRequest, check_wordings, query_vectors, search
 from mcp_server import room_pages
 from mcp_server.room_pages import PageError
 from mcp_server.server import AppState, Running, with_connection
@@ -66,6 +66,11 @@ def _page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
     return HTMLResponse(
         _templates.get_template(template).render(**context), status_code=status, headers=HEADERS
     )
+
+
+async def _rendered(template: str, **context: Any) -> HTMLResponse:
+    """_page in a worker thread: a chapter's page is CPU work the event loop must not wait for."""
+    return await anyio.to_thread.run_sync(lambda: _page(template, **context))
 
 
 def _error(status: int, message: str) -> HTMLResponse:
@@ -109,7 +114,7 @@ async def _read(request: Request, fn: Callable[[psycopg.Connection], T]) -> T:
 
 async def library(request: Request) -> Response:
     catalogue: room_pages.Catalogue = request.app.state.catalogue
-    return _page("library.html.j2", books=await _read(request, catalogue.books))
+    return await _rendered("library.html.j2", books=await _read(request, catalogue.books))
 
 
 async def node(request: Request) -> Response:
@@ -119,8 +124,8 @@ async def node(request: Request) -> Response:
     catalogue: room_pages.Catalogue = request.app.state.catalogue
     page = await _read(request, lambda conn: room_pages.node_page(conn, catalogue, book, folder, highlight))
     if isinstance(page, room_pages.ChapterPage):
-        return _page("chapter.html.j2", page=page)
-    return _page("tree.html.j2", page=page)
+        return await _rendered("chapter.html.j2", page=page)
+    return await _rendered("tree.html.j2", page=page)
 
 
 def _search(
@@ -153,15 +158,9 @@ async def search_page(request: Request) -> Response:
     raw, book = request.query_params.get("q"), request.query_params.get("book") or None
     raw_also = [a for a in request.query_params.getlist("also") if a.strip()]
     query, also = None, ()
-    if raw is not None:
-        for text, what in (
-            (raw, "the query"),
-            *((a, f"phrasing {i}") for i, a in enumerate(raw_also, start=1)),
-        ):
-            if len(text) > MAX_QUERY_CHARS:
-                raise PageError(400, f"{what} is {len(text)} characters long; the limit is {MAX_QUERY_CHARS}")
+    if raw is not None:  # checked before anything is embedded (a GET may carry any number of them)
         try:
-            query, also = check_query(raw), check_phrasings(raw_also)
+            query, also = check_wordings(raw, raw_also, MAX_QUERY_CHARS)
         except BookragError as exc:
             raise PageError(400, str(exc)) from exc
     state, catalogue = _state(request), request.app.state.catalogue
@@ -177,7 +176,7 @@ async def search_page(request: Request) -> Response:
         return books, rows, (time.perf_counter() - started) * 1000
 
     books, rows, elapsed_ms = await anyio.to_thread.run_sync(work)
-    return _page(
+    return await _rendered(
         "search.html.j2",
         query=raw or "",
         also=raw_also,

@@ -44,11 +44,11 @@ from bookrag.config import Settings
 from bookrag.errors import BookragError, database_reason
 from bookrag.links import DEFAULT_BASE, citation_url
 from bookrag.search import (
+    MAX_PHRASINGS,
     MODEL_REFUSED,
     MODES,
     SearchRequest,
-    check_phrasings,
-    check_query,
+    check_wordings,
     corpus_model,
     query_vectors,
     resolve_node,
@@ -72,6 +72,7 @@ from mcp_server.models import (
     SearchResult,
     SqlResult,
 )
+from mcp_server.protocol import OneSentenceServer
 from mcp_server.sql_guard import UnsafeSQL, builds_values, check_select, plan_problem
 
 READ_ONLY = ToolAnnotations(
@@ -83,10 +84,12 @@ POOL_SIZE = 8
 SQL_SLOTS = 2  # read_only_sql calls running at once; the other connections stay free for searches
 SQL_TIMEOUT_S = 5  # statement_timeout of read_only_sql
 SQL_DEADLINE_S = 6.0  # the call returns by then whatever the backend does (it is cancelled)
-#: Per-connection limits (they override whatever the role's own defaults have become).
+#: Per-connection limits and the schema path (they override whatever the role's own defaults
+#: have become: a bookrag_mcp login may ALTER ROLE bookrag_mcp SET search_path, which would
+#: otherwise hide the extensions' types and functions, in public, from every new connection).
 CONNECTION_OPTIONS = (
     "-c default_transaction_read_only=on -c statement_timeout=10s -c lock_timeout=1s "
-    "-c idle_in_transaction_session_timeout=30s -c work_mem=16MB"
+    "-c idle_in_transaction_session_timeout=30s -c work_mem=16MB -c search_path=public"
 )
 
 T = TypeVar("T")
@@ -164,12 +167,25 @@ def with_connection(state: AppState, fn: Callable[[psycopg.Connection], T]) -> T
         ) from exc
     except psycopg.errors.InsufficientPrivilege as exc:
         raise ToolError(f"not allowed: {database_reason(exc)}") from exc
+    except psycopg.errors.StatementTooComplex as exc:  # e.g. "stack depth limit exceeded"
+        raise ToolError(
+            f"the statement is nested too deeply for the server ({database_reason(exc)}); nest it less"
+        ) from exc
     except (PoolTimeout, psycopg.OperationalError) as exc:
+        if isinstance(exc, psycopg.OperationalError) and not _unavailable(exc):
+            raise ToolError(f"database error: {database_reason(exc)}") from exc
         if _never_loaded(state):
             raise ToolError(NO_BOOK) from exc
         raise ToolError(f"the database is unavailable ({type(exc).__name__}); try again in a moment") from exc
     except psycopg.Error as exc:
         raise ToolError(f"database error: {database_reason(exc)}") from exc
+
+
+def _unavailable(exc: psycopg.OperationalError) -> bool:
+    """Whether the database could not answer (the connection lost: no SQLSTATE; class 08, a
+    connection exception; class 53, resources; 57P, a shutdown), rather than answered with a
+    reason of its own, which the caller then gives word for word."""
+    return exc.sqlstate is None or exc.sqlstate.startswith(("08", "53", "57P"))
 
 
 #: What the tools answer when the server runs before any book was built and loaded.
@@ -318,7 +334,7 @@ def search_tool(
     phrasings: Annotated[
         list[PHRASING],
         Field(
-            max_length=4,
+            max_length=MAX_PHRASINGS,
             description=(
                 "up to 4 more wordings of the same question, searched with it and fused: (1) 6-12 keywords the author "
                 "himself would use, in his period's vocabulary; (2) a 20-40-word passage written as the author might have "
@@ -385,8 +401,7 @@ def search_tool(
     (or section's) summary.md; search again `within` that summary.md to pin the passage."""
     state = _state(ctx)
     try:
-        query = check_query(query)
-        wordings = check_phrasings(phrasings)
+        query, wordings = check_wordings(query, phrasings)
     except BookragError as exc:
         raise ToolError(str(exc)) from exc
 
@@ -670,6 +685,10 @@ def _select_or_close(
 ) -> SqlResult:
     try:
         return _select(conn, statement, max_rows, value_building)
+    except RecursionError:  # the JSON decoder, on a cell nested deeper than Python's stack allows
+        raise ToolError(
+            "a value in the answer is nested too deeply to send back as JSON; select it as text (::text)"
+        ) from None
     except MemoryCapExceeded:
         conn.close()  # the backend exits and gives its memory back; the pool opens a new one
         raise ToolError(
@@ -697,21 +716,21 @@ async def read_only_sql(
     max_rows: Annotated[int, Field(ge=1, le=500, description="rows returned at most")] = 100,
 ) -> SqlResult:
     """Answer questions about the corpus itself (counts, sizes, which chapters, a paragraph's exact words…) with one read-only SELECT; 5 s limit, cells cut at 4,000 characters. Read the text from rag.paragraphs, e.g. SELECT paragraph, part, kind, content FROM rag.paragraphs WHERE source_file = '<a hit's source_file>' AND paragraph BETWEEN 4 AND 6 ORDER BY chunk_index."""
-    try:
-        statement = check_select(unicodedata.normalize("NFC", sql))
-    except UnsafeSQL as exc:
-        raise ToolError(f"rejected: {exc}") from exc
-    # the statement is run as a subquery: drop its final semicolon (and comments after it)
-    statement = re.sub(r";\s*(?:--[^\n]*(?:\n\s*)?)*\Z", "", statement.rstrip())
-    value_building = builds_values(statement)
     state = _state(ctx)
     if not state.sql_slots.acquire(blocking=False):
         raise ToolError(
             f"read_only_sql is busy ({SQL_SLOTS} statements already running); try again in a moment"
         )
 
-    def work() -> SqlResult:
+    def work() -> SqlResult:  # in a worker thread: the guard's parse is CPU work, kept off the event loop
         try:
+            try:
+                statement = check_select(unicodedata.normalize("NFC", sql))
+            except UnsafeSQL as exc:
+                raise ToolError(f"rejected: {exc}") from exc
+            # the statement is run as a subquery: drop its final semicolon (and comments after it)
+            statement = re.sub(r";\s*(?:--[^\n]*(?:\n\s*)?)*\Z", "", statement.rstrip())
+            value_building = builds_values(statement)
             return with_connection(
                 state, lambda conn: _select_or_close(conn, statement, max_rows, value_building)
             )
@@ -797,7 +816,7 @@ def build_server(settings: Settings, url: str | None = None, running: Running | 
             running.state = None
             pool.close()
 
-    server = MCPServer("bookrag", instructions=INSTRUCTIONS, lifespan=lifespan)
+    server = OneSentenceServer("bookrag", instructions=INSTRUCTIONS, lifespan=lifespan)
     server.tool(name="search", annotations=READ_ONLY)(search_tool)
     for tool in (get_node, get_parent, get_children, outline, list_books, read_only_sql):
         server.tool(annotations=READ_ONLY)(tool)

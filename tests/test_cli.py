@@ -305,19 +305,61 @@ SEARCH_ERRORS = [
     ),
     (["search", "x" * 120_000], "error: query is 120000 characters long; the limit is 10000\n"),
     (["search", "   "], "error: the query is empty: give at least one word to search for\n"),
+    (
+        ["search", "pain", *(a for i in range(5) for a in ("--also", f"mot {i}"))],
+        "error: at most 4 phrasings besides the query, got 5\n",
+    ),
+    (["search", "pain", "--also", "Pain "], 'error: phrasing 1 repeats the query: "Pain "\n'),
 ]
 
 
 @pytest.mark.parametrize(
     "argv,expected",
     SEARCH_ERRORS,
-    ids=["bad bytes", "huge k", "huge sentence_every", "k 0", "budget 0", "120 KB query", "empty"],
+    ids=[
+        "bad bytes",
+        "huge k",
+        "huge sentence_every",
+        "k 0",
+        "budget 0",
+        "120 KB query",
+        "empty",
+        "5 phrasings",
+        "a phrasing repeating the query",
+    ],
 )
 def test_search_errors_are_one_sentence(loaded_cli, capsys, argv, expected):
     """Bad bytes on the command line (what Python makes of $'\\xff\\xfe'), out-of-range numbers, a
     query refused before it is embedded: one sentence, exit 1, no traceback."""
     assert main(argv) == 1
     assert capsys.readouterr().err == expected
+
+
+def test_load_in_a_read_only_session_is_one_sentence(loaded_cli, corpus_home, monkeypatch, capsys):
+    """No traceback, no yoyo lock advice: the database's own reason, in one sentence."""
+    monkeypatch.setenv("PGOPTIONS", "-c default_transaction_read_only=on")
+    assert main(["load", str(corpus_home / "corpus" / "traite-des-echanges")]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "error: the database refused the load (cannot execute INSERT in a read-only transaction); "
+        "nothing was loaded\n"
+    )
+
+
+def test_migrating_in_a_read_only_session_is_one_sentence(pg_url, corpus_home, monkeypatch, capsys):
+    import psycopg
+
+    from bookrag.migrate import READ_ONLY
+
+    with psycopg.connect(pg_url, autocommit=True) as c:  # a migration the database has not seen
+        c.execute(
+            "DELETE FROM _yoyo_migration WHERE migration_id = (SELECT max(migration_id) FROM _yoyo_migration)"
+        )
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    monkeypatch.setenv("BOOKRAG_HOME", str(corpus_home))
+    monkeypatch.setenv("PGOPTIONS", "-c default_transaction_read_only=on")
+    assert main(["migrate"]) == 1
+    assert capsys.readouterr().err == f"error: {READ_ONLY}\n"
 
 
 def test_bad_bytes_from_a_real_shell(loaded_cli, corpus_home):

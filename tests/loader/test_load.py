@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -12,7 +13,7 @@ import pytest
 
 from bookrag import db
 from bookrag.errors import BookragError
-from loader.load import LOCK_KEY, load
+from loader.load import LOCK_KEY, LoadReport, load
 from loader.sidecars import sidecar_path, write_sidecars
 
 BOOK = "traite-des-echanges"
@@ -401,36 +402,98 @@ def test_a_sidecar_with_another_model_than_the_database(loaded, home, monkeypatc
     assert checksum(loaded) == before
 
 
-def test_two_loaders_are_serialized(loaded, home, pg_url):
+WAITING = "waiting for another load (or removal) to finish…\n"
+
+
+def wait_for(said: Callable[[], bool], thread: threading.Thread) -> None:
+    """Polled until `said()` (a loaded machine starts a thread late); a bound for a broken test only."""
+    deadline = time.monotonic() + 60
+    while not said() and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_two_loaders_are_serialized(loaded, home, pg_url, capsys):
+    """A second loader waits for the first one's lock, says so once on stderr, then loads."""
     holder = db.connect(pg_url)
-    holder.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+    holder.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
+    holder.commit()
+    capsys.readouterr()
     result: dict = {}
 
     def second() -> None:
         c = db.connect(pg_url)
         result["report"] = load(c, home, [home / "corpus" / BOOK])
-        result["done"] = time.monotonic()
         c.close()
 
     t = threading.Thread(target=second)
     t.start()
-    deadline, waiting = time.monotonic() + 30, 0
-    while (
-        not waiting and time.monotonic() < deadline and t.is_alive()
-    ):  # polled: a loaded machine starts it late
-        time.sleep(0.05)
-        waiting = loaded.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-        ).fetchone()[0]
-        loaded.rollback()
-    assert waiting == 1
-    time.sleep(0.5)
-    assert "done" not in result  # blocked behind the first loader's lock
-    released = time.monotonic()
-    holder.rollback()
+    err = ""
+
+    def said() -> bool:
+        nonlocal err
+        err += capsys.readouterr().err
+        return WAITING in err
+
+    wait_for(said, t)
+    assert err == WAITING and t.is_alive() and "report" not in result  # blocked behind the lock
+    holder.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))
+    holder.commit()
     t.join(120)
-    assert not t.is_alive() and result["done"] >= released and result["report"].unchanged == 13
+    assert not t.is_alive() and result["report"].unchanged == 13
+    assert capsys.readouterr().err == ""  # said once
     holder.close()
+
+
+def test_a_load_waits_for_another_ones_index_merge_and_both_succeed(conn, home, pg_url, e5, capsys):
+    """The lock covers the index merge after the commit: a second load arriving while the first
+    one's REINDEX CONCURRENTLY runs waits (it used to create its vector index meanwhile: a deadlock,
+    and one of the two loads failed), then both succeed. The merge is held here by a reader
+    transaction left open, and goes on when it ends."""
+    load(conn, home, [home / "corpus" / BOOK])
+    conn.rollback()
+    idle = db.connect(pg_url)
+    idle.execute("SELECT count(*) FROM rag.search('pain', NULL, 'bm25', 5)").fetchone()  # stays open
+    md = home / ROUTES
+    md.write_text(md.read_text(encoding="utf-8") + "\nLe gué remplace le pont en été.\n", encoding="utf-8")
+    write_sidecars([md], home, 400, e5, progress=False)
+    capsys.readouterr()
+    reports: dict[str, object] = {}
+
+    def run(name: str) -> None:
+        c = db.connect(pg_url)
+        try:
+            reports[name] = load(c, home, [home / "corpus" / BOOK])
+        except BookragError as exc:
+            reports[name] = exc
+        finally:
+            c.close()
+
+    first = threading.Thread(target=run, args=("first",))
+    first.start()
+    watcher = db.connect(pg_url, autocommit=True)
+    merging = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'REINDEX%' AND wait_event_type = 'Lock'"
+    wait_for(lambda: watcher.execute(merging).fetchone()[0] > 0, first)
+    assert first.is_alive() and not reports  # the first load's merge waits for the open reader
+    second = threading.Thread(target=run, args=("second",))
+    second.start()
+    err = ""
+
+    def said() -> bool:
+        nonlocal err
+        err += capsys.readouterr().err
+        return WAITING in err
+
+    wait_for(said, second)
+    assert err == WAITING and second.is_alive()
+    idle.rollback()
+    first.join(120)
+    second.join(120)
+    assert not first.is_alive() and not second.is_alive()
+    one, two = reports["first"], reports["second"]
+    assert isinstance(one, LoadReport) and isinstance(two, LoadReport), reports
+    assert (one.replaced, one.warnings, two.unchanged, two.rows_written) == (1, [], 13, 0)
+    idle.close()
+    watcher.close()
 
 
 def test_the_bm25_index_is_one_segment_after_a_load(loaded):

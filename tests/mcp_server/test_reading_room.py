@@ -229,7 +229,7 @@ def test_the_search_page_takes_the_authors_wordings(room):
         (f"{BAKER}?hl=1-999999", 400, "hl asks for more than 200 paragraphs; cite fewer"),
         ("/search?q=", 400, "the query is empty: give at least one word to search for"),
         ("/search?q=%00soleil", 400, "the query contains a NUL character; remove it"),
-        ("/search?q=" + "a" * 2001, 400, "the query is 2001 characters long; the limit is 2000"),
+        ("/search?q=" + "a" * 2001, 400, "query is 2001 characters long; the limit is 2000"),
         (
             "/search?q=pain&book=nope",
             404,
@@ -241,6 +241,32 @@ def test_bad_input_is_one_sentence(room, path, status, sentence):
     r = room.get(path)
     assert (r.status_code, error_sentence(r.text)) == (status, sentence)
     assert "Traceback" not in r.text
+
+
+def test_wordings_are_checked_before_anything_is_embedded(room, monkeypatch):
+    """50 `also` values are one sentence and a 400, and nothing is embedded (the embedder's calls
+    counted through a wrapper); the same rule as the MCP tool and the CLI (bookrag.search.check_wordings)."""
+    from mcp_server import reading_room
+
+    calls: list[int] = []
+    real = reading_room.query_vectors
+
+    def counted(model, texts):
+        calls.append(len(texts))
+        return real(model, texts)
+
+    monkeypatch.setattr(reading_room, "query_vectors", counted)
+    refused = {
+        "at most 4 phrasings besides the query, got 50": [("also", f"mot {i}") for i in range(50)],
+        "phrasing 2 is 2001 characters long; the limit is 2000": [("also", "pont"), ("also", "b" * 2001)],
+        'phrasing 2 repeats phrasing 1: "Pont "': [("also", "pont"), ("also", "Pont ")],
+    }
+    for sentence, also in refused.items():
+        r = room.get("/search", params=[("q", "pain"), *also])
+        assert (r.status_code, error_sentence(r.text)) == (400, sentence.replace('"', "&#34;"))
+    assert calls == []
+    r = room.get("/search", params=[("q", "pain"), *[("also", f"mot {i}") for i in range(4)]])
+    assert r.status_code == 200 and calls == [5]
 
 
 def test_only_get(room):

@@ -95,8 +95,9 @@ async def http_session(url):
         yield session
 
 
-async def exercise(session: ClientSession) -> None:
-    """Every tool once, with checks on the structured results and the error paths."""
+async def exercise(session: ClientSession, room: str = DEFAULT_BASE) -> None:
+    """Every tool once, with checks on the structured results and the error paths; `room` is the
+    reading room citations link to (over HTTP, the server's own address)."""
     tools = await session.list_tools()
     assert {t.name for t in tools.tools} == TOOLS
     search_tool = next(t for t in tools.tools if t.name == "search")
@@ -173,9 +174,9 @@ async def exercise(session: ClientSession) -> None:
         "bookrag, *Petit traité des échanges* (2026), 1re partie, ch. II, "
         f"« Les routes », § {top['citation']['paragraph']}"
     )
-    # the paragraph in the reading room (BOOKRAG_READING_ROOM_URL's default)
+    # the paragraph in the reading room (BOOKRAG_READING_ROOM_URL's default; over HTTP the server's own)
     assert top["citation"]["url"] == (
-        "http://127.0.0.1:8765/books/traite-des-echanges/premiere-partie/chapitre-02-les-routes"
+        f"{room}/books/traite-des-echanges/premiere-partie/chapitre-02-les-routes"
         f"?hl={top['citation']['paragraph']}#p{top['citation']['paragraph']}"
     )
     assert {p["citation"]["source_file"] for p in top["parent"]} == {
@@ -379,7 +380,7 @@ def test_stdio(corpus_url, corpus_home):
 def test_http(http_server):
     async def main():
         async with http_session(http_server) as session:
-            await exercise(session)
+            await exercise(session, room=http_server.removesuffix("/mcp"))
 
     anyio.run(main)
 
