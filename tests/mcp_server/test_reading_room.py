@@ -214,7 +214,7 @@ def test_bad_input_is_one_sentence(room, path, status, sentence):
 
 def test_only_get(room):
     r = room.post("/search", data={"q": "pain"})
-    assert (r.status_code, error_sentence(r.text)) == (405, "the reading room only answers GET requests")
+    assert (r.status_code, error_sentence(r.text)) == (405, "the reading room only answers GET requests (and POST on /verify)")
 
 
 def test_host_and_origin_are_checked(room):
