@@ -216,7 +216,11 @@ async def verify_page(request: Request) -> Response:
         results = await anyio.to_thread.run_sync(
             lambda: _in_thread(state, lambda conn: check_answer(conn, answer.replace("\r\n", "\n"), "")),
         )
-    return _page("verify.html.j2", answer=answer, results=results)
+    page = _page("verify.html.j2", answer=answer, results=results)
+    # the form posts back here: with "no-referrer" a browser would send `Origin: null`, which the
+    # Host/Origin check refuses; same-origin sends this server's origin, and nothing elsewhere
+    page.headers["referrer-policy"] = "same-origin"
+    return page
 
 
 async def stylesheet(_request: Request) -> Response:
