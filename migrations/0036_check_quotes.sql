@@ -1,7 +1,7 @@
 -- 0036_check_quotes: rag.check_quotes: a batch of quotes checked against the paragraphs they cite (issue 45)
 -- depends: 0035_books_volume_listed
 
--- function: _check_quote sha256:716e7ed75f845738d016865031d2cce1886ba39f29ac75bab93829e2a4129eea
+-- function: _check_quote sha256:1e9805f41c9b8f7b408cd0b8e6d41d5e2205514a3c6d3ab35f5eb588491666e9
 -- rag._check_quote: one quote checked against the book (rag.check_quotes checks a batch).
 CREATE OR REPLACE FUNCTION rag._check_quote(
     p_quote       TEXT,
@@ -23,12 +23,14 @@ AS $$
 Returns one row: the verdict on p_quote cited at p_source_file §p_paragraph (either or both may be
 NULL; p_book, a book slug, narrows the search when no file is cited), and where its words are.
 The verdicts, the first that holds, and the rules: rag.check_quotes's header.
-Steps: the cited paragraph (and it joined with its neighbour, for a quote across two); the cited
-file's other paragraphs; the paragraphs rag._bm25 ranks first for the quote's words (20, level 0:
-the book), each verified word for word; the same over the summaries (levels 1-3); then the
-alignment (rag._quote_align) with the cited paragraph, else the 3 best-ranked paragraphs.
-Cost: 0.2-1 ms when the cited paragraph holds the words; one BM25 scan and up to 60 paragraph
-reads when it does not.
+Steps: the cited paragraph (and it joined with its neighbour, for a quote across two); the
+paragraphs rag._bm25 ranks first for the quote's words (20, level 0: the book; those of the cited
+file first, nearest first), each verified word for word, alone then with a neighbour, the first
+that holds the words ending the search; every paragraph of the cited file (what BM25 may miss);
+the same BM25 look-up over the summaries (levels 1-3, 10 of them); then the alignment
+(rag._quote_align) with the cited paragraph, else the 3 best-ranked paragraphs.
+Cost: about 1 ms when the cited paragraph holds the words; one BM25 scan and one paragraph read
+per candidate tried when it does not.
 */
 DECLARE
     v_pieces  TEXT[] := rag._quote_pieces(p_quote);
@@ -46,6 +48,7 @@ DECLARE
     r         RECORD;
     a         RECORD;
     v_books   TEXT[];
+    v_ids     INT[];
 BEGIN
     v_words := string_to_array(array_to_string(v_pieces, ' '), ' ');
     v_query := array_to_string(v_pieces, ' ');
@@ -94,8 +97,41 @@ BEGIN
         END LOOP;
     END IF;
 
-    -- 2. elsewhere: another paragraph of the cited file (nearest first), then anywhere in the books
-    IF v_sf IS NOT NULL AND v_level = 0 THEN
+    -- 2. elsewhere: the paragraphs BM25 ranks first for the quote's words (those of the cited file
+    -- first, nearest first), each alone, then each with a neighbour; then every paragraph of the cited file
+    v_books := CASE WHEN p_book IS NOT NULL AND v_sf IS NULL THEN ARRAY[p_book, NULL] ELSE ARRAY[NULL] END;
+    FOR i IN 1 .. cardinality(v_books) LOOP
+        SELECT array_agg((x.c).id ORDER BY (x.c).r) INTO v_ids
+        FROM rag._bm25(ARRAY[v_query], 20, v_books[i], ARRAY[0]) x;
+        SELECT array_agg(z.sf ORDER BY z.o), array_agg(z.p ORDER BY z.o) INTO v_cand_sf, v_cand_p
+        FROM (SELECT n.source_file AS sf, n.paragraph AS p,
+                     min(CASE WHEN n.source_file = v_sf THEN abs(n.paragraph - coalesce(v_p, 0)) - 1000000 ELSE u.o END) AS o
+              FROM unnest(v_ids) WITH ORDINALITY AS u(id, o)
+              JOIN rag.hierarchical_content_nodes n ON n.id = u.id
+              WHERE n.paragraph IS NOT NULL AND NOT coalesce(n.source_file = v_sf AND n.paragraph = v_p, false)
+              GROUP BY n.source_file, n.paragraph) z;
+        FOR j IN 1 .. coalesce(cardinality(v_cand_sf), 0) LOOP
+            IF rag._quote_in(rag._quote_words(rag._paragraph_text(v_cand_sf[j], v_cand_p[j], v_cand_p[j])), v_pieces) THEN
+                RETURN QUERY SELECT 'elsewhere'::text, v_cand_sf[j], v_cand_p[j], v_cand_p[j], NULL::text, NULL::text[],
+                    nullif(array_to_string(v_notes, '; '), '');
+                RETURN;
+            END IF;
+        END LOOP;
+        FOR j IN 1 .. coalesce(cardinality(v_cand_sf), 0) LOOP
+            FOR r IN SELECT x.a, x.b FROM (VALUES (v_cand_p[j], v_cand_p[j] + 1), (v_cand_p[j] - 1, v_cand_p[j])) AS x(a, b)
+                     WHERE x.a >= 1 LOOP
+                IF rag._quote_in(rag._quote_words(rag._paragraph_text(v_cand_sf[j], r.a, r.b)), v_pieces)
+                   AND NOT rag._quote_in(rag._quote_words(rag._paragraph_text(v_cand_sf[j], r.a, r.a)), v_pieces)
+                   AND NOT rag._quote_in(rag._quote_words(rag._paragraph_text(v_cand_sf[j], r.b, r.b)), v_pieces) THEN
+                    RETURN QUERY SELECT 'elsewhere'::text, v_cand_sf[j], r.a, r.b, NULL::text, NULL::text[],
+                        array_to_string(v_notes || format('the quote runs across two paragraphs, §%s–§%s', r.a, r.b), '; ');
+                    RETURN;
+                END IF;
+            END LOOP;
+        END LOOP;
+        EXIT WHEN v_cand_sf IS NOT NULL;  -- the named book has candidates: the words are not in it
+    END LOOP;
+    IF v_sf IS NOT NULL AND v_level = 0 THEN  -- what BM25 may miss (a quote of common words): the cited file, read whole
         SELECT z.a, CASE WHEN rag._quote_in(z.w, v_pieces) THEN z.a ELSE z.a + 1 END AS b INTO r
         FROM (SELECT pw.paragraph AS a, pw.w, lead(pw.w) OVER (ORDER BY pw.paragraph) AS w2,
                      lead(pw.paragraph) OVER (ORDER BY pw.paragraph) AS p2
@@ -114,52 +150,23 @@ BEGIN
         END IF;
     END IF;
 
-    -- candidates: the book's paragraphs BM25 ranks first for the quote's words (the named book first)
-    v_books := CASE WHEN p_book IS NOT NULL AND v_sf IS NULL THEN ARRAY[p_book, NULL] ELSE ARRAY[NULL] END;
-    FOR i IN 1 .. cardinality(v_books) LOOP
-        SELECT array_agg(z.sf ORDER BY z.r), array_agg(z.p ORDER BY z.r) INTO v_cand_sf, v_cand_p
-        FROM (SELECT n.source_file AS sf, n.paragraph AS p, min((x.c).r) AS r
-              FROM rag._bm25(ARRAY[v_query], 20, v_books[i], ARRAY[0]) x
-              JOIN rag.hierarchical_content_nodes n ON n.id = (x.c).id
-              WHERE n.paragraph IS NOT NULL AND NOT coalesce(n.source_file = v_sf AND n.paragraph = v_p, false)
-              GROUP BY n.source_file, n.paragraph) z;
-        SELECT c.sf, c.p AS a, c.p AS b INTO r
-        FROM unnest(v_cand_sf, v_cand_p) WITH ORDINALITY AS c(sf, p, o)
-        WHERE rag._quote_in(rag._quote_words(rag._paragraph_text(c.sf, c.p, c.p)), v_pieces)
-        ORDER BY c.o LIMIT 1;
-        IF NOT FOUND THEN
-            SELECT c.sf, s.a, s.b INTO r
-            FROM unnest(v_cand_sf, v_cand_p) WITH ORDINALITY AS c(sf, p, o)
-            CROSS JOIN LATERAL (VALUES (c.p, c.p + 1, 1), (c.p - 1, c.p, 2)) AS s(a, b, o)
-            WHERE s.a >= 1 AND cardinality(v_pieces) >= 1
-              AND rag._quote_in(rag._quote_words(rag._paragraph_text(c.sf, s.a, s.b)), v_pieces)
-              AND NOT rag._quote_in(rag._quote_words(rag._paragraph_text(c.sf, s.a, s.a)), v_pieces)
-              AND NOT rag._quote_in(rag._quote_words(rag._paragraph_text(c.sf, s.b, s.b)), v_pieces)
-            ORDER BY c.o, s.o LIMIT 1;
-        END IF;
-        IF FOUND THEN
-            RETURN QUERY SELECT 'elsewhere'::text, r.sf::text, r.a::int, r.b::int, NULL::text, NULL::text[],
-                nullif(array_to_string(v_notes || CASE WHEN r.a < r.b
-                    THEN format('the quote runs across two paragraphs, §%s–§%s', r.a, r.b) END, '; '), '');
+    -- 3. a summary's words (levels 1-3: the project's reading aids, never the book); the cited one first
+    SELECT array_agg((x.c).id ORDER BY (x.c).r) INTO v_ids
+    FROM rag._bm25(ARRAY[v_query], 10, NULL, ARRAY[1, 2, 3]) x;
+    FOR r IN
+        SELECT n.source_file AS sf, n.paragraph AS p, n.level
+        FROM unnest(v_ids) WITH ORDINALITY AS u(id, o)
+        JOIN rag.hierarchical_content_nodes n ON n.id = u.id
+        WHERE n.paragraph IS NOT NULL
+        ORDER BY coalesce(n.source_file = v_sf AND n.paragraph = v_p, false) DESC, u.o
+    LOOP
+        IF rag._quote_in(rag._quote_words(rag._paragraph_text(r.sf, r.p, r.p)), v_pieces) THEN
+            RETURN QUERY SELECT 'summary'::text, r.sf::text, r.p::int, r.p::int, NULL::text, NULL::text[],
+                array_to_string(v_notes || format('these are the words of a summary (level %s) written for this project, '
+                    'not the book''s: quote the book''s paragraphs its anchors cite instead', r.level), '; ');
             RETURN;
         END IF;
-        EXIT WHEN v_cand_sf IS NOT NULL;  -- the named book has candidates: the words are not in it
     END LOOP;
-
-    -- 3. a summary's words (levels 1-3: the project's reading aids, never the book)
-    SELECT n.source_file AS sf, n.paragraph AS p, n.level INTO r
-    FROM rag._bm25(ARRAY[v_query], 10, NULL, ARRAY[1, 2, 3]) x
-    JOIN rag.hierarchical_content_nodes n ON n.id = (x.c).id
-    WHERE n.paragraph IS NOT NULL
-      AND rag._quote_in(rag._quote_words(rag._paragraph_text(n.source_file, n.paragraph, n.paragraph)), v_pieces)
-    ORDER BY (n.source_file = v_sf AND n.paragraph = v_p) DESC NULLS LAST, (x.c).r
-    LIMIT 1;
-    IF FOUND THEN
-        RETURN QUERY SELECT 'summary'::text, r.sf::text, r.p::int, r.p::int, NULL::text, NULL::text[],
-            array_to_string(v_notes || format('these are the words of a summary (level %s) written for this project, '
-                'not the book''s: quote the book''s paragraphs its anchors cite instead', r.level), '; ');
-        RETURN;
-    END IF;
 
     -- 4. close: nearly the words of the cited paragraph, else of the best-ranked ones
     v_max := 1 + cardinality(v_words) / 10;
@@ -413,7 +420,7 @@ BEGIN
 END
 $$;
 
--- function: _quote_words sha256:0a6dc85e0b2ac15a21f76531c6b18d0a0293b163168639578b11dfeb3839a55b
+-- function: _quote_words sha256:386539c8f276a5f079d9dbeb6d92bb412a5f5b16a7cedb20296d8c67192bd237
 -- rag._quote_words: a text as the words a quote is checked by (the "words, not bytes" rule, here only).
 CREATE OR REPLACE FUNCTION rag._quote_words(
     p_text TEXT
@@ -429,14 +436,14 @@ does not change a word is dropped here, so that a quote and the book compare wor
   - every character that is not a letter or a digit: apostrophes (' ’ ʼ), quotation marks
     (" “ ” « » ‹ › „), dashes and hyphens, punctuation, the corpus's italics markers (_…_, and
     Markdown's *…*), line breaks and any spacing;
-  - end-note calls ([^2]).
+  - end-note calls ([^2]) and the summaries' anchors ([§12–14]), markers of the corpus, not words.
 Accents are part of a word ("été" is not "ete"), and so is every letter: a changed, dropped or
 added word changes the result. Letters and digits are Unicode's (collation pg_c_utf8, PostgreSQL
 17), whatever the database's own locale.
 Cost: a few regular-expression passes over the text (about 0.1 ms for a 3 KB paragraph).
 */
     SELECT btrim(regexp_replace(
-        replace(replace(lower(normalize(regexp_replace(p_text, '\[\^[^]]*\]', ' ', 'g'), NFC) COLLATE pg_c_utf8),
+        replace(replace(lower(normalize(regexp_replace(p_text, '\[[\^§][^]]*\]', ' ', 'g'), NFC) COLLATE pg_c_utf8),
                         'œ', 'oe'), 'æ', 'ae'),
         '[^[:alnum:]]+', ' ', 'g') COLLATE pg_c_utf8);
 $$;
@@ -579,12 +586,12 @@ $$;
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default on new functions
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
-    ('_check_quote', '716e7ed75f845738d016865031d2cce1886ba39f29ac75bab93829e2a4129eea', '0036_check_quotes'),
+    ('_check_quote', '1e9805f41c9b8f7b408cd0b8e6d41d5e2205514a3c6d3ab35f5eb588491666e9', '0036_check_quotes'),
     ('_paragraph_text', '4e7727ebd498e1a197ccc8f83a178de115ea11ba78e9491f95a136a1e2bcb919', '0036_check_quotes'),
     ('_quote_align', '84bc0a607c21c449b55257e66df9ec5e1876e125a6daca5ad2534ca948be3529', '0036_check_quotes'),
     ('_quote_in', '131544630f3bd4d3e4cea2fc4f03831374d986be3f52a354731af74bbd3d5e1a', '0036_check_quotes'),
     ('_quote_pieces', '88133bfae70920af5a840ff46a9f0376f5b232b0889100cf549b994beb7d33c7', '0036_check_quotes'),
     ('_quote_span_text', 'fcb8c0163f0a6cf3e67267052bfa8ca16bb6f27a9a317102b6c645cdaafaaceb', '0036_check_quotes'),
-    ('_quote_words', '0a6dc85e0b2ac15a21f76531c6b18d0a0293b163168639578b11dfeb3839a55b', '0036_check_quotes'),
+    ('_quote_words', '386539c8f276a5f079d9dbeb6d92bb412a5f5b16a7cedb20296d8c67192bd237', '0036_check_quotes'),
     ('check_quotes', '0aada00284bfc40544a5b15b93af34658bacf02e8adcde9060934d8bba65dcce', '0036_check_quotes')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();
