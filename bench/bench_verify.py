@@ -94,6 +94,16 @@ def span(
         return p, words
 
 
+def normalised(text: str) -> str:
+    """rag._quote_words's rule, near enough to tell an altered quote that is still the book's words."""
+    text = re.sub(r"\[[\^§][^\]]*\]", " ", text.lower()).replace("œ", "oe").replace("æ", "ae")
+    return " ".join(re.sub(r"[\W_]+", " ", text).split())
+
+
+def words_of(tokens: list[str]) -> str:
+    return normalised(" ".join(tokens))
+
+
 def word_of(token: str) -> str:
     return re.sub(r"[,.;:!?»)]+$", "", token)
 
