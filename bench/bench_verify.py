@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from common import load_note, machine, markdown_table, percentiles, write_json
 from psycopg.rows import dict_row
 
@@ -69,7 +68,7 @@ class Quote:
     true_paragraph: int | None
 
 
-def paragraphs(conn: psycopg.Connection) -> list[dict[str, Any]]:
+def paragraphs(conn: Any) -> list[dict[str, Any]]:
     return conn.execute(
         "SELECT source_file, paragraph, book, string_agg(content, ' ' ORDER BY chunk_index) AS text "
         "FROM rag.hierarchical_content_nodes WHERE level = 0 AND paragraph IS NOT NULL "
@@ -183,7 +182,7 @@ def summary_sentences(home: Path, books: set[str], rng: random.Random, n: int) -
     return found[:n]
 
 
-def check_one(conn: psycopg.Connection, q: Quote) -> tuple[dict[str, Any], float]:
+def check_one(conn: Any, q: Quote) -> tuple[dict[str, Any], float]:
     payload = json.dumps([{"quote": q.quote, "source_file": q.cited_file, "paragraph": q.cited_paragraph}])
     t0 = time.perf_counter()
     (row,) = conn.execute(CHECK, (payload,)).fetchall()
@@ -198,7 +197,7 @@ def right_place(q: Quote, row: dict[str, Any]) -> bool:
     )
 
 
-def build_quotes(conn: psycopg.Connection, home: Path, n_true: int, per_kind: int, seed: int) -> list[Quote]:
+def build_quotes(conn: Any, home: Path, n_true: int, per_kind: int, seed: int) -> list[Quote]:
     rng = random.Random(seed)
     paras = paragraphs(conn)
     by_file: dict[str, list[int]] = defaultdict(list)
@@ -219,7 +218,7 @@ def build_quotes(conn: psycopg.Connection, home: Path, n_true: int, per_kind: in
     return quotes
 
 
-def run_checks(conn: psycopg.Connection, quotes: list[Quote]) -> dict[str, Any]:
+def run_checks(conn: Any, quotes: list[Quote]) -> dict[str, Any]:
     confusion: dict[str, Counter] = {k: Counter() for k in KINDS}
     right: Counter = Counter()
     times: dict[str, list[float]] = {"cited paragraph holds it": [], "found elsewhere": [], "other": []}
@@ -245,7 +244,7 @@ def run_checks(conn: psycopg.Connection, quotes: list[Quote]) -> dict[str, Any]:
 
 
 def mcp_answer(
-    settings_env: dict[str, str], conn: psycopg.Connection, quotes: list[Quote], runs: int
+    settings_env: dict[str, str], conn: Any, quotes: list[Quote], runs: int
 ) -> dict[str, Any]:
     """A 20-quote answer (scholarly citations, as the tools print them) checked in one MCP call, `runs` times."""
     import anyio

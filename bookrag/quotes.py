@@ -119,7 +119,7 @@ def scholarly_prefixes(conn: psycopg.Connection) -> dict[str, str]:
         stamp = cur.execute(
             "SELECT count(*)::text || '/' || coalesce(max(loaded_at)::text, '') AS s FROM rag.books"
         ).fetchone()
-        key = (f"{conn.info.host}:{conn.info.port}/{conn.info.dbname}", stamp["s"])
+        key = (f"{conn.info.host}:{conn.info.port}/{conn.info.dbname}", stamp["s"] if stamp else "")
         if key in _PREFIXES:
             return _PREFIXES[key]
         rows = cur.execute(
