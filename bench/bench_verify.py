@@ -243,9 +243,7 @@ def run_checks(conn: Any, quotes: list[Quote]) -> dict[str, Any]:
     }
 
 
-def mcp_answer(
-    settings_env: dict[str, str], conn: Any, quotes: list[Quote], runs: int
-) -> dict[str, Any]:
+def mcp_answer(settings_env: dict[str, str], conn: Any, quotes: list[Quote], runs: int) -> dict[str, Any]:
     """A 20-quote answer (scholarly citations, as the tools print them) checked in one MCP call, `runs` times."""
     import anyio
     from mcp import ClientSession, StdioServerParameters
@@ -271,7 +269,8 @@ def mcp_answer(
         params = StdioServerParameters(
             command=sys.executable, args=["-m", "bookrag.cli", "mcp"], env=settings_env
         )
-        samples, verdicts = [], Counter()
+        samples: list[float] = []
+        verdicts: Counter = Counter()
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             await session.call_tool("check_quotes", {"answer": answer})  # warm-up
@@ -298,11 +297,11 @@ def synthetic(settings: Any, rows: int, n: int, seed: int) -> dict[str, Any]:
     with scratch_database(settings, f"verify{rows}") as url:
         build = build_corpus(url, rows, words, freq, rng, None)
         with db.connect(url, autocommit=True) as conn:
-            conn.row_factory = dict_row
+            conn.row_factory = dict_row  # type: ignore[assignment]
             prng = random.Random(seed)
             paras = paragraphs(conn)
             times: dict[str, list[float]] = {"cited paragraph holds it": [], "found elsewhere": []}
-            verdicts: Counter = Counter()
+            verdicts: Counter[tuple[str, str]] = Counter()
             for i in range(n + 20):
                 p, ws = span(prng, paras)
                 off = p["paragraph"] + (1 if p["paragraph"] < 20 else -1)
@@ -344,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = load_settings()
     url = db.database_url(settings)
     with db.connect(url, autocommit=True) as conn:
-        conn.row_factory = dict_row
+        conn.row_factory = dict_row  # type: ignore[assignment]
         conn.execute("SET default_transaction_read_only = on")  # never write to the corpus database
         quotes = build_quotes(conn, settings.home, args.true, args.per_kind, args.seed)
         result = run_checks(conn, quotes)
