@@ -133,6 +133,10 @@ def altered(rng: random.Random, kind: str, paras: list[dict[str, Any]], vocabula
             words = [*words[:i], b + words[i][len(a) :], a + words[i + 1][len(b) :], *words[i + 2 :]]
         else:
             continue
+        if (
+            f" {words_of(words)} " in f" {normalised(p['text'])} "
+        ):  # still the book's words (e.g. an edge word dropped)
+            continue
         return Quote(
             kind, " ".join(words), p["source_file"], p["paragraph"], p["source_file"], p["paragraph"]
         )
