@@ -19,8 +19,8 @@ holds the words, <= 30 ms when they must be found elsewhere; a 20-quote answer t
 (`bookrag mcp`, stdio, the SDK's client) p50 <= 100 ms.
 
 --rows N also times true quotes (cited at their paragraph, and one paragraph off) on a synthetic
-corpus of N rows built in a scratch database (bench_search.build_corpus: random words drawn from
-the books' vocabulary). --quick: 70 true quotes and 10 of each altered kind, no MCP call, no
+corpus of N rows built in a scratch database (bench_search.synthetic_rows: its summary tree of
+random words drawn from the books' vocabulary; text only, no vectors). --quick: 70 true quotes and 10 of each altered kind, no MCP call, no
 synthetic corpus (the test suite runs it on the fixture corpus).
 
     nice .venv/bin/python bench/bench_verify.py --json /tmp/verify.json
@@ -292,14 +292,36 @@ def mcp_answer(settings_env: dict[str, str], conn: Any, quotes: list[Quote], run
 
 def synthetic(settings: Any, rows: int, n: int, seed: int) -> dict[str, Any]:
     import numpy as np
-    from bench_search import build_corpus, vocabulary
+    from bench_search import COPY_COLUMNS, COPY_TYPES, synthetic_rows, vocabulary
 
     from evaluation.scratch import scratch_database
+    from loader.load import LoadReport, merge_bm25_segments
 
     rng = np.random.default_rng(seed)
     words, freq = vocabulary(db.database_url(settings), 4000, rng)
     with scratch_database(settings, f"verify{rows}") as url:
-        build = build_corpus(url, rows, words, freq, rng, None)
+        # bench_search's synthetic tree, its text only: rag.check_quotes reads no vector (no HNSW to build)
+        tree, _sentences = synthetic_rows(rows, words, freq, rng)
+        keep = [i for i, c in enumerate(COPY_COLUMNS) if c not in ("embedding_model", "embedding")]
+        with db.connect(url, autocommit=True) as conn:
+            books = sorted({r[3].split("/")[1] for r in tree})
+            conn.cursor().executemany(
+                "INSERT INTO rag.books (book, title) VALUES (%s, %s)", [(b, b) for b in books]
+            )
+            columns = ", ".join(COPY_COLUMNS[i] for i in keep)
+            with (
+                conn.cursor() as cur,
+                cur.copy(
+                    f"COPY rag.hierarchical_content_nodes ({columns}) FROM STDIN (FORMAT BINARY)"
+                ) as copy,
+            ):
+                copy.set_types([COPY_TYPES[i] for i in keep])
+                for row in tree:
+                    copy.write_row([row[i] for i in keep])
+            conn.execute("ANALYZE rag.hierarchical_content_nodes")
+            merge_bm25_segments(conn, LoadReport())
+            conn.autocommit = True
+        build = {"rows": len(tree)}
         with db.connect(url, autocommit=True) as conn:
             conn.row_factory = dict_row  # type: ignore[assignment]
             prng = random.Random(seed)
