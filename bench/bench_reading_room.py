@@ -34,8 +34,8 @@ from bookrag.config import load_settings  # noqa: E402
 from bookrag.links import citation_url, page_path  # noqa: E402
 from bookrag.search import SearchRequest, query_vector, search  # noqa: E402
 from mcp_server.http import http_app  # noqa: E402
-from mcp_server.reading_room import SEARCH_K, running_state  # noqa: E402
-from mcp_server.server import AppState, build_server, with_connection  # noqa: E402
+from mcp_server.reading_room import SEARCH_K  # noqa: E402
+from mcp_server.server import AppState, Running, build_server, with_connection  # noqa: E402
 
 
 class ServerTime:
@@ -106,12 +106,13 @@ def main() -> None:
     args = ap.parse_args()
     start = machine()
     settings = load_settings()
-    server = build_server(settings)
-    timer = ServerTime(http_app(server, settings, "127.0.0.1"))
+    running = Running()
+    timer = ServerTime(http_app(build_server(settings, running=running), settings, "127.0.0.1", running))
     out: dict[str, Any] = {"machine": start}
     with TestClient(timer, base_url="http://127.0.0.1:8765") as client:
         client.get("/")
-        state = running_state(server)()
+        state = running.state
+        assert state is not None
         chapters, books, largest = chapter_urls(state)
         for url in chapters:  # warm-up round
             get(client, timer, url)

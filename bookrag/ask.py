@@ -39,19 +39,12 @@ def numbered_sources(rows: list[dict[str, Any]]) -> list[tuple[int, dict[str, An
 
 def _chat(prompt: str) -> str:
     """One reply of the configured chat model (BOOKRAG_LLM_MODEL through OPENAI_BASE_URL), at temperature 0."""
-    from openai import OpenAI
+    from bookrag.openai_client import client
 
     s = load_settings()
-    client = OpenAI(
-        base_url=s.openai_base_url, api_key=s.api_key, timeout=s.llm_timeout, max_retries=s.llm_retries
-    )
-    try:
-        resp = client.chat.completions.create(
-            model=s.llm_model, temperature=0, messages=[{"role": "user", "content": prompt}]
-        )
-    except Exception as exc:
-        raise BookragError(f"the LLM call failed ({client.base_url}): {exc}") from exc
-    return (resp.choices[0].message.content or "").strip()
+    if not s.llm_model:
+        raise BookragError("no chat model is configured: set BOOKRAG_LLM_MODEL")
+    return client(s).chat(s.llm_model, [{"role": "user", "content": prompt}]).text
 
 
 def phrasings_prompt(question: str, books: list[dict[str, Any]]) -> str:

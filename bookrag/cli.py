@@ -141,22 +141,75 @@ def cmd_prepare(args: argparse.Namespace, s: Settings) -> None:
 
 @command(
     "add",
-    "Propose a book's manifest (corpus/<slug>/book.toml) from the headings in its raw text; print the tree first.",
+    "Propose a book's manifest (corpus/<slug>/book.toml) from the headings in its raw text; print the tree first. "
+    "Files in one folder are one book (its volumes, in the order given); files in several folders are several "
+    "books, each with its own manifest and warnings.",
     "bookrag add ../shared/books/bastiat-oeuvres-tome-6/pg46627-8.txt --dry-run\n"
-    "  bookrag add tome3.txt tome4.txt --slug tocqueville-democratie --year 1840",
+    "  bookrag add tome3.txt tome4.txt --slug tocqueville-democratie --year 1840\n"
+    "  bookrag add ../shared/books/*/*.txt",
 )
 def cmd_add(args: argparse.Namespace, s: Settings) -> None:
-    from loader.propose import check_free, next_step, propose, render_tree, write_manifest
+    from loader.propose import group_books
 
-    p = propose(
-        [Path(f) for f in args.files],
-        slug=args.slug,
-        title=args.title,
-        author=args.author,
-        year=args.year,
-        gutenberg=args.gutenberg,
-        sources=s.sources,
-    )
+    books = group_books([Path(f) for f in args.files])
+    if len(books) == 1:
+        _add_one(args, s, books[0])
+        return
+    named = [f"--{k}" for k in ("slug", "title", "author", "year", "gutenberg") if getattr(args, k)]
+    if named:
+        raise BookragError(
+            f"{' and '.join(named)} {'names' if len(named) == 1 else 'name'} one book, but the files are {len(books)} books (one per folder: "
+            f"{', '.join(str(b[0].parent) for b in books)}); add them one at a time to name them"
+        )
+    failed: list[str] = []
+    slugs: dict[str, str] = {}
+    for k, files in enumerate(books, start=1):
+        folder = str(files[0].parent)
+        print(f"== book {k} of {len(books)}: {folder} ({', '.join(f.name for f in files)})")
+        try:
+            _add_one(args, s, files, taken=slugs)
+        except BookragError as exc:  # one book's failure: named, and the others still written
+            print(f"error: {folder}: {exc}", file=sys.stderr)
+            failed.append(folder)
+        print()
+    if failed:
+        raise BookragError(
+            f"{len(failed)} of {len(books)} books failed ({', '.join(failed)}); "
+            f"the other {len(books) - len(failed)} {'were' if not args.dry_run else 'would be'} written"
+        )
+
+
+def _add_one(
+    args: argparse.Namespace, s: Settings, files: list[Path], taken: dict[str, str] | None = None
+) -> str:
+    """`add` for one book (the files of one folder): print its tree and warnings, write its
+    manifest unless --dry-run; returns its slug. `taken`: the slugs proposed so far in this run
+    (slug -> folder), this book's added."""
+    from loader.propose import Proposal, check_free, next_step, propose, render_tree, slugify, write_manifest
+
+    def run(slug: str | None) -> Proposal:
+        return propose(
+            files,
+            slug=slug,
+            title=args.title,
+            author=args.author,
+            year=args.year,
+            gutenberg=args.gutenberg,
+            sources=s.sources,
+        )
+
+    p = run(args.slug)
+    if taken and p.slug in taken:  # two volumes of one work share author and title: name it after its folder
+        first, folder = p.slug, slugify(files[0].resolve().parent.name)
+        if folder in taken or not folder:
+            raise BookragError(
+                f"its slug {first!r} is the one proposed for {taken[first]}, and so is its folder's name: "
+                "add this book alone with --slug"
+            )
+        p = run(folder)
+        print(f"note: {first!r} is the slug proposed for {taken[first]}: this book is named after its folder")
+    if taken is not None:
+        taken[p.slug] = str(files[0].parent)
     if not args.dry_run:
         check_free(s.corpus, p.slug, args.force)
     print("\n".join(render_tree(p)))
@@ -164,11 +217,12 @@ def cmd_add(args: argparse.Namespace, s: Settings) -> None:
         print(f"warning: {w}")
     target = s.corpus / p.slug / "book.toml"
     if args.dry_run:
-        taken = " (it exists: --force would overwrite it)" if target.exists() else ""
-        print(f"dry run: corpus/{p.slug}/book.toml not written{taken}")
-        return
+        exists = " (it exists: --force would overwrite it)" if target.exists() else ""
+        print(f"dry run: corpus/{p.slug}/book.toml not written{exists}")
+        return p.slug
     write_manifest(s.corpus, p, force=args.force)
     print(f"wrote corpus/{p.slug}/book.toml; fill [theme], then: {next_step(p, s.sources)}")
+    return p.slug
 
 
 @command(
@@ -586,7 +640,7 @@ def cmd_mcp(args: argparse.Namespace, s: Settings) -> None:
         print(f"# {where(args.client, s)}", file=sys.stderr)
         print(json.dumps(snippet(args.client, s), indent=2, ensure_ascii=False))
         return
-    from mcp_server.server import serve
+    from mcp_server.main import serve
 
     serve(s, http=args.http, host=args.host, port=args.port)
 
@@ -694,7 +748,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--from", dest="source", help="a local export to build from (PIAF JSON, Wikisource export)"
     )
     p["add"].add_argument(
-        "files", nargs="+", metavar="FILE", help="the raw book (several files: in reading order)"
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="the raw book (several files of one folder: its volumes, in reading order; files in several "
+        "folders: one book per folder)",
     )
     p["add"].add_argument("--slug", help="folder name under corpus/ (default: author and title)")
     p["add"].add_argument("--title")

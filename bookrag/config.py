@@ -36,7 +36,7 @@ class Settings:
     llm_model: str | None = None  # BOOKRAG_LLM_MODEL: chat model for summaries and written answers
     llm_context: int = 32768  # BOOKRAG_LLM_CONTEXT: the model's window, in tokens
     llm_max_output: int = 1500  # BOOKRAG_LLM_MAX_OUTPUT
-    llm_timeout: float = 300.0  # BOOKRAG_LLM_TIMEOUT, seconds per request
+    llm_timeout: float = 300.0  # BOOKRAG_LLM_TIMEOUT, seconds per request (chat and embeddings)
     llm_retries: int = 5  # BOOKRAG_LLM_RETRIES
     #: BOOKRAG_READING_ROOM_URL: where citations link to (the reading room of `bookrag mcp --http`)
     reading_room_url: str = DEFAULT_BASE

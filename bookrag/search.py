@@ -1,8 +1,9 @@
 """Python's side of retrieval: embed the query with the corpus model, call one SQL function.
 
-Nothing here ranks, fuses or expands: rag.search_* and rag.pack_context do (a context is
-rag.pack_context over one rag.search call, composed here as rag.build_context composes it). Used by the CLI
-(`bookrag search`, `bookrag embed`) and the MCP server."""
+Nothing here ranks, fuses or expands: rag.search_*, rag.build_context and rag.pack_context do
+(a context alone is rag.build_context; hits and the context packed from them, in one statement, are
+rag.pack_context over the hits held). Used by the CLI (`bookrag search`, `bookrag embed`) and the
+MCP server."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ class SearchRequest:
     k: int = field(default=10, metadata=_arg("p_k"))
     book: str | None = field(default=None, metadata=_arg("p_book"))
     levels: list[int] | None = field(default=None, metadata=_arg("p_levels", "::int[]"))
-    expand_parent: bool = False  # attach each hit's parent node (p_expand 'parent'; pack_context's p_expand)
+    expand_parent: bool = False  # attach each hit's parent node (p_expand 'parent'; a context's too)
     budget: int | None = None  # tokens: build a context (search + expansion) within this budget
     within: str | None = field(default=None, metadata=_arg("p_within"))  # only that node's subtree
     expand_cited: bool = False  # attach the rows a summary hit's anchors cite (p_expand 'cited')
@@ -203,11 +204,10 @@ def _sql_error(exc: psycopg.Error) -> BookragError:
 
 
 SEARCH_CALL = _call("rag.search", "p_expand => %(expand)s::text[], p_query_model => %(model)s")
-#: rag.build_context with every SearchRequest argument: the hits of rag.search (ids only: no
-#: expansion asked) packed by rag.pack_context, as rag.build_context composes them.
-CONTEXT = (
-    f"SELECT c.* FROM rag.pack_context(ARRAY(SELECT h.id FROM {SEARCH_CALL} h ORDER BY h.rank), "
-    "%(budget)s, %(expand_parent)s) c"
+#: rag.build_context with every SearchRequest argument (it takes rag.search's arguments by name).
+CONTEXT_CALL = _call(
+    "rag.build_context",
+    "p_budget => %(budget)s, p_expand => %(pack_expand)s::text[], p_query_model => %(model)s",
 )
 #: One round trip for a search and the context packed from its first hits (rag.pack_context),
 #: both as JSON; context is NULL when no budget is given.
@@ -216,7 +216,7 @@ SEARCH_AND_PACK = (
     "SELECT (SELECT coalesce(json_agg(h ORDER BY h.rank), '[]'::json) FROM h) AS hits, "
     "CASE WHEN %(budget)s::int IS NOT NULL THEN (SELECT coalesce(json_agg(c ORDER BY c.book, c.node_order, c.source_file, "
     "c.chunk_index), '[]'::json) FROM rag.pack_context(ARRAY(SELECT h.id FROM h WHERE h.rank <= %(context_k)s "
-    "ORDER BY h.rank), %(budget)s, %(pack_parents)s) c) END AS context"
+    "ORDER BY h.rank), %(budget)s, %(pack_expand)s::text[]) c) END AS context"
 )
 
 
@@ -231,7 +231,7 @@ PHRASINGS_AND_PACK = (
     "'found_by', s.found_by, 'phrasing_ranks', s.phrasing_ranks) ORDER BY s.rank), '[]'::json) FROM s) AS hits, "
     "CASE WHEN %(budget)s::int IS NOT NULL THEN (SELECT coalesce(json_agg(c ORDER BY c.book, c.node_order, c.source_file, "
     "c.chunk_index), '[]'::json) FROM rag.pack_context(ARRAY(SELECT (s.hit).id FROM s WHERE s.rank <= %(context_k)s "
-    "ORDER BY s.rank), %(budget)s, %(pack_parents)s) c) END AS context"
+    "ORDER BY s.rank), %(budget)s, %(pack_expand)s::text[]) c) END AS context"
 )
 
 
@@ -325,7 +325,7 @@ def search_and_pack(
         "context_k": context_k,
         "phrasings": list(phrasings),
         "pe": phrasing_embeddings,
-        "pack_parents": pack_parents,
+        "pack_expand": ["parent"] if pack_parents else None,
     }
     row = _fetch(conn, PHRASINGS_AND_PACK if phrasings else SEARCH_AND_PACK, params)[0]
     return row["hits"], row["context"]
@@ -347,10 +347,10 @@ def build_context(
     _check_vector(req, embedding)
     return _fetch(
         conn,
-        CONTEXT,
+        f"SELECT * FROM {CONTEXT_CALL}",
         {
             **req.params(conn),
-            "expand": None,
+            "pack_expand": ["parent"] if req.expand_parent else None,
             "query": query,
             "e": embedding,
             "model": model,

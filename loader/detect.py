@@ -28,6 +28,8 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
+from rapidfuzz import fuzz
+
 ROMAN = r"[IVXLCDM]+"
 NUMBER = rf"(?:{ROMAN}|\d+|PREMIER|1ER|IER|1RE)"
 MARKER = r"(?:\[\w+(?:-\w+)?\])*"  # footnote markers in headings: [1], [TN-A]
@@ -142,6 +144,7 @@ class TocEntry:
     part: int  # index of the part entry it follows (-1 before any)
     indent: int = 0  # spaces before its first line: a sub-section is indented under its chapter
     line: int = -1  # its first line in the file's text lines
+    file: str = ""  # the file whose contents list it
 
 
 @dataclass
@@ -173,6 +176,7 @@ class Part:
     heading_blocks: int
     sections: list[Section] = field(default_factory=list)
     end_marker: bool = False  # the part ends at a `FIN …` line (else at the next heading)
+    appended: bool = False  # documents appended to the volume (find_appended), not a part of the work
 
 
 @dataclass
@@ -183,6 +187,7 @@ class Structure:
     toc: list[TocEntry]
     warnings: list[str]
     left_out: list[tuple[str, int, int, int]]  # (file, first line, end, words) outside the tree
+    offsets: dict[str, int] = field(default_factory=dict)  # raw line number of each file's line 0
 
 
 # --- small text helpers -------------------------------------------------------------------
@@ -580,7 +585,7 @@ def detect(texts: dict[str, list[str]], language: str = "fr") -> Structure:
     for f in files:  # part indices run on across files
         offset = sum(1 for e in toc if e.kind == "part")
         toc += [
-            replace(e, part=e.part + offset if e.part >= 0 or offset else e.part)
+            replace(e, part=e.part + offset if e.part >= 0 or offset else e.part, file=f)
             for a, b in tocs[f]
             for e in parse_toc(texts[f], a, b, part_noun)
         ]
@@ -807,14 +812,14 @@ def match_toc(s: Structure) -> tuple[list[tuple[Section, TocEntry]], list[TocEnt
     """Contents entries matched to sections: chapters by (part, number), others by title.
     Returns the pairs, the entries with no section, the sections with no entry."""
     toc_parts = [e for e in s.toc if e.kind == "part"]
-    in_parts = bool(s.parts and toc_parts)
+    in_parts = bool([p for p in s.parts if not p.appended] and toc_parts)
     body: dict[tuple, Section] = {}
     for k, sec in sections_in_order(s):
         key_part = k if in_parts else -1
         key = (
             ("chapter", key_part, sec.number)
             if sec.kind == "chapter"
-            else ("title", key_part, normalize(sec.title))
+            else ("title", key_part, heading_key(sec.title))
         )
         body[key] = sec
     pairs, missing, seen = [], [], set()
@@ -825,7 +830,7 @@ def match_toc(s: Structure) -> tuple[list[tuple[Section, TocEntry]], list[TocEnt
         key = (
             ("chapter", key_part, e.number)
             if e.kind == "chapter"
-            else ("title", key_part, normalize(e.title))
+            else ("title", key_part, heading_key(e.title))
         )
         if key not in body and e.kind != "chapter":  # a named section filed under another part
             key = next((kk for kk in body if kk[0] == "title" and kk[2] == key[2] and kk not in seen), key)
@@ -854,14 +859,23 @@ def compare_toc(s: Structure) -> list[str]:
         return []
     out = []
     toc_parts = [e for e in s.toc if e.kind == "part"]
-    if s.parts and toc_parts and len(toc_parts) != len(s.parts):
-        out.append(f"the contents list {len(toc_parts)} parts, the body has {len(s.parts)}")
+    body_parts = [p for p in s.parts if not p.appended]
+    if body_parts and toc_parts and len(toc_parts) != len(body_parts):
+        out.append(f"the contents list {len(toc_parts)} parts, the body has {len(body_parts)}")
     pairs, missing, extra = match_toc(s)
     for sec, e in pairs:
         if e.kind == "chapter" and not _similar(sec.title, e.title):
             out.append(f"{sec.label}: the body says {sec.title!r}, the contents {e.title!r}")
     if missing:
-        out.append(f"in the contents, not in the tree: {_listing([e.text for e in missing])}")
+        out.append(
+            "in the contents, not in the tree: "
+            + ", ".join(
+                f"{e.text!r} ({e.file} line {s.offsets.get(e.file, 0) + e.line + 1})"
+                if e.line >= 0
+                else repr(e.text)
+                for e in missing
+            )
+        )
     if extra:
         out.append(
             "in the tree, not in the contents: "
@@ -923,46 +937,135 @@ def _heading_blocks_in(lines: list[str], a: int, b: int) -> list[tuple[int, int,
     return out
 
 
-def _matches(body: str, listed: str) -> bool:
+#: Words a contents entry and its heading may word differently ("dans la" / "de la").
+FUNCTION_WORDS = frozenset(
+    "le la les l de du des d dans en a au aux et sur par pour un une chez ou "
+    "the of in on and an to at for by".split()
+)
+#: Abbreviations a contents entry may use for a heading's word ("CHAP." for "Chapitre").
+ABBREVIATIONS = {
+    "chap": "chapitre",
+    "ch": "chapitre",
+    "art": "article",
+    "liv": "livre",
+    "sect": "section",
+    "st": "saint",
+    "ste": "sainte",
+    "etc": "",
+}
+#: Below certainty, the least rapidfuzz similarity (0-100) at which an entry is taken for a
+#: heading, with a warning naming both lines.
+FUZZY_CUTOFF = 85
+
+
+def heading_key(text: str) -> str:
+    """A title's content words: normalize() (case, accents, punctuation, markers), abbreviations
+    expanded, articles and prepositions dropped."""
+    words = [ABBREVIATIONS.get(w, w) for w in normalize(text).split()]
+    return " ".join(w for w in words if w and w not in FUNCTION_WORDS)
+
+
+def heading_likeness(body: str, listed: str) -> int:
+    """How surely a heading in the body is a contents entry: 100 when they differ only in case,
+    accents, punctuation, a trailing period, articles, prepositions or abbreviations (or one
+    extends the other, or they share three quarters of their words); else rapidfuzz's similarity
+    of their content words (0-100), which FUZZY_CUTOFF turns into a match to be checked."""
     x, y = normalize(body), normalize(listed)
+    if not x or not y:
+        return 0
     if x == y or x.startswith(y + " ") or y.startswith(x + " "):
-        return True
+        return 100
+    kx, ky = heading_key(body), heading_key(listed)
+    if kx and ky and (kx == ky or kx.startswith(ky + " ") or ky.startswith(kx + " ")):
+        return 100
     a, b = set(x.split()), set(y.split())
-    return len(a & b) * 4 >= 3 * len(a | b)
+    if len(a & b) * 4 >= 3 * len(a | b):
+        return 100
+    return int(max(fuzz.ratio(kx, ky), fuzz.token_sort_ratio(kx, ky)))
 
 
-def find_subsections(s: Structure, texts: dict[str, list[str]]) -> list[tuple[str, int, str]]:
+@dataclass(frozen=True)
+class Problem:
+    """A disagreement between the contents and the body: (file, line index) where to look, the
+    message, and the contents entry it is about (None for a heading the contents lack)."""
+
+    file: str
+    line: int
+    message: str
+    entry: TocEntry | None = None
+
+
+def align(titles: list[str], blocks: list[str]) -> dict[int, tuple[int, int]]:
+    """Contents titles matched to heading blocks in the same order, like a careful reader: first
+    every title to the next block it surely names (heading_likeness 100), then each title left
+    to the most alike block (at least FUZZY_CUTOFF) between its neighbours' matches.
+    Returns {title index: (block index, likeness)}."""
+    hits: dict[int, tuple[int, int]] = {}
+    k = 0
+    for i, t in enumerate(titles):
+        j = next((j for j in range(k, len(blocks)) if heading_likeness(blocks[j], t) == 100), None)
+        if j is not None:
+            hits[i], k = (j, 100), j + 1
+    for i, t in enumerate(titles):
+        if i in hits:
+            continue
+        lo = max((j + 1 for n, (j, _s) in hits.items() if n < i), default=0)
+        hi = min((j for n, (j, _s) in hits.items() if n > i), default=len(blocks))
+        scored = [(heading_likeness(blocks[j], t), j) for j in range(lo, hi)]
+        best = max(scored, default=(0, -1))
+        if best[0] >= FUZZY_CUTOFF:
+            hits[i] = (best[1], best[0])
+    return hits
+
+
+def find_subsections(
+    s: Structure, texts: dict[str, list[str]], offsets: dict[str, int] | None = None
+) -> list[Problem]:
     """Give each chapter the sub-sections its contents list and its body confirms: an upper-case
-    heading block inside the chapter, in the contents' order, whose words are the entry's. Text
-    between the chapter's heading and its first sub-section becomes a leading sub-section titled
-    "<chapter title> (début)". Returns the disagreements as (file, line index, message): an
-    entry with no heading in the body (its line in the contents), and an upper-case heading
-    inside a chapter with sub-sections that the contents do not list (its line in the body)."""
-    problems: list[tuple[str, int, str]] = []
+    heading block inside the chapter, in the contents' order, whose words are the entry's
+    (align: wording variants match; a match below certainty is taken with a warning naming the
+    contents line and the body line). Text between the chapter's heading and its first
+    sub-section becomes a leading sub-section titled "<chapter title> (début)". Returns the
+    disagreements: an entry with no heading in the body (its line in the contents), a match
+    below certainty, and an upper-case heading inside a chapter with sub-sections that the
+    contents do not list (its line in the body). `offsets` turn line indices into the raw
+    file's line numbers in messages."""
+    problems: list[Problem] = []
     for sec, entries in chapter_subentries(s):
         lines = texts[sec.file]
+        off = (offsets or {}).get(sec.file, 0)
         blocks = _heading_blocks_in(lines, sec.body, sec.end)
+        hits = align([e.title for e in entries], [b[2] for b in blocks])
         found: list[tuple[TocEntry, tuple[int, int, str]]] = []
-        k = 0
-        for e in entries:
-            hit = next((j for j in range(k, len(blocks)) if _matches(blocks[j][2], e.title)), None)
-            if hit is None:
+        for i, e in enumerate(entries):
+            if i not in hits:
                 problems.append(
-                    (
+                    Problem(
                         sec.file,
                         e.line,
                         f"the contents list {e.title!r} under {sec.label}, but no heading "
                         f"inside {sec.label} matches it; left in the text around it",
+                        e,
                     )
                 )
                 continue
-            found.append((e, blocks[hit]))
-            k = hit + 1
+            j, score = hits[i]
+            found.append((e, blocks[j]))
+            if score < 100:
+                problems.append(
+                    Problem(
+                        sec.file,
+                        e.line,
+                        f"the contents' {e.title!r} is taken for the heading {blocks[j][2][:60]!r} at line "
+                        f"{off + blocks[j][0] + 1} inside {sec.label} ({score} % alike, below certainty): check it",
+                        None,
+                    )
+                )
         used = {b[0] for _e, b in found}
         for x, _y, text in blocks:
             if x not in used and found and x > found[0][1][0]:
                 problems.append(
-                    (
+                    Problem(
                         sec.file,
                         x,
                         f"upper-case heading {text[:60]!r} inside {sec.label} is not in the contents;"
@@ -1008,6 +1111,257 @@ def find_subsections(s: Structure, texts: dict[str, list[str]]) -> list[tuple[st
             )
         sec.sections = subs
     return problems
+
+
+# --- long sections -------------------------------------------------------------------------
+
+#: The longest section a proposed tree holds: longer ones are split (split_long_sections).
+MAX_WORDS = 20_000
+#: The author's own break inside a chapter: a row of asterisks ("*       *       *").
+DIVIDER_RE = re.compile(r"^(?:\*\s*){3,}$|^⁂$")
+#: A numbered article: "ART. 12.", "ARTICLE PREMIER.", "Art. 3.—…".
+ARTICLE_RE = re.compile(
+    r"^(?P<label>(?:ART\.|ARTICLE|Art\.|Article)\s+(?:\d+|[IVXLC]+|PREMIER|premier|1er|Ier))\b.{0,80}$"
+)
+
+
+def _break_points(lines: list[str], sec: Section) -> list[tuple[str, list[tuple[int, int, str]]]]:
+    """Where a long section may be cut, kind by kind in the order tried: its own upper-case
+    headings; the author's own summaries (loader.author_summary); the author's breaks (a row of
+    asterisks: the cut is at the paragraph after it, the row stays in the text); numbered
+    articles. Each point is (first line, heading blocks to skip, title or "")."""
+    from loader.author_summary import is_summary_block
+
+    blocks = [(a, b) for a, b in text_blocks(lines, sec.body, sec.end) if a > sec.body]
+    heads = [
+        (x, 1, clean_title(t)) for x, _y, t in _heading_blocks_in(lines, sec.body, sec.end) if x > sec.body
+    ]
+    summaries = [
+        (a, 0, clean_title(re.split(r"\s*--\s*", " ".join(x.strip() for x in lines[a:b]))[0])[:80])
+        for a, b in blocks
+        if is_summary_block(lines[a:b])
+    ]
+    dividers = [
+        (blocks[k + 1][0], 0, "")
+        for k, (a, b) in enumerate(blocks[:-1])
+        if b - a == 1 and DIVIDER_RE.match(lines[a].strip())
+    ]
+    articles = [
+        (a, 0, clean_title(m.group("label"))) for a, _b in blocks if (m := ARTICLE_RE.match(lines[a].strip()))
+    ]
+    paragraphs, depth = [], 0  # the last resort: paragraphs of prose (not inside a footnote)
+    for a, b in blocks:
+        if depth == 0 and not lines[a].startswith((" ", "\t", "[")):
+            paragraphs.append((a, 0, ""))
+        depth = max(0, depth + sum(x.count("[") - x.count("]") for x in lines[a:b]))
+    kinds = [
+        ("its own headings", heads),
+        ("the author's summaries", summaries),
+        ("the author's breaks (rows of asterisks)", dividers),
+        ("numbered articles", articles),
+        ("paragraphs (no heading, summary, break or article inside it)", paragraphs),
+    ]
+    first: dict[str, int] = {}  # `prepare` finds a start line by its text: its first occurrence
+    for i in range(sec.line, sec.end):
+        first.setdefault(lines[i].strip(), i)
+    kinds = [(kind, [p for p in points if first[lines[p[0]].strip()] == p[0]]) for kind, points in kinds]
+    return [(kind, points) for kind, points in kinds if points]
+
+
+def _balanced_cuts(lines: list[str], sec: Section, points: list[int], max_words: int) -> list[int] | None:
+    """The fewest of `points` (line indices) cutting sec into pieces of at most max_words each,
+    each cut the point nearest an equal share; None when even every point leaves one too long."""
+    at = [count_words(lines[sec.body : x]) for x in points]
+    for n in range(max(2, -(-sec.words // max_words)), len(points) + 2):
+        chosen = sorted(
+            {min(range(len(points)), key=lambda j: abs(at[j] - sec.words * k / n)) for k in range(1, n)}
+        )
+        cuts = [sec.body] + [points[j] for j in chosen] + [sec.end]
+        if max(count_words(lines[a:b]) for a, b in zip(cuts, cuts[1:])) <= max_words:
+            return chosen
+    return None
+
+
+def split_long_sections(
+    s: Structure, texts: dict[str, list[str]], max_words: int = MAX_WORDS
+) -> list[Problem]:
+    """Give every section holding text over max_words words sub-sections: at its own headings
+    (all of them), else at the fewest of the author's summaries, breaks or numbered articles
+    that leave no piece over max_words (see _break_points). The first piece starts at the
+    section's heading. Returns one warning per section split, naming its line, the rule and the
+    cuts; a section with no such place keeps check_structure's "a missed heading?" warning."""
+    problems: list[Problem] = []
+    for _k, top in sections_in_order(s):
+        for sec in leaf_sections(top):
+            if sec.words <= max_words or sec.kind == "note":
+                continue
+            lines = texts[sec.file]
+            picked: list[tuple[int, int, str]] = []
+            for kind, points in _break_points(lines, sec):
+                if kind == "its own headings":  # all of them, when that is enough
+                    cuts = [sec.body] + [x for x, _b, _t in points] + [sec.end]
+                    if max(count_words(lines[a:b]) for a, b in zip(cuts, cuts[1:])) <= max_words:
+                        picked = points
+                        break
+                    continue
+                chosen = _balanced_cuts(lines, sec, [x for x, _b, _t in points], max_words)
+                if chosen:
+                    picked = [points[j] for j in chosen]
+                    break
+            if not picked:
+                continue
+            n = len(picked) + 1
+            cuts = [x for x, _b, _t in picked] + [sec.end]
+            first_title = f"{sec.title} (début)" if all(t for _x, _b, t in picked) else f"{sec.title} (1/{n})"
+            subs = [
+                Section(
+                    "section",
+                    first_title,
+                    first_title,
+                    None,
+                    sec.file,
+                    sec.line,
+                    sec.body,
+                    cuts[0],
+                    sec.start,
+                    sec.heading_blocks,
+                    count_words(lines[sec.body : cuts[0]]),
+                )
+            ]
+            for k, (x, blocks, title) in enumerate(picked):
+                body = skip_blocks(lines, x, blocks) if blocks else x
+                title = title or f"{sec.title} ({k + 2}/{n})"
+                subs.append(
+                    Section(
+                        "section",
+                        title,
+                        title,
+                        None,
+                        sec.file,
+                        x,
+                        body,
+                        cuts[k + 1],
+                        lines[x].strip(),
+                        blocks,
+                        count_words(lines[body : cuts[k + 1]]),
+                    )
+                )
+            sec.sections = subs
+            off = s.offsets.get(sec.file, 0)
+            problems.append(
+                Problem(
+                    sec.file,
+                    sec.line,
+                    f"{sec.label if sec.title == sec.label else sec.label + ' (' + sec.title + ')'}: "
+                    f"{sec.words:,} words (over {max_words:,}), split at {kind} into {n} sections "
+                    f"(lines {', '.join(str(off + x + 1) for x, _b, _t in picked)}); check the cuts",
+                )
+            )
+    return problems
+
+
+# --- appended documents -------------------------------------------------------------------
+
+#: The title of the part that holds a volume's appended documents when the body names none.
+APPENDED_TITLE = {"fr": "Annexes", "en": "Appendices"}
+
+
+def find_appended(
+    s: Structure,
+    texts: dict[str, list[str]],
+    entries: list[TocEntry],
+    language: str,
+    notes: dict[str, int],
+) -> tuple[list[Part], list[Problem], list[TocEntry]]:
+    """Documents appended to a volume (pièces justificatives, an appendix, texts of laws and
+    constitutions, another work bound after this one): contents entries the tree does not hold
+    whose heading stands, upper case, after the tree's last section in the entry's file. Each
+    becomes a section (kind "appendix") of one part per file, marked `appended`, titled by the
+    first short upper-case block between the tree and the first document (a half-title,
+    "PAMPHLETS"), else "Annexes". A document runs to the next one, a `FIN …` line, a table of
+    contents or the end of the text. `notes` holds the heading line of each file's end notes
+    (loader.endnotes): never a document's heading. Returns the parts, the warnings (a match
+    below certainty names both lines) and the entries placed."""
+    parts: list[Part] = []
+    problems: list[Problem] = []
+    placed: list[TocEntry] = []
+    for f, lines in texts.items():
+        mine = [e for e in entries if e.file == f and e.kind in ("other", "named")]
+        start = max((sec.end for _k, sec in sections_in_order(s) if sec.file == f), default=None)
+        if not mine or start is None:
+            continue
+        tocs = toc_ranges(lines)
+        blocks = [
+            (a, b, " ".join(x.strip() for x in lines[a:b]))
+            for a, b in text_blocks(lines, start)
+            if b - a <= 3 and not any(x <= a < y for x, y in tocs) and a != notes.get(f)
+        ]
+        blocks = [(a, b, t) for a, b, t in blocks if len(t) <= 150 and is_upper(t) and not END_RE.match(t)]
+        hits = align([e.title for e in mine], [t for _a, _b, t in blocks])
+        found = sorted((blocks[j][0], blocks[j][1], i, score) for i, (j, score) in hits.items())
+        stops = sorted(
+            [a for a, b in text_blocks(lines, start) if END_RE.match(" ".join(x.strip() for x in lines[a:b]))]
+            + [a for a, _b in tocs if a >= start]
+            + [len(lines)]
+        )
+        sections: list[Section] = []
+        for k, (a, b, i, score) in enumerate(found):
+            # a document ends where the next begins (`prepare` cuts there); the last at a stop
+            end = found[k + 1][0] if k + 1 < len(found) else min(x for x in stops if x > a)
+            e = mine[i]
+            heading, n_blocks = " ".join(x.strip() for x in lines[a:b]), 1
+            for c, d in text_blocks(lines, b, end)[:2]:  # "BACCALAURÉAT" then "ET SOCIALISME"
+                longer = normalize(heading + " " + " ".join(x.strip() for x in lines[c:d]))
+                if not (normalize(e.title) == longer or normalize(e.title).startswith(longer + " ")):
+                    break
+                heading, n_blocks, b = (
+                    heading + " " + " ".join(x.strip() for x in lines[c:d]),
+                    n_blocks + 1,
+                    d,
+                )
+            words = count_words(lines[b:end])
+            if not words:
+                continue
+            sections.append(
+                Section("appendix", e.title, e.title, None, f, a, b, end, lines[a].strip(), n_blocks, words)
+            )
+            placed.append(e)
+            if score < 100:
+                problems.append(
+                    Problem(
+                        f,
+                        e.line,
+                        f"the contents' {e.title!r} is taken for the heading {lines[a].strip()[:60]!r} at line "
+                        f"{s.offsets.get(f, 0) + a + 1}, a document appended to the volume "
+                        f"({score} % alike, below certainty): check it",
+                    )
+                )
+        if not sections:
+            continue
+        first = sections[0].line
+        title_stop = min([first] + [x for x in [notes.get(f)] if x is not None and x >= start])
+        title = APPENDED_TITLE.get(language, "Appendices")
+        for a, b in text_blocks(lines, start, title_stop):
+            text = " ".join(x.strip() for x in lines[a:b])
+            if is_upper(text) and not END_RE.match(text) and len(text.split()) <= 6 and len(text) <= 60:
+                title = clean_title(text)
+                break
+        parts.append(
+            Part(
+                title,
+                title,
+                None,
+                None,
+                f,
+                first,
+                sections[-1].end,
+                sections[0].start,
+                1,
+                sections,
+                appended=True,
+            )
+        )
+    return parts, problems, placed
 
 
 def leaf_sections(sec: Section) -> list[Section]:

@@ -15,6 +15,7 @@ from typing import Protocol
 import numpy as np
 
 from bookrag.errors import BookragError
+from bookrag.openai_client import Client, client
 from loader.tokens import count_tokens
 
 #: How the embedded input is built from a chunk; recorded in sidecar manifests, so changing
@@ -107,38 +108,31 @@ class LocalEmbedder:
 
 @dataclass
 class OpenAIEmbedder:
-    """Any OpenAI-compatible /v1/embeddings endpoint (OPENAI_BASE_URL, OPENAI_API_KEY)."""
+    """Any OpenAI-compatible /v1/embeddings endpoint, through bookrag.openai_client (OPENAI_BASE_URL,
+    OPENAI_API_KEY, BOOKRAG_LLM_TIMEOUT, BOOKRAG_LLM_RETRIES)."""
 
     model: str = OPENAI_MODEL
     dimension: int = 1536
     max_input_tokens: int = 8191
     batch: int = 64
 
-    def _client(self):
-        from openai import OpenAI
-
+    def _client(self) -> Client:
         from bookrag.config import load_settings
 
-        s = load_settings()
-        return OpenAI(api_key=s.api_key, base_url=s.openai_base_url, max_retries=5)
+        return client(load_settings())
 
     def fits(self, text: str) -> bool:
         return count_tokens(text) <= self.max_input_tokens
 
     def passages(self, texts: list[str]) -> np.ndarray:
-        out = []
-        client = self._client()
+        out: list[list[float]] = []
+        endpoint = self._client()
         for i in range(0, len(texts), self.batch):
-            try:
-                resp = client.embeddings.create(model=self.model, input=texts[i : i + self.batch])
-            except Exception as exc:  # the SDK's errors carry the server's message
-                raise BookragError(f"embedding request to {client.base_url} failed: {exc}") from exc
-            out.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
+            out.extend(endpoint.embed(self.model, texts[i : i + self.batch]))
         arr = np.asarray(out, dtype=np.float32)
-        if arr.shape[1] != self.dimension:
-            raise BookragError(
-                f"model {self.model} returned {arr.shape[1]}-d vectors, expected {self.dimension}"
-            )
+        width = arr.shape[-1]
+        if out and width != self.dimension:
+            raise BookragError(f"model {self.model} returned {width}-d vectors, expected {self.dimension}")
         return arr
 
     def query(self, text: str) -> np.ndarray:

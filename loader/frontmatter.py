@@ -1,4 +1,5 @@
-"""YAML frontmatter of corpus .md files: read, validate, write."""
+"""YAML frontmatter of corpus .md files: read (python-frontmatter's YAML handler), validate,
+write. Errors name the file and the line."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import frontmatter as _library
 import yaml
 
 from bookrag.errors import BookragError
@@ -14,25 +16,36 @@ from bookrag.errors import BookragError
 #: Fields every corpus .md carries (summaries add provenance fields, see loader.summarize).
 REQUIRED = ("book", "title", "heading_path", "level", "node_type", "parent_source_file", "embed")
 
+#: python-frontmatter's YAML handler: its '---' boundaries and yaml.SafeLoader. Its `parse`
+#: is not used: it strips the body, and callers count the body's lines from the end of the file.
+_YAML = _library.YAMLHandler()
+
 
 def split(text: str, path: Path | str) -> tuple[dict[str, Any], str]:
-    """(frontmatter, body) of a .md; errors name the file and line."""
-    if not text.startswith("---\n"):
+    """(frontmatter, body) of a .md; the body is the end of the text exactly (from its first
+    non-blank line), so text[: len(text) - len(body)] is all that comes before it. Errors name the
+    file and line (a YAML error's line in the file, counting the opening '---' as line 1)."""
+    opening = _YAML.FM_BOUNDARY.match(text) if _YAML.FM_BOUNDARY else None
+    if opening is None:
         raise BookragError(f"{path}:1: no YAML frontmatter (the file must start with a '---' line)")
-    end = text.find("\n---\n", 4)
-    if end < 0:
-        raise BookragError(f"{path}:1: frontmatter is not closed by a '---' line")
     try:
-        meta = yaml.safe_load(text[4:end]) or {}
+        head, body = _YAML.split(text)
+    except ValueError:
+        raise BookragError(f"{path}:1: frontmatter is not closed by a '---' line") from None
+    try:
+        # Without the line break that ends the head, an error at its end is on its last line; the
+        # Python SafeLoader (the handler's default is libyaml's, whose marks point further on).
+        meta = _YAML.load(head.removesuffix("\n"), Loader=yaml.SafeLoader) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 2 if mark is not None else 1
+        first = text[: opening.end()].count("\n") + 1  # the file line the head's first line is on
+        line = first + mark.line if mark is not None else 1
         raise BookragError(
             f"{path}:{line}: invalid YAML frontmatter: {getattr(exc, 'problem', exc)}"
         ) from exc
     if not isinstance(meta, dict):
         raise BookragError(f"{path}:2: frontmatter must be a mapping of fields")
-    return meta, text[end + 5 :]
+    return meta, body.lstrip("\n")
 
 
 def read(path: Path) -> tuple[dict[str, Any], str]:
@@ -54,8 +67,9 @@ def validate(meta: dict[str, Any], path: Path | str) -> None:
 
 
 def render(meta: dict[str, Any], body: str) -> str:
-    head = yaml.safe_dump(meta, allow_unicode=True, sort_keys=False, width=10_000)
-    return f"---\n{head}---\n{body.strip()}\n"
+    """The .md text: the fields in their order, one per line (no wrapping), then the body."""
+    head = _YAML.export(meta, sort_keys=False, width=10_000)
+    return f"---\n{head}\n---\n{body.strip()}\n"
 
 
 def write_atomic(path: Path, text: str) -> None:

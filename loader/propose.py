@@ -18,6 +18,7 @@ from bookrag.errors import BookragError
 from loader import endnotes
 from loader.detect import Part as DetectedPart
 from loader.detect import (
+    Problem,
     Section,
     Structure,
     apply_toc_titles,
@@ -25,11 +26,15 @@ from loader.detect import (
     check_structure,
     count_words,
     detect,
+    find_appended,
     find_subsections,
     leaf_sections,
+    match_toc,
     normalize,
     skip_blocks,
+    split_long_sections,
     text_blocks,
+    toc_ranges,
 )
 
 START_RE = re.compile(r"^\*\*\* ?START OF (THIS|THE) PROJECT\s+GUTENBERG EBOOK.*$", re.M)
@@ -171,6 +176,15 @@ def no_headings_error(books: list[RawBook]) -> BookragError:
     )
 
 
+def group_books(files: list[Path]) -> list[list[Path]]:
+    """The books `bookrag add FILE…` is given: the files of one folder are one book (its volumes,
+    in the order given), one book per folder, folders in the order they first appear."""
+    books: dict[Path, list[Path]] = {}
+    for f in files:
+        books.setdefault(f.resolve().parent, []).append(f)
+    return list(books.values())
+
+
 def propose(
     files: list[Path],
     *,
@@ -192,11 +206,13 @@ def propose(
         raise no_headings_error(books)
     apply_toc_titles(structure)
     texts = {b.path.name: b.lines for b in books}
+    structure.offsets = {b.path.name: b.offset for b in books}
     listed = {id(e) for _sec, entries in chapter_subentries(structure) for e in entries}
-    disagreements = find_subsections(structure, texts)
+    disagreements = find_subsections(structure, texts, structure.offsets)
     structure.toc = [
         e for e in structure.toc if id(e) not in listed
     ]  # each has its own warning when not found
+    appended, disagreements = appended_documents(structure, books, disagreements, language)
     empty_sections(structure, books)
     book_title = title or _title(structure, first)
     book_author = author or first.header.get("author", "")
@@ -206,11 +222,15 @@ def propose(
     )
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", book_slug):
         raise BookragError(f"slug {book_slug!r} must be lower-case letters, digits and dashes")
-    notes = end_notes(structure, books)
+    caps = {q.file: q.line for q in reversed(appended)}  # the notes end where the first document starts
+    notes = end_notes(structure, books, caps)
+    structure.parts += appended
+    disagreements += split_long_sections(structure, texts)
     warnings = check_structure(structure)  # the notes are short by nature: no size warnings for them
-    offsets = {b.path.name: b.offset for b in books}
-    warnings += [f"{f} line {offsets[f] + line + 1}: {message}" for f, line, message in disagreements]
-    structure.parts += notes
+    offsets = structure.offsets
+    warnings += [f"{d.file} line {offsets[d.file] + d.line + 1}: {d.message}" for d in disagreements]
+    structure.parts[len(structure.parts) - len(appended) : len(structure.parts) - len(appended)] = notes
+    structure.left_out = outside(structure.left_out, appended, texts)
     for f, a, _b, words in structure.left_out:
         if words >= 100:
             raw = next(b for b in books if b.path.name == f)
@@ -252,7 +272,61 @@ def empty_sections(structure: Structure, books: list[RawBook]) -> None:
         )
 
 
-def end_notes(structure: Structure, books: list[RawBook]) -> list[DetectedPart]:
+def appended_documents(
+    structure: Structure, books: list[RawBook], disagreements: list[Problem], language: str
+) -> tuple[list[DetectedPart], list[Problem]]:
+    """The parts of documents appended to the volume (loader.detect.find_appended), from the
+    contents entries the tree does not hold: those missing from it, and those listed under a
+    chapter that holds no heading for them (their "no heading inside" warning is dropped once
+    placed). A file's end notes (loader.endnotes) are not a document. Returns the parts (not yet
+    in the structure) and the disagreements left."""
+    texts = {b.path.name: b.lines for b in books}
+    notes: dict[str, int] = {}
+    heading: dict[str, str] = {}
+    for raw in books:
+        found = endnotes.find(raw.path.name, raw.lines)
+        if found is not None:
+            notes[raw.path.name], heading[raw.path.name] = found.heading_line, normalize(found.heading)
+    missing = [
+        e for e in match_toc(structure)[1] if e.kind != "part" and heading.get(e.file) != normalize(e.title)
+    ]
+    unplaced = sorted(
+        missing + [d.entry for d in disagreements if d.entry is not None], key=lambda e: (e.file, e.line)
+    )
+    parts, problems, placed = find_appended(structure, texts, unplaced, language, notes)
+    done = {id(e) for e in placed}
+    return parts, [d for d in disagreements if d.entry is None or id(d.entry) not in done] + problems
+
+
+def outside(
+    left_out: list[tuple[str, int, int, int]], parts: list[DetectedPart], texts: dict[str, list[str]]
+) -> list[tuple[str, int, int, int]]:
+    """The text left out once the appended documents' parts are taken out of it (tables of
+    contents not counted)."""
+    out = []
+    for f, a, b, _words in left_out:
+        pieces = [(a, b)]
+        for p in parts:
+            if p.file == f:
+                pieces = [
+                    x
+                    for lo, hi in pieces
+                    for x in ((lo, min(hi, p.line)), (max(lo, p.end), hi))
+                    if x[0] < x[1]
+                ]
+        tocs = toc_ranges(texts[f])
+        for lo, hi in pieces:
+            words = count_words(
+                [x for i, x in enumerate(texts[f][lo:hi], lo) if not any(t <= i < u for t, u in tocs)]
+            )
+            if words:
+                out.append((f, lo, hi, words))
+    return out
+
+
+def end_notes(
+    structure: Structure, books: list[RawBook], caps: dict[str, int] | None = None
+) -> list[DetectedPart]:
     """A book's end notes (loader.endnotes) as a last part to add, "Notes", with one section per
     note, titled by the sections and paragraphs that call it (the paragraph as `bookrag prepare`
     numbers it); they no longer count as text left out, nor as a contents entry missing from the
@@ -273,6 +347,10 @@ def end_notes(structure: Structure, books: list[RawBook]) -> list[DetectedPart]:
             (sec.end for _p, sec in tree if sec.file == f), default=0
         ):
             continue  # no end notes, or the heading lies inside a section of the tree
+        cap = (caps or {}).get(f)
+        if cap is not None and found.heading_line < cap < found.end:  # a document appended after the notes
+            found.end = cap
+            found.notes = [n for n in found.notes if n.line < cap]
         problems = endnotes.raw_problems(found, str(raw.path), raw.offset)
         if problems:
             raise BookragError(

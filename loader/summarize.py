@@ -43,6 +43,7 @@ from tqdm import tqdm
 
 from bookrag.config import Settings
 from bookrag.errors import BookragError
+from bookrag.openai_client import Client, ClientConfig, RequestFailed
 from loader import author_summary, frontmatter
 from loader.anchors import check_body, cited_units, strip_anchors
 from loader.anchors import sentences as anchor_split
@@ -349,51 +350,26 @@ def summary_meta(
 
 
 class LLM:
-    """Chat completions through the openai SDK; its client retries 429/5xx/timeouts with
-    exponential backoff (max_retries); auth and model errors stop the run with a clear message."""
+    """Chat completions through bookrag.openai_client (the one client configuration): its retries
+    on 429/5xx/timeouts, and its errors: a key, access or model problem stops the run
+    (BookragError); a request that failed after the retries fails its node (RequestFailed)."""
 
     def __init__(self, cfg: LLMConfig):
-        from openai import OpenAI
-
         self.cfg = cfg
         self.model = cfg.model
-        self.client = OpenAI(
-            base_url=cfg.base_url, api_key=cfg.api_key, timeout=cfg.timeout, max_retries=cfg.max_retries
-        )
+        self.client = Client(ClientConfig(cfg.base_url, cfg.api_key, cfg.timeout, cfg.max_retries))
 
     def complete(self, messages: list[dict[str, str]]) -> str:
         """The reply to a conversation (a prompt, or a prompt, a refused reply and its correction)."""
-        import openai
-
-        try:
-            resp = self.client.chat.completions.create(
-                model=self.cfg.model,
-                messages=messages,
-                temperature=0,
-                max_tokens=self.cfg.max_output_tokens,
-            )
-        except openai.AuthenticationError as exc:
-            raise BookragError(
-                f"the LLM endpoint {self.client.base_url} refused the API key (401): set OPENAI_API_KEY"
-            ) from exc
-        except openai.PermissionDeniedError as exc:
-            raise BookragError(
-                f"the LLM endpoint {self.client.base_url} denied access (403): {exc.message}"
-            ) from exc
-        except openai.NotFoundError as exc:
-            raise BookragError(
-                f"model {self.cfg.model!r} not found at {self.client.base_url} (404): check BOOKRAG_LLM_MODEL"
-            ) from exc
-        choice = resp.choices[0] if resp.choices else None
-        text = (choice.message.content or "").strip() if choice else ""
-        if not text:
+        reply = self.client.chat(self.cfg.model, messages, max_tokens=self.cfg.max_output_tokens)
+        if not reply.text:
             raise RuntimeError("the model returned an empty summary")
-        if choice.finish_reason == "length":  # cut off mid-sentence: never write it as if complete
+        if reply.finish_reason == "length":  # cut off mid-sentence: never write it as if complete
             raise RuntimeError(
                 f"the model stopped at max_tokens={self.cfg.max_output_tokens} before finishing the "
                 f"summary; raise BOOKRAG_LLM_MAX_OUTPUT"
             )
-        return text
+        return reply.text
 
 
 #: The end of a sentence that an anchor goes before: its final punctuation and closing marks.
@@ -751,9 +727,12 @@ def summarize_book(
                 continue
             try:
                 body = generate(job, book, alg, llm, report, say)
-            except BookragError:
-                raise
-            except Exception as exc:  # a transient error that outlived the retries: record, go on
+            except Exception as exc:
+                # A request that failed after the retries, or a reply that cannot be used (empty,
+                # cut off, bad anchors): record, go on. Any other BookragError (a key, access or
+                # model problem) stops the run.
+                if isinstance(exc, BookragError) and not isinstance(exc, RequestFailed):
+                    raise
                 say(f"failed: {node.source_file}: {exc}")
                 report.failed.append(node.source_file)
                 failed_files.add(node.source_file)

@@ -24,7 +24,8 @@ from starlette.routing import Mount
 
 from bookrag.config import Settings
 from bookrag.errors import BookragError
-from mcp_server.reading_room import reading_room_app, running_state
+from mcp_server.reading_room import reading_room_app
+from mcp_server.server import Running
 
 MAX_BODY_BYTES = 64 * 1024
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
@@ -88,7 +89,9 @@ class BearerToken:
         await self.app(scope, receive, send)
 
 
-def http_app(server: MCPServer, settings: Settings, host: str) -> ASGIApp:
+def http_app(server: MCPServer, settings: Settings, host: str, running: Running) -> ASGIApp:
+    """The MCP endpoint (/mcp) and the reading room (every other path); `running` is the one
+    build_server filled for `server`, the state the pages read."""
     if not is_loopback(host) and not settings.mcp_token:
         raise BookragError(
             f"binding to {host} serves the corpus beyond this machine: set BOOKRAG_MCP_TOKEN to a "
@@ -111,16 +114,16 @@ def http_app(server: MCPServer, settings: Settings, host: str) -> ASGIApp:
         transport_security=security,
     )
     # the reading room answers every other path, through the same pool, Host checks and token
-    starlette.router.routes.append(Mount("", app=reading_room_app(running_state(server), security)))
+    starlette.router.routes.append(Mount("", app=reading_room_app(running, security)))
     app: ASGIApp = starlette
     return BearerToken(app, settings.mcp_token) if settings.mcp_token else app
 
 
-def serve_http(server: MCPServer, settings: Settings, host: str, port: int) -> None:
+def serve_http(server: MCPServer, settings: Settings, host: str, port: int, running: Running) -> None:
     import sys
 
     import uvicorn
 
     address = f"http://{f'[{host}]' if ':' in host else host}:{port}"
     print(f"bookrag: MCP at {address}/mcp, reading room at {address}/", file=sys.stderr, flush=True)
-    uvicorn.run(http_app(server, settings, host), host=host, port=port, log_level="warning")
+    uvicorn.run(http_app(server, settings, host, running), host=host, port=port, log_level="warning")

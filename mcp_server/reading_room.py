@@ -28,7 +28,6 @@ from typing import Any, TypeVar
 import anyio.to_thread
 import jinja2
 import psycopg
-from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from psycopg_pool import PoolTimeout
@@ -44,7 +43,7 @@ from bookrag.quotes import check_answer, check_text
 from bookrag.search import MODEL_REFUSED, SearchRequest, check_phrasings, check_query, query_vectors, search
 from mcp_server import room_pages
 from mcp_server.room_pages import PageError
-from mcp_server.server import AppState, with_connection
+from mcp_server.server import AppState, Running, with_connection
 
 TEMPLATES = Path(__file__).parent / "templates"
 MAX_QUERY_CHARS = 2000  # as the MCP search tool
@@ -56,7 +55,6 @@ HEADERS = {
     "referrer-policy": "no-referrer",
 }
 T = TypeVar("T")
-StateGetter = Callable[[], AppState | None]
 
 _templates = jinja2.Environment(
     loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -65,13 +63,6 @@ _templates = jinja2.Environment(
     lstrip_blocks=True,
     undefined=jinja2.StrictUndefined,
 )
-
-
-def running_state(server: MCPServer) -> StateGetter:
-    """The MCP server's lifespan state (its pool, the corpus model) while the HTTP app runs. The
-    SDK (mcp 2.3.0, pinned) keeps it on the session manager, which enters the lifespan once for
-    the app's life; tests/mcp_server/test_reading_room.py fails if that moves."""
-    return lambda: server.session_manager._lifespan_state
 
 
 def _page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -105,7 +96,7 @@ def _in_thread(state: AppState, fn: Callable[[psycopg.Connection], T]) -> T:
 
 
 def _state(request: Request) -> AppState:
-    state = request.app.state.reader()
+    state = request.app.state.running.state
     if state is None:
         raise PageError(503, "the server is starting; reload the page in a moment")
     return state
@@ -264,8 +255,8 @@ class CheckHost:
         await self.app(scope, receive, send)
 
 
-def reading_room_app(reader: StateGetter, security: TransportSecuritySettings) -> ASGIApp:
-    """The reading room as an ASGI app; `reader` gives the running MCP server's state."""
+def reading_room_app(running: Running, security: TransportSecuritySettings) -> ASGIApp:
+    """The reading room as an ASGI app; `running` holds the MCP server's state while it runs."""
     app = Starlette(
         routes=[
             Route("/", library),
@@ -277,6 +268,6 @@ def reading_room_app(reader: StateGetter, security: TransportSecuritySettings) -
         ],
         exception_handlers={PageError: _page_error, HTTPException: _http_error, Exception: _server_error},
     )
-    app.state.reader = reader
+    app.state.running = running
     app.state.catalogue = room_pages.Catalogue()
     return CheckHost(app, security)

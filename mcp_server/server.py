@@ -18,7 +18,6 @@ can never take the connections searches need.
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 import unicodedata
@@ -113,6 +112,16 @@ class AppState:
             found = with_connection(self, corpus_model)
             self.model = found[0] if found else None
         return self.model
+
+
+@dataclass
+class Running:
+    """The one owner of the running server's AppState: created once (mcp_server.main.serve, or a
+    test) and passed to build_server, whose lifespan fills it when the server starts and empties
+    it when it stops, and to the reading room (mcp_server.http.http_app), which reads it; None
+    until the server has started."""
+
+    state: AppState | None = None
 
 
 def reader_url(settings: Settings) -> str:
@@ -765,8 +774,10 @@ def answer_from_the_books(
 5. Check your quotes (check_quotes) before you answer."""
 
 
-def build_server(settings: Settings, url: str | None = None) -> MCPServer:
-    """A fresh server (tests build one each); `url` overrides the reader connection string."""
+def build_server(settings: Settings, url: str | None = None, running: Running | None = None) -> MCPServer:
+    """A fresh server (tests build one each); `url` overrides the reader connection string;
+    `running` receives its state while it runs (for the reading room)."""
+    running = Running() if running is None else running
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[AppState]:
@@ -781,11 +792,13 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
             kwargs={"row_factory": dict_row},
         )
         pool.open(wait=False)
+        running.state = AppState(
+            pool, threading.BoundedSemaphore(SQL_SLOTS), reading_room_url=settings.reading_room_url
+        )
         try:
-            yield AppState(
-                pool, threading.BoundedSemaphore(SQL_SLOTS), reading_room_url=settings.reading_room_url
-            )
+            yield running.state
         finally:
+            running.state = None
             pool.close()
 
     server = MCPServer("bookrag", instructions=INSTRUCTIONS, lifespan=lifespan)
@@ -794,17 +807,3 @@ def build_server(settings: Settings, url: str | None = None) -> MCPServer:
         server.tool(annotations=READ_ONLY)(tool)
     server.prompt(title="Answer from the books, citing them")(answer_from_the_books)
     return server
-
-
-def serve(settings: Settings, http: bool = False, host: str = "127.0.0.1", port: int = 8765) -> None:
-    # One OpenMP thread for the query embedder: on a small machine the database needs the other
-    # core, and two embedding threads fighting PostgreSQL turned a 10 ms embedding into 1.7 s
-    # (bench/bench_mcp.py: sequential p95 1,737 ms with the default, 55 ms with one thread).
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    server = build_server(settings)
-    if http:
-        from mcp_server.http import serve_http
-
-        serve_http(server, settings, host, port)
-    else:
-        server.run("stdio")

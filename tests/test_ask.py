@@ -214,8 +214,8 @@ def test_a_failing_llm_is_one_sentence(loaded, llm, capsys):
     assert main(["ask", QUESTION, "--k", "2", "--budget", "400"]) == 1
     assert capsys.readouterr() == (
         "",
-        f"error: the LLM call failed ({llm.base_url}/): Error code: 404 - "
-        "The model does not exist or you do not have access to it.\n",
+        f"error: model 'fake-chat' not found at {llm.base_url}/ (404): check BOOKRAG_LLM_MODEL "
+        "(and OPENAI_BASE_URL)\n",
     )
 
 

@@ -159,7 +159,7 @@ def section_ranges(book: Book, texts: dict[str, list[str]]) -> dict[str, Range]:
 
     def nest(s: Section, key: str, f: str, lines: list[str], head: int, end: int) -> None:
         """Place s (heading at `head`, up to `end`) and, recursively, its sub-sections."""
-        body = skip_blocks(lines, head, s.heading_blocks or book.heading_blocks)
+        body = skip_blocks(lines, head, book.heading_blocks if s.heading_blocks is None else s.heading_blocks)
         if not s.sections:
             out[key] = (f, head, body, end)
             return

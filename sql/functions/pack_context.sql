@@ -2,17 +2,20 @@
 CREATE OR REPLACE FUNCTION rag.pack_context(
     p_hit_ids INT[],
     p_budget  INT DEFAULT 3000,
-    p_expand  BOOLEAN DEFAULT true
+    p_expand  TEXT[] DEFAULT '{parent}'
 ) RETURNS SETOF rag.context_row
 LANGUAGE plpgsql STABLE
 AS $$
 /*
 Packs the rows p_hit_ids (best hit first; unknown ids and NULLs skipped) into a context within
-p_budget tokens (1..1,000,000, default 3000): for each hit, its parent node's rows (when
-p_expand, default true, and not a root) plus the hit, minus rows taken, added whole when it
-fits, else the hit alone if it fits, else skipped. Rows in reading order with their citation,
-role ('hit' or 'parent'), the hit's rank and the running total (rag.context_row). The MCP server
-packs the hits it holds without searching again. Cost: two index lookups per hit.
+p_budget tokens (1..1,000,000, default 3000): for each hit, its parent node's rows (when p_expand,
+the word list rag.search takes, has 'parent', the default, and the hit is not a root; NULL or '{}':
+the hits alone; 'parent' is the one expansion a context takes) plus the hit, minus rows taken,
+added whole when it fits, else the hit alone if it fits, else skipped. Rows in reading order with
+their citation, role ('hit' or 'parent'), the hit's rank and the running total (rag.context_row).
+The MCP server packs the hits it holds without searching again. Raises invalid_parameter_value
+naming a word of p_expand other than 'parent', or the budget out of range. Cost: two index
+lookups per hit.
 */
 DECLARE
     v_hit       RECORD;
@@ -22,7 +25,13 @@ DECLARE
     v_left      INT := p_budget;
     v_unit_ids  INT[];
     v_unit_tok  INT;
+    v_parents   BOOLEAN := 'parent' = ANY(coalesce(p_expand, '{}'));
 BEGIN
+    IF p_expand IS NOT NULL AND NOT p_expand <@ ARRAY['parent'] THEN
+        RAISE EXCEPTION 'a context expands parent only, got "%"',
+            (SELECT string_agg(coalesce(e, 'NULL'), ', ') FROM unnest(p_expand) e WHERE e IS DISTINCT FROM 'parent')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF p_budget IS NULL OR p_budget < 1 OR p_budget > 1000000 THEN
         RAISE EXCEPTION 'budget must be between 1 and 1000000 tokens, got %', coalesce(p_budget::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
@@ -39,7 +48,7 @@ BEGIN
         SELECT coalesce(array_agg(p.id ORDER BY p.chunk_index), '{}'), coalesce(sum(p.content_token_count), 0)
         INTO v_unit_ids, v_unit_tok
         FROM rag.get_node(v_hit.parent_source_file) p
-        WHERE p_expand AND NOT (p.id = ANY(v_ids));
+        WHERE v_parents AND NOT (p.id = ANY(v_ids));
         IF v_unit_tok + coalesce(v_hit.content_token_count, 0) <= v_left THEN
             v_ids   := v_ids || v_unit_ids || v_hit.id;
             v_roles := v_roles || array_fill('parent'::text, ARRAY[cardinality(v_unit_ids)]) || 'hit'::text;

@@ -1,8 +1,10 @@
-"""A small OpenAI-compatible chat-completions server for tests (stdlib http.server in a thread).
+"""A small OpenAI-compatible server for tests (stdlib http.server in a thread).
 
 It listens on 127.0.0.1 (ephemeral port), records every request (prompt, model, max_tokens,
 headers) and answers POST /v1/chat/completions with a deterministic summary (`summary_for`)
-whose sentence ends with a valid anchor on the units the prompt numbers. Rules make it
+whose sentence ends with a valid anchor on the units the prompt numbers, and POST
+/v1/embeddings with a deterministic vector per input (`vector_for`, `dimension` floats; the
+rules below match an embedding request on its inputs, joined by newlines). Rules make it
 misbehave: answer an HTTP error status N times (429/500 carry `retry-after-ms` so the openai
 client's backoff stays short), hang until the client gives up, answer a given text (e.g. with
 broken anchors), or run a callback before answering. For each request, the first rule (in the
@@ -17,9 +19,11 @@ contains the rule's `match` (any prompt when match is None) and the rule has not
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -66,6 +70,17 @@ def units_seen(prompt: str) -> list[int]:
     return [int(n) for n in _NUMBERED_HEADING.findall(prompt)]
 
 
+def vector_for(text: str, dimension: int) -> list[float]:
+    """The fake embedding of a text: `dimension` numbers in [-1, 1) drawn from its sha256."""
+    out: list[float] = []
+    block = 0
+    while len(out) < dimension:
+        digest = hashlib.sha256(f"{block}:{text}".encode()).digest()
+        out += [b / 128 - 1 for b in digest]
+        block += 1
+    return out[:dimension]
+
+
 def summary_for(prompt: str) -> str:
     """The deterministic answer to a prompt: its subject, the slice it sees, its number of inputs
     and a digest of the whole prompt (so a changed input changes the answer), ending with an
@@ -89,7 +104,11 @@ class Recorded:
 
     @property
     def prompt(self) -> str:
-        """The conversation's first message (a retry repeats it, then the refused reply and the correction)."""
+        """The conversation's first message (a retry repeats it, then the refused reply and the
+        correction); an embedding request's inputs, one per line."""
+        if "messages" not in self.body:
+            given = self.body.get("input", "")
+            return "\n".join(given) if isinstance(given, list) else str(given)
         return self.body["messages"][0]["content"]
 
     @property
@@ -137,6 +156,7 @@ class FakeOpenAI:
     models: set[str] | None = None  # known models (None: any); others get 404 model_not_found
     retry_after_ms: int = 10
     hang_seconds: float = 30.0  # a hung request is released at stop() at the latest
+    dimension: int = 8  # the length of the vectors /v1/embeddings answers
     requests: list[Recorded] = field(default_factory=list)
     rules: list[Rule] = field(default_factory=list)
 
@@ -244,12 +264,12 @@ class FakeOpenAI:
         rec = Recorded(h.path, {k.lower(): v for k, v in h.headers.items()}, body)
         with self._lock:
             self.requests.append(rec)
-            rule = next(
-                (r for r in self.rules if r.applies(rec.prompt if body.get("messages") else "")), None
-            )
+            asked = body.get("messages") or body.get("input")
+            rule = next((r for r in self.rules if r.applies(rec.prompt if asked else "")), None)
             if rule is not None:
                 rule.used += 1
-        if not h.path.rstrip("/").endswith("/chat/completions"):
+        embeddings = h.path.rstrip("/").endswith("/embeddings")
+        if not embeddings and not h.path.rstrip("/").endswith("/chat/completions"):
             return self._error(h, rec, 404, f"unknown path {h.path}")
         if rule is not None and rule.callback is not None:
             rule.callback(rec)
@@ -263,12 +283,33 @@ class FakeOpenAI:
             return self._error(
                 h, rec, 404, f"The model `{rec.model}` does not exist or you do not have access to it."
             )
+        if embeddings:
+            rec.status = 200
+            return self._send(h, 200, self._embeddings(rec))
         rec.status = 200
         answer = rule.answer if rule is not None else None
         rec.answer = (
             summary_for(rec.prompt) if answer is None else answer if isinstance(answer, str) else answer(rec)
         )
         self._send(h, 200, self._completion(rec, rec.answer, rule.finish_reason if rule else "stop"))
+
+    def _embeddings(self, rec: Recorded) -> dict:
+        """Floats, or base64 of little-endian float32 when asked (the openai SDK asks for it)."""
+        given = rec.body.get("input", "")
+        texts = given if isinstance(given, list) else [given]
+        vectors = [vector_for(str(t), self.dimension) for t in texts]
+        encoded: list[str] = []
+        if rec.body.get("encoding_format") == "base64":
+            encoded = [base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode() for v in vectors]
+        return {
+            "object": "list",
+            "model": rec.model,
+            "data": [
+                {"object": "embedding", "index": i, "embedding": encoded[i] if encoded else v}
+                for i, v in enumerate(vectors)
+            ],
+            "usage": {"prompt_tokens": len(rec.prompt.split()), "total_tokens": len(rec.prompt.split())},
+        }
 
     def _completion(self, rec: Recorded, text: str, finish_reason: str) -> dict:
         return {

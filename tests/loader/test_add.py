@@ -7,6 +7,7 @@ book written here for the tests covers the warnings, the plain-text path and eve
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from pathlib import Path
@@ -74,12 +75,36 @@ def texts_of(book: Book) -> dict[str, list[str]]:
     return {f.name: read_text(folder / f.name, book.encoding) for f in book.files}
 
 
+APPENDED = {
+    "bastiat-sophismes-economiques": [
+        (
+            "Pamphlets",
+            [
+                "Propriété et loi",
+                "Justice et fraternité",
+                "L'état",
+                "La loi",
+                "Propriété et spoliation",
+                "Baccalauréat et socialisme",
+                "Protectionisme et communisme",
+            ],
+        )
+    ],
+    "tocqueville-democratie-en-amerique": [("Annexes", ["Notes", "Appendice"])],
+}
+
+
 @needs_books
 @pytest.mark.parametrize("slug", ["bastiat-sophismes-economiques", "tocqueville-democratie-en-amerique"])
 def test_proposed_tree_equals_the_hand_written_one(slug, tmp_path):
     hand = find_book(DEFAULT_HOME / "corpus", slug)
     files = [Path(SOURCES) / hand.source_folder / f.name for f in hand.files]
-    proposed = proposed_book(tmp_path, files)
+    whole = proposed_book(tmp_path, files)
+    # the hand-written manifests leave out what the volumes bind after the work (issue 46): the
+    # proposal makes it a last part of its own, every section an appended document
+    appended = [p for p in whole.parts if {s.kind for s in p.sections} == {"appendix"}]
+    assert [(p.title, [s.title for s in p.sections]) for p in appended] == APPENDED[slug]
+    proposed = dataclasses.replace(whole, parts=whole.parts[: len(whole.parts) - len(appended)])
     texts = texts_of(hand)
     assert tree(proposed, texts) == tree(hand, texts)
     assert [len(p.sections) for p in proposed.parts] == [len(p.sections) for p in hand.parts]
@@ -120,8 +145,16 @@ def test_harmonies_economiques_matches_its_table_of_contents(tmp_path):
         795,
         22287,
     ]
-    # the contents agree with the body; the only warning is chapter V's length
-    assert p.warnings == ["Chapitre V: 22,651 words (over 20,000): a missed heading?"]
+    # the contents agree with the body; the only warning is chapter V's split at the author's breaks
+    assert p.warnings == [
+        "pg46627-8.txt line 4705: Chapitre V (De la Valeur): 22,651 words (over 20,000), split at the author's "
+        "breaks (rows of asterisks) into 2 sections (lines 5444); check the cuts"
+    ]
+    v = chapters[4]
+    assert [(x.title, x.words, x.heading_blocks) for x in v.sections] == [
+        ("De la Valeur (1/2)", 7106, 2),  # "V", then "DE LA VALEUR"
+        ("De la Valeur (2/2)", 15545, 0),
+    ]
     book = proposed_book(tmp_path, [raw])
     assert [x.slug for x in book.front_matter][:3] == [
         "a-la-jeunesse-francaise",
@@ -151,9 +184,9 @@ def para(n: int) -> str:
 
 
 def small_book(gap: bool = True) -> str:
-    ch = lambda n, t: (
-        f"CHAPITRE {n}.\n\n    {t}.\n\n\n{para(120)}\n\nV.--MAIS NON, DIT-IL.\n\n{para(80)}\n\n\n"
-    )  # noqa: E731
+    def ch(n: str, t: str) -> str:
+        return f"CHAPITRE {n}.\n\n    {t}.\n\n\n{para(120)}\n\nV.--MAIS NON, DIT-IL.\n\n{para(80)}\n\n\n"
+
     part2 = ch("I", "Des péages") + (ch("III", "Des octrois") if gap else ch("II", "Des octrois"))
     return (
         "The Project "
@@ -212,7 +245,11 @@ def test_small_book_tree_and_warnings(home, capsys):
     )
     assert "warning: numbering gap in Deuxième partie: III comes after I (II missing)\n" in out
     assert "warning: Chapitre III: the body says 'Des octrois', the contents 'Des octrois'" not in out
-    assert "warning: in the contents, not in the tree: 'CHAPITRE II.--Des octrois'\n" in out
+    line = small_book().split("\n").index("    CHAPITRE II.--Des octrois.               21") + 1
+    assert (
+        f"warning: in the contents, not in the tree: 'CHAPITRE II.--Des octrois' (essai.txt line {line})\n"
+        in out
+    )
     assert "warning: in the tree, not in the contents: 'Chapitre III (Des octrois)'\n" in out
     assert out.endswith("dry run: corpus/essai-essai-sur-les-routes/book.toml not written\n")
     assert not (home / "corpus" / "essai-essai-sur-les-routes").exists()
@@ -464,3 +501,303 @@ def test_a_listed_section_without_paragraphs_stops_add(home, capsys):
         "by hand (docs/manifests.md)\n"
     )
     assert not (home / "corpus" / "foires").exists()
+
+
+# --- a careful reader's contents (issue 46) ---------------------------------------------------------
+
+
+def communes_book() -> str:
+    """A volume shaped like Tocqueville's 1835 first volume: a chapter whose contents entries word
+    its headings differently (« dans la » / « DE LA », a misspelt heading), end notes, then the
+    texts of two constitutions the contents list under the last chapter, the first one over
+    20,000 words in numbered articles without a heading."""
+    articles = "".join(
+        f"Art. {n}. {para(7_000)}\n\n" if n > 1 else f"Art. 1er. {para(7_000)}\n\n" for n in range(1, 4)
+    )
+    return (
+        "The Project "
+        "Gutenberg EBook of Essai sur les communes, by Jean Essai\n\n"
+        "Title: Essai sur les communes\n\nAuthor: Jean Essai\n\nLanguage: French\n\n"
+        "*** START OF THIS PROJECT "
+        "GUTENBERG EBOOK ESSAI SUR LES COMMUNES ***\n\n\n1903\n\n\n\n"
+        f"CHAPITRE I.\n\n    Des communes.\n\n\n{para(120)}\n\n\n"
+        f"CIRCONSCRIPTION DE LA COMMUNE.\n\n{para(90)}\n\n\n"
+        f"POUVOIRS COMMUNAUX DE LA NOUVELLE-ANGLETERRE.\n\n{para(90)}(_A_)\n\n\n"
+        f"DE L'EXISTANCE COMUNALE.\n\n{para(90)}\n\n\n"
+        f"CHAPITRE II.\n\n    Des États.\n\n\n{para(150)}\n\n\n"
+        "FIN DU TOME PREMIER.\n\n\n\nNOTES.\n\n\n(_A_) PAGE 3.\n\n"
+        f"{para(60)}\n\n\n"
+        f"CONSTITUTION DES ÉTATS-UNIS.\n\n\n{articles}\n"
+        f"CONSTITUTION DE L'ÉTAT DE NEW-YORK.\n\n\n{para(300)}\n\n\n"
+        "TABLE DES MATIÈRES.\n\n"
+        "    CHAPITRE I.--Des communes.                  1\n\n"
+        "      Circonscription de la commune             2\n\n"
+        "      Pouvoirs communaux dans la\n        Nouvelle-Angleterre                   _Ib._\n\n"
+        "      De l'existence communale                  4\n\n"
+        "    CHAPITRE II.--Des États.                    5\n\n"
+        "    NOTES.                                      7\n\n"
+        "      Constitution des États-Unis               9\n\n"
+        "      Constitution de l'État de New-York       80\n\n"
+        "FIN DE LA TABLE.\n\n"
+        "*** END OF THIS PROJECT "
+        "GUTENBERG EBOOK ESSAI SUR LES COMMUNES ***\n"
+    )
+
+
+def test_the_contents_matched_like_a_careful_reader(home, capsys):
+    text = communes_book()
+    raw = write(home, "communes.txt", text.encode("utf-8"))
+    lines = text.split("\n")
+    assert main(["add", str(raw), "--slug", "communes"]) == 0
+    out = capsys.readouterr().out
+    # « dans la » / « DE LA »: a wording variant, taken without a word
+    assert "    1  Pouvoirs communaux dans la Nouvelle-Angleterre" in out
+    assert "Nouvelle-Angleterre'" not in out.split("warning", 1)[-1]
+    # a misspelt heading: taken below certainty, with a warning naming the contents line and the body line
+    listed = lines.index("      De l'existence communale                  4") + 1
+    heading = lines.index("DE L'EXISTANCE COMUNALE.") + 1
+    warned = [w for w in out.splitlines() if w.startswith(f"warning: communes.txt line {listed}:")]
+    assert len(warned) == 1 and f'"DE L\'EXISTANCE COMUNALE." at line {heading}' in warned[0], out
+    assert "% alike, below certainty" in warned[0]
+    assert "no heading inside" not in out and "in the contents, not in the tree" not in out
+    # the constitutions are a part of their own, after the notes, not inside the last note
+    assert "  2  Notes" in out and "  2  Annexes" in out
+    assert out.index("  2  Notes") < out.index("  2  Annexes")
+    # the first constitution, over 20,000 words without a heading, is split at its numbered articles
+    art = lines.index(next(x for x in lines if x.startswith("Art. 2."))) + 1
+    assert (
+        f"warning: communes.txt line {lines.index('CONSTITUTION DES ÉTATS-UNIS.') + 1}: Constitution des États-Unis: "
+        "22,278 words (over 20,000), split at numbered articles" in out
+    )
+    assert "split at numbered articles into 2 sections" in out and f"(lines {art})" in out
+    book = find_book(home / "corpus", "communes")
+    chapter = book.front_matter[0]
+    assert [s.title for s in chapter.sections] == [
+        "Des communes (début)",
+        "Circonscription de la commune",
+        "Pouvoirs communaux dans la Nouvelle-Angleterre",
+        "De l'existence communale",
+    ]
+    assert [s.title for s in book.parts[1].sections[0].sections] == [
+        "Constitution des États-Unis (début)",
+        "Art. 2",
+    ]
+    assert [(p.title, [(s.title, s.kind) for s in p.sections]) for p in book.parts] == [
+        ("Notes", [("Chapitre I, Pouvoirs communaux dans la Nouvelle-Angleterre, § 1", "note")]),
+        (
+            "Annexes",
+            [("Constitution des États-Unis", "appendix"), ("Constitution de l'État de New-York", "appendix")],
+        ),
+    ]
+    files = prepare(settings(home, raw.parent.parent), book).files
+    texts = {
+        f.relative_to(home / "corpus/communes").parent.as_posix(): f.read_text(encoding="utf-8")
+        for f in files
+    }
+    note = next(v for k, v in texts.items() if k.startswith("notes/"))
+    assert "CONSTITUTION" not in note and "Art. 1er" not in note  # the note ends where the documents begin
+    pieces = [k for k in texts if k.startswith("annexes/constitution-des-etats-unis/")]
+    assert len(pieces) == 2 and all(count_words(texts[k].split("\n")) < 20_000 for k in pieces)
+    assert "Art. 2." in texts[pieces[1]] and "Art. 2." not in texts[pieces[0]]
+    assert "Pouvoirs communaux" not in texts["chapitre-01-des-communes/01-circonscription-de-la-commune"]
+
+
+def volumes() -> list[str]:
+    return sorted(p.name for p in Path(SOURCES).iterdir() if p.is_dir()) if SOURCES else []
+
+
+def placed(entry, structure, warnings: list[str], offsets: dict[str, int]) -> bool:
+    """A contents entry is a node of the tree (a chapter of its number, or a node whose title is
+    the entry's, wording variants aside), or a warning names its line."""
+    from loader.detect import heading_likeness, leaf_sections, sections_in_order
+
+    if any(f"{entry.file} line {offsets[entry.file] + entry.line + 1}" in w for w in warnings):
+        return True
+    tops = [sec for _k, sec in sections_in_order(structure)]
+    nodes = [x for top in tops for x in [top, *leaf_sections(top)]]
+    if entry.kind == "chapter":
+        return any(x.kind == "chapter" and x.number == entry.number for x in nodes)
+    titles = [x.title for x in nodes] + [x.label for x in nodes] + [p.title for p in structure.parts]
+    return any(heading_likeness(t, entry.title) == 100 for t in titles)
+
+
+@needs_books
+@pytest.mark.parametrize("volume", volumes() or ["(no volumes)"])
+def test_every_volume_every_entry_placed_no_node_over_20000_words(volume, tmp_path):
+    """Every volume in BOOKRAG_SOURCES, as `bookrag add` proposes it: every contents entry a node
+    or a warning naming its line; no section over 20,000 words once cut as `prepare` cuts it;
+    what the volume appends after the work (its documents, not its notes) in a part of its own."""
+    from loader.detect import detect, toc_ranges
+
+    files = sorted((Path(SOURCES) / volume).glob("*.txt"))
+    p = propose(files, sources=Path(SOURCES))
+    contents = detect({b.path.name: b.lines for b in p.books}, p.language).toc  # read afresh
+    offsets = {b.path.name: b.offset for b in p.books}
+    entries = [e for e in contents if e.kind != "part"]
+    assert entries, volume
+    lost = [
+        (e.file, offsets[e.file] + e.line + 1, e.text)
+        for e in entries
+        if not placed(e, p.structure, p.warnings, offsets)
+    ]
+    assert lost == [], volume
+    book = proposed_book(tmp_path, files)
+    texts = texts_of(book)
+    ranges = section_ranges(book, texts)
+    words = {key: count_words(texts[f][body:end]) for key, (f, _h, body, end) in ranges.items()}
+    assert max(words.values()) <= 20_000, max(words.items(), key=lambda kv: kv[1])
+    assert not [w for w in p.warnings if "over 20,000): a missed heading" in w or "would cut" in w]
+    appended = [q for q in p.structure.parts if q.appended]
+    for q in appended:
+        assert {s.kind for s in q.sections} == {"appendix"} and q is p.structure.parts[-1]
+        for s in q.sections:  # a document's text is in its node, not in a note, not left out
+            lines = texts[s.file]
+            first = next(i for i in range(s.body, s.end) if lines[i].strip())
+            assert not any(a <= first < b for f, a, b, _w in p.structure.left_out if f == s.file)
+            assert not any(a <= first < b for a, b in toc_ranges(lines))
+            assert not [
+                n
+                for n in p.structure.parts
+                if n.title == "Notes"
+                for x in n.sections
+                if x.line <= first < x.end
+            ]
+    expected = {
+        "bastiat-oeuvres-tome-4": [("Pamphlets", 7)],
+        "tocqueville-democratie-1840": [("Annexes", 2)],
+    }
+    assert [(q.title, len(q.sections)) for q in appended] == expected.get(volume, []), volume
+
+
+def summary(*phrases: str) -> str:
+    """An author's summary as Tocqueville prints them: indented phrases joined by « -- »."""
+    return "\n".join(f"   {x}." + (" --" if k + 1 < len(phrases) else "") for k, x in enumerate(phrases))
+
+
+def plain_book() -> str:
+    """A second layout: a plain text file (no Gutenberg header: source kind "text") whose
+    contents come first, with dotted leaders and « Chapitre premier »; a contents entry abridged
+    (« St- »), one worded « dans la » for the body's « DE LA »; a chapter of 21,000 words whose
+    only landmarks are the author's summaries; « Pièces justificatives » after the last `FIN.`."""
+    return (
+        "DES COMMUNES DE LA NOUVELLE-ANGLETERRE\n\n\n1904\n\n\n"
+        "TABLE DES MATIÈRES\n\n"
+        "Préface ............................................ 1\n\n"
+        "Chapitre premier. De la commune .................... 3\n\n"
+        "    Commune de St-Louis ............................ 4\n\n"
+        "    Pouvoirs communaux dans la Nouvelle-Angleterre . 6\n\n"
+        "Chapitre II. Des États ............................. 9\n\n"
+        "Pièces justificatives ............................. 60\n\n"
+        "FIN DE LA TABLE.\n\n\n"
+        f"PRÉFACE.\n\n{para(150)}\n\n\n"
+        f"CHAPITRE PREMIER.\n\n    De la commune.\n\n\n{para(100)}\n\n"
+        f"COMMUNE DE SAINT-LOUIS.\n\n{para(100)}\n\n"
+        f"POUVOIRS COMMUNAUX DE LA NOUVELLE-ANGLETERRE.\n\n{para(100)}\n\n\n"
+        "CHAPITRE II.\n\n    Des États.\n\n\n"
+        f"{summary('Les États sont souverains', 'Leurs législatures et leurs gouverneurs')}\n\n"
+        + f"{para(500)}\n\n" * 21
+        + f"{summary('Du pouvoir judiciaire des États', 'Ses juges et ses jurés')}\n\n"
+        + f"{para(500)}\n\n" * 21
+        + f"FIN.\n\n\nPIÈCES JUSTIFICATIVES.\n\n{para(400)}\n"
+    )
+
+
+def test_a_plain_text_layout_contents_first(home, capsys, monkeypatch):
+    text = plain_book()
+    raw = write(home, "communes.txt", text.encode("utf-8"))
+    monkeypatch.delenv("BOOKRAG_SOURCES")
+    assert (
+        main(["add", str(raw), "--slug", "communes", "--title", "Des communes", "--author", "Jean Essai"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    lines = text.split("\n")
+    cut = lines.index("   Du pouvoir judiciaire des États. --") + 1
+    assert [w for w in out.splitlines() if w.startswith("warning")] == [
+        f"warning: communes.txt line {lines.index('CHAPITRE II.') + 1}: Chapitre II (Des États): 22,279 words "
+        "(over 20,000), split at the "
+        f"author's summaries into 2 sections (lines {cut}); check the cuts"
+    ]
+    book = find_book(home / "corpus", "communes")
+    assert book.source_kind == "text"
+    chapter, states = book.front_matter[1], book.front_matter[2]
+    assert [s.title for s in chapter.sections] == [
+        "De la commune (début)",
+        "Commune de St-Louis",
+        "Pouvoirs communaux dans la Nouvelle-Angleterre",
+    ]
+    assert [(s.title, s.heading_blocks) for s in states.sections] == [
+        ("Des États (début)", 2),
+        ("Du pouvoir judiciaire des États", 0),  # the summary stays the section's first paragraph
+    ]
+    assert [(p.title, [(s.title, s.kind) for s in p.sections]) for p in book.parts] == [
+        ("Annexes", [("Pièces justificatives", "appendix")])
+    ]
+    files = prepare(settings(home, raw.parent.parent), book).files
+    second = home / "corpus/communes/chapitre-02-des-etats/01-du-pouvoir-judiciaire-des-etats/source.md"
+    assert second in files
+    body = second.read_text(encoding="utf-8")
+    assert "author_summaries:\n- 1\n" in body  # prepare marks it the author's, as on every section it opens
+    assert body.split("\n---\n", 1)[1].startswith(
+        "Du pouvoir judiciaire des États. — Ses juges et ses jurés.\n\n"
+    )
+    assert all(count_words(f.read_text(encoding="utf-8").split("\n")) < 20_000 for f in files)
+
+
+# --- several books at once (issue 46) -------------------------------------------------------------
+
+
+def test_add_several_books_one_manifest_each_a_failure_named(home, capsys):
+    books = home.parent / "books"
+    paths = {}
+    for folder, data in [
+        ("routes", small_book(gap=False).encode("utf-8")),
+        ("vide", b""),
+        ("foires", sections_book().encode("utf-8")),
+        ("copie", small_book(gap=False).encode("utf-8")),
+    ]:
+        (books / folder).mkdir()
+        paths[folder] = books / folder / f"{folder}.txt"
+        paths[folder].write_bytes(data)
+    assert main(["add", *(str(p) for p in paths.values())]) == 1
+    out, err = capsys.readouterr()
+    assert [x for x in out.splitlines() if x.startswith("== ")] == [
+        f"== book {k} of 4: {books / folder} ({folder}.txt)"
+        for k, folder in enumerate(["routes", "vide", "foires", "copie"], start=1)
+    ]
+    assert "wrote corpus/essai-essai-sur-les-routes/book.toml" in out
+    assert "wrote corpus/essai-essai-sur-les-foires/book.toml" in out
+    assert "warning: foires.txt line" in out  # each book's warnings, under its own tree
+    # the same work in another folder: named after its folder, not refused
+    assert (
+        f"note: 'essai-essai-sur-les-routes' is the slug proposed for {books / 'routes'}: this book is named "
+        "after its folder\n" in out
+    )
+    assert "wrote corpus/copie/book.toml" in out
+    assert err.splitlines() == [
+        f"error: {books / 'vide'}: {paths['vide']} is empty: there is no text to find a structure in",
+        f"error: 1 of 4 books failed ({books / 'vide'}); the other 3 were written",
+    ]
+    assert sorted(p.name for p in (home / "corpus").iterdir()) == [
+        "copie",
+        "essai-essai-sur-les-foires",
+        "essai-essai-sur-les-routes",
+    ]
+    # a second run: every manifest exists, so each book is named, none overwritten
+    before = (home / "corpus/copie/book.toml").read_bytes()
+    assert main(["add", str(paths["routes"]), str(paths["copie"])]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {books / folder}: corpus/{slug}/book.toml already exists: choose another --slug, or pass "
+        "--force to overwrite it"
+        for folder, slug in [("routes", "essai-essai-sur-les-routes"), ("copie", "copie")]
+    ] + [f"error: 2 of 2 books failed ({books / 'routes'}, {books / 'copie'}); the other 0 were written"]
+    assert (home / "corpus/copie/book.toml").read_bytes() == before
+    # options that name one book are refused for several, before anything is written
+    assert main(["add", str(paths["routes"]), str(paths["foires"]), "--slug", "x", "--dry-run"]) == 1
+    assert capsys.readouterr().err == (
+        f"error: --slug names one book, but the files are 2 books (one per folder: {books / 'routes'}, "
+        f"{books / 'foires'}); add them one at a time to name them\n"
+    )
+    # files of one folder stay one book (a work in several volumes)
+    assert main(["add", str(paths["routes"]), str(paths["routes"].with_name("suite.txt")), "--dry-run"]) == 1
+    assert capsys.readouterr().err == f"error: {paths['routes'].with_name('suite.txt')}: no such file\n"

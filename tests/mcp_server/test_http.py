@@ -13,7 +13,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bookrag.errors import BookragError
 from mcp_server.http import MAX_BODY_BYTES, http_app, is_loopback
-from mcp_server.server import build_server
+from mcp_server.server import Running, build_server
 from tests.conftest import settings_for
 from tests.mcp_server.test_server import start_http, stop_http
 
@@ -87,9 +87,10 @@ def test_the_token_is_required_when_set(guarded):
 
 
 def test_binding_beyond_loopback_needs_a_token(corpus_home):
-    server = build_server(settings_for(corpus_home, "postgresql:///none"))
+    running = Running()
+    server = build_server(settings_for(corpus_home, "postgresql:///none"), running=running)
     with pytest.raises(BookragError) as err:
-        http_app(server, settings_for(corpus_home, "postgresql:///none"), "0.0.0.0")
+        http_app(server, settings_for(corpus_home, "postgresql:///none"), "0.0.0.0", running)
     assert str(err.value) == (
         "binding to 0.0.0.0 serves the corpus beyond this machine: set BOOKRAG_MCP_TOKEN to a "
         "secret that clients send as 'Authorization: Bearer <token>'"
@@ -105,7 +106,7 @@ def test_binding_beyond_loopback_needs_a_token(corpus_home):
 def test_binding_to_every_address_needs_the_names_clients_use(corpus_home):
     settings = dataclasses.replace(settings_for(corpus_home, "postgresql:///none"), mcp_token="t")
     with pytest.raises(BookragError) as err:
-        http_app(build_server(settings), settings, "0.0.0.0")
+        http_app(build_server(settings, running=Running()), settings, "0.0.0.0", Running())
     assert str(err.value).startswith(
         "binding to 0.0.0.0 answers any address of this machine, but clients' Host "
         "headers are checked: set BOOKRAG_MCP_ALLOWED_HOSTS"
@@ -123,7 +124,8 @@ def test_a_remote_client_reaches_the_server_by_an_allowed_name(corpus_url, corpu
         mcp_token="s3cret",
         mcp_allowed_hosts=("192.0.2.2", "books.example.org"),
     )
-    app = http_app(build_server(settings), settings, "0.0.0.0")
+    running = Running()
+    app = http_app(build_server(settings, running=running), settings, "0.0.0.0", running)
     auth = {**HEADERS, "authorization": "Bearer s3cret"}
     with TestClient(app, base_url="http://192.0.2.2:8765") as client:
         assert client.post("/mcp", json=INIT, headers=auth).status_code == 200

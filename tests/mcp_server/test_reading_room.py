@@ -11,8 +11,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from mcp_server.http import http_app
-from mcp_server.reading_room import running_state
-from mcp_server.server import AppState, build_server
+from mcp_server.server import AppState, Running, build_server
 from tests.conftest import settings_for
 from tests.mcp_server.conftest import NOTED
 
@@ -22,8 +21,10 @@ ROADS = f"/books/{BOOK}/{NOTED}"
 
 
 def client_for(settings) -> TestClient:
+    running = Running()
     return TestClient(
-        http_app(build_server(settings), settings, "127.0.0.1"), base_url="http://127.0.0.1:8765"
+        http_app(build_server(settings, running=running), settings, "127.0.0.1", running),
+        base_url="http://127.0.0.1:8765",
     )
 
 
@@ -40,15 +41,29 @@ def error_sentence(html: str) -> str:
 
 
 def test_the_pages_use_the_mcp_servers_pool(room_url, room_home):
+    """The state build_server's lifespan creates is the one the pages read, through the Running
+    both were given: filled while the app runs, empty before and after (the pool closed)."""
     settings = settings_for(room_home, room_url)
-    server = build_server(settings)
-    app = http_app(server, settings, "127.0.0.1")
+    running = Running()
+    app = http_app(build_server(settings, running=running), settings, "127.0.0.1", running)
+    assert running.state is None
     with TestClient(app, base_url="http://127.0.0.1:8765") as client:
-        state = running_state(server)()
+        state = running.state
         assert isinstance(state, AppState)
         assert client.get("/").status_code == 200
         assert state.pool.get_stats()["connections_num"] >= 1
         assert "user=bookrag_mcp" in state.pool.conninfo  # the MCP server's read-only role
+    assert running.state is None and state.pool.closed
+
+
+def test_a_page_asked_before_the_server_started_says_so(room_url, room_home):
+    """The reading room of a server whose state is not there yet answers 503 and one sentence."""
+    settings = settings_for(room_home, room_url)
+    app = http_app(build_server(settings), settings, "127.0.0.1", Running())  # never filled
+    with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+        r = client.get("/")
+    assert r.status_code == 503
+    assert error_sentence(r.text) == "the server is starting; reload the page in a moment"
 
 
 def test_the_library_lists_the_books(room):

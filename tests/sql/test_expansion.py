@@ -117,13 +117,13 @@ def test_children_budget_out_of_range(corpus):
 def context(conn, e5, query: str, budget: int, **kw):
     return conn.execute(
         "SELECT source_file, chunk_index, role, hit_rank, content_token_count, used_tokens, node_order "
-        "FROM rag.build_context(%(q)s, %(v)s, %(budget)s, p_k => %(k)s, p_expand => %(expand)s)",
+        "FROM rag.build_context(%(q)s, %(v)s, %(budget)s, p_k => %(k)s, p_expand => %(expand)s::text[])",
         {
             "q": query,
             "v": e5.query(query),
             "budget": budget,
             "k": kw.get("k", 6),
-            "expand": kw.get("expand", True),
+            "expand": ["parent"] if kw.get("expand", True) else None,
         },
     ).fetchall()
 
@@ -188,21 +188,23 @@ def test_build_context_is_search_then_pack_context(corpus, e5):
     q = "le péage et les routes"
     v = e5.query(q)
     for budget in (60, 400, 3000):
-        for expand in (True, False):
+        for expand in (["parent"], None, []):
             built = corpus.execute(
-                "SELECT * FROM rag.build_context(%s, %s, %s, 8, p_expand => %s)", (q, v, budget, expand)
+                "SELECT * FROM rag.build_context(%s, %s, %s, 8, p_expand => %s::text[])",
+                (q, v, budget, expand),
             ).fetchall()
             packed = corpus.execute(
                 "SELECT * FROM rag.pack_context(ARRAY(SELECT id FROM rag.search(%s, %s, 'auto', 8) "
-                "ORDER BY rank), %s, %s)",
+                "ORDER BY rank), %s, %s::text[])",
                 (q, v, budget, expand),
             ).fetchall()
             assert built == packed and built, (budget, expand)
 
 
 def test_python_context_is_the_sql_composition_with_every_search_setting(corpus, e5):
-    """bookrag.search.build_context sends rag.pack_context over the rag.search call SearchRequest
-    builds: with the defaults it is rag.build_context; a fusion setting reaches the search."""
+    """bookrag.search.build_context calls rag.build_context with every SearchRequest field: with
+    the defaults it is rag.build_context's defaults; a fusion setting reaches the search, and
+    rag.build_context with that setting is rag.pack_context over rag.search with it."""
     from bookrag.search import SearchRequest, build_context
 
     q = "le péage et les routes"
@@ -222,6 +224,12 @@ def test_python_context_is_the_sql_composition_with_every_search_setting(corpus,
     ).fetchall()
     assert composed != built  # the setting changes the context here, so the comparison below means something
     assert python(mode="hybrid", tuning={"fusion": "rrf", "sentence_every": 0}) == composed
+    tuned = corpus.execute(
+        f"SELECT {cols} FROM rag.build_context(%s, %s, 400, 6, p_mode => 'hybrid', "
+        'p_tuning => \'{"fusion": "rrf", "sentence_every": 0}\')',
+        (q, v),
+    ).fetchall()
+    assert tuned == composed
 
 
 def test_build_context_takes_rag_search_bounds_for_k(corpus):
@@ -236,12 +244,42 @@ def test_pack_context_skips_unknown_ids_and_checks_its_budget(corpus):
         (ROUTES,),
     ).fetchone()[0]
     rows = corpus.execute(
-        "SELECT source_file, role, hit_rank FROM rag.pack_context(ARRAY[-5, NULL, %s], 3000, false)", (first,)
+        "SELECT source_file, role, hit_rank FROM rag.pack_context(ARRAY[-5, NULL, %s], 3000, NULL)", (first,)
     ).fetchall()
     assert rows == [(ROUTES, "hit", 3)]
     with pytest.raises(Exception) as info:
         corpus.execute("SELECT * FROM rag.pack_context(ARRAY[1], 0)")
     assert info.value.diag.message_primary == "budget must be between 1 and 1000000 tokens, got 0"
+
+
+def test_a_context_takes_the_expansion_words_of_rag_search_and_parent_alone(corpus, e5):
+    """p_expand is a text array in rag.search, rag.build_context and rag.pack_context; a context
+    expands 'parent' only: another word (or a NULL in the list) is refused by name; the boolean
+    the two context functions once took is no longer accepted."""
+    v = e5.query("le péage et les routes")
+    for expand, shown in ((["cited"], "cited"), (["parent", "chapter"], "chapter"), ([None], "NULL")):
+        for call, params in (
+            ("rag.build_context('péage', %s, 3000, p_expand => %s::text[])", (v, expand)),
+            ("rag.pack_context(ARRAY[1], 3000, %s::text[])", (expand,)),
+        ):
+            corpus.execute("SAVEPOINT s")
+            with pytest.raises(psycopg.errors.InvalidParameterValue) as info:
+                corpus.execute(f"SELECT * FROM {call}", params)
+            corpus.execute("ROLLBACK TO SAVEPOINT s")
+            assert info.value.diag.message_primary == f'a context expands parent only, got "{shown}"', call
+    parents = corpus.execute(
+        "SELECT count(*) FROM rag.build_context('péage', %s, 3000, p_expand => '{parent}') WHERE role = 'parent'",
+        (v,),
+    ).fetchone()[0]
+    assert parents > 0
+    assert (
+        corpus.execute(
+            "SELECT count(*) FROM rag.build_context('péage', %s, 3000) WHERE role = 'parent'", (v,)
+        ).fetchone()[0]
+        == parents
+    )  # '{parent}' is the default
+    with pytest.raises(psycopg.errors.UndefinedFunction):
+        corpus.execute("SELECT * FROM rag.pack_context(ARRAY[1], 3000, false)")
 
 
 def test_hits_of_one_section_carry_its_parent_rows_whole(corpus, e5):

@@ -521,11 +521,12 @@ def test_two_models_are_never_compared(corpus, e5):
 
 def test_every_search_argument_is_bound_from_one_python_definition(corpus):
     """rag.search's arguments are all reachable from SearchRequest (its fields name them); a new
-    SQL parameter without its field, or a field naming no argument, fails. rag.build_context's
-    search arguments are rag.search's, so the Python composition (CONTEXT) covers it."""
+    SQL parameter without its field, or a field naming no argument, fails. rag.build_context takes
+    every argument rag.search takes, by the same name and type, and its budget; CONTEXT_CALL binds
+    them all."""
     from dataclasses import fields
 
-    from bookrag.search import CONTEXT, SEARCH_CALL, SearchRequest
+    from bookrag.search import CONTEXT_CALL, SEARCH_CALL, SearchRequest
 
     def args_of(function):
         return {
@@ -535,12 +536,30 @@ def test_every_search_argument_is_bound_from_one_python_definition(corpus):
             )
         }
 
+    def typed_args_of(function):
+        return set(
+            corpus.execute(
+                "SELECT a.name, format_type(a.type, NULL) FROM pg_proc p, "
+                "unnest(p.proargnames, p.proargtypes::oid[]) AS a(name, type) WHERE p.oid = %s::regproc",
+                (function,),
+            ).fetchall()
+        )
+
+    def bound_by(call):
+        return {a.split(" => ")[0] for a in call[call.index("(") + 1 : -1].split(", ")}
+
     named = {f.metadata["sql"] for f in fields(SearchRequest) if f.metadata}
-    bound = {a.split(" => ")[0] for a in SEARCH_CALL[SEARCH_CALL.index("(") + 1 : -1].split(", ")}
-    assert bound == args_of("rag.search")
+    assert bound_by(SEARCH_CALL) == args_of("rag.search")
     assert named <= args_of("rag.search")
-    assert args_of("rag.build_context") - {"p_budget", "p_expand"} <= args_of("rag.search")
-    assert SEARCH_CALL in CONTEXT
+    assert typed_args_of("rag.build_context") - {("p_budget", "integer")} == typed_args_of("rag.search")
+    assert bound_by(CONTEXT_CALL) == args_of("rag.build_context")
+    # one type for p_expand in every public function that takes it
+    expand_types = corpus.execute(
+        "SELECT DISTINCT format_type(a.type, NULL) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace, "
+        "unnest(p.proargnames, p.proargtypes::oid[]) AS a(name, type) "
+        "WHERE n.nspname = 'rag' AND p.proname NOT LIKE '\\_%%' AND a.name = 'p_expand'"
+    ).fetchall()
+    assert expand_types == [("text[]",)]
 
 
 def test_rag_search_is_inlined_into_the_callers_statement(corpus, e5):
