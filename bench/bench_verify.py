@@ -316,8 +316,8 @@ def synthetic(settings: Any, rows: int, n: int, seed: int) -> dict[str, Any]:
                 ) as copy,
             ):
                 copy.set_types([COPY_TYPES[i] for i in keep])
-                for row in tree:
-                    copy.write_row([row[i] for i in keep])
+                for node in tree:
+                    copy.write_row([node[i] for i in keep])
             conn.execute("ANALYZE rag.hierarchical_content_nodes")
             merge_bm25_segments(conn, LoadReport())
             conn.autocommit = True

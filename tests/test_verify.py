@@ -129,3 +129,15 @@ def test_ask_marks_what_is_still_wrong_after_one_mending(loaded, llm, capsys):
     assert "» [quote check: close, at " + ROUTES_CITE + ", § 2]" in out
     assert "(Quotes checked against the book after one mending of 1: 0 of 1 exact.)" in out
     assert len([r for r in llm.answered if "Corrige ta réponse" in r.prompt]) == 1  # asked once only
+
+
+def test_ask_says_when_its_answer_cannot_be_checked(loaded, llm, capsys):
+    llm.reply('{"keywords": "", "passage": ""}', match="Tu aides un moteur de recherche")
+    llm.reply("Les marchands « ont aussitôt augmenté leurs prix [2].", match="Réponds à la question")
+    assert main(["ask", QUESTION, "--k", "3", "--budget", "600"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "(Quotes not checked: the answer opens a quotation with « at line 1, character 15 and never closes it"
+        in out
+    )
+    assert not [r for r in llm.answered if "Corrige ta réponse" in r.prompt]
