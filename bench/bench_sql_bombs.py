@@ -1,24 +1,27 @@
-"""What a hostile `read_only_sql` costs the database: peak backend memory under each red-team
-bomb, and the latency another client's searches see meanwhile.
+"""What a hostile `read_only_sql` costs the database: the verdict, the busiest backend's peak
+memory and the wall time of each bomb, and the latency another client's searches see meanwhile.
 
 Builds the MCP server in this process against the real `bookrag` database (the embedded one, or
 DATABASE_URL; the server logs in as bookrag_mcp, as `bookrag mcp` does) and drives it with the
-SDK's own client:
-  (a) each bomb alone: while the call runs, every PostgreSQL process of this machine is sampled
-      every 5 ms (/proc/<pid>/status: VmRSS, RssAnon); the table gives the answer's first words,
-      the call's time and the largest VmRSS / RssAnon any backend reached (shared buffers it
-      touched count in VmRSS, not in RssAnon);
-  (b) two bombs at once (the server allows two read_only_sql calls): the sum of the two largest
-      backends' peaks;
-  With --without-plan-bound the plan bound is lifted, so the bombs run until the memory watchdog
-  (or the time and temp-file limits) stops them: what the second wall holds alone.
-  (c) searches during bombs: one client calls `search` sequentially (real French queries) while
-      --bomb-clients clients fire the bombs in a loop; p50/p95 of the searches, against the same
-      searches with no bomb running.
-Goals (issue 33): each bomb's peak backend RSS <= 512 MB, <= 1 GB for two at once; searches
-p95 <= 100 ms during the bombs. Timings depend on the machine; the memory figures do not much.
+SDK's own client. While a call runs, every process of the database server is sampled every 5 ms
+(/proc/<pid>/status: RssAnon, the private memory a statement builds; VmRSS adds the shared buffers
+it touched). Parts:
+  (a) expression bombs (issue 43): `||` chains of 20/40/56/200 operands over every paragraph in one
+      string, nested `||`, concat() of 100 arguments, ARRAY[c x 400]; one at a time, then four at
+      once from four clients; a fifth client searches throughout;
+  (b) parser-crash inputs (issue 43: they escaped the guard and took 11-14 s): each one's refusal
+      time, then 20 of them in a row while another client searches;
+  (c) the plan-bound bombs of issue 33 (array_agg over cross joins…), one at a time and in pairs.
+Verdicts: "refused" (the guard or the plan bound, before anything runs), "stopped" (the time
+limit, the memory watchdog or the server's data limit ended it), "ran" (an answer came back).
+Targets (issue 43): every bomb refused or stopped with the busiest backend <= 512 MB and the wall
+time <= the time limit + 1 s; another client's searches meanwhile p95 <= 150 ms with 0 errors;
+a parser-crash input refused in <= 50 ms. With --without-budget the guard's expression budget is
+lifted, and its token cap (the walls behind them alone); with --without-plan-bound the plan
+bound too.
 
 Run:  .venv/bin/python bench/bench_sql_bombs.py [--searches 100] [--json out.json]
+      .venv/bin/python bench/bench_sql_bombs.py --quick     # seconds: tests/bench runs it
 """
 
 from __future__ import annotations
@@ -27,20 +30,66 @@ import argparse
 import asyncio
 import logging
 import os
+import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # common.py, also when imported by a test
 
 from common import FRENCH_QUERIES, load_note, machine, markdown_table, percentiles, write_json
 from mcp import Client
 
-from bookrag.config import load_settings
+from bookrag.config import Settings, load_settings
+from mcp_server import server as mcp_server
 from mcp_server import sql_guard
 from mcp_server.server import build_server
 
 N = "rag.hierarchical_content_nodes"
-#: The red-team suite's memory and time bombs, and two that misjudge the planner's estimates.
-BOMBS: dict[str, str] = {
+MB = 2**20
+#: Every paragraph of every book in one string (about 5 MB on the two shipped books).
+AGG = f"(SELECT string_agg(content, '') AS c FROM {N}) s"
+MEMORY_TARGET_MB = 512
+SEARCH_P95_TARGET_MS = 150
+REFUSAL_TARGET_MS = 50
+
+
+def chain(n: int, operand: str = "c") -> str:
+    return " || ".join([operand] * n)
+
+
+def nested(depth: int, operand: str) -> str:
+    for _ in range(depth):
+        operand = f"({operand} || {operand})"
+    return operand
+
+
+#: Issue 43's expression bombs: PostgreSQL cannot cancel one expression while it evaluates.
+EXPRESSION_BOMBS: dict[str, str] = {
+    **{
+        f"|| chain of {n} over all paragraphs": f"SELECT length({chain(n)}) FROM {AGG}"
+        for n in (20, 40, 56, 200)
+    },
+    "nested || over all paragraphs (32 leaves)": f"SELECT length({nested(5, 'c')}) FROM {AGG}",
+    "nested || per row, no aggregate (256 leaves)": f"SELECT max(length({nested(8, 'content')})) FROM {N}",
+    "concat() of 100 arguments": f"SELECT length(concat({', '.join(['c'] * 100)})) FROM {AGG}",
+    "ARRAY[c x 400]": f"SELECT cardinality(ARRAY[{', '.join(['c'] * 400)}]) FROM {AGG}",
+    "one aggregate fed to ||": f"SELECT length(string_agg(content, '') || string_agg(content, '')) FROM {N}",
+}
+#: Inputs the guard's parser crashed on (issue 43), and more of their kind.
+PARSER_CRASHES: list[str] = [
+    "SELECT {:}",
+    'SELECT & pg_backend_pid() ::text\f("",',
+    "SELECT {a:b}",
+    "SELECT 1 +",
+    "SELECT * FROM rag.search(",
+    "SELECT $$ never closed",
+    "SELECT " + "(" * 2000 + "1" + ")" * 2000,
+]
+#: Issue 33's bombs, which the plan bound refuses (or the watchdog stops).
+PLAN_BOMBS: dict[str, str] = {
     "array_agg over a 3-way cross join": f"SELECT array_agg(a.content) FROM {N} a, {N} b, {N} c",
     "string_agg over a cross join": f"SELECT string_agg(a.content, ' ') FROM {N} a, {N} b",
     "ARRAY() of a cross join": f"SELECT ARRAY(SELECT a.content FROM {N} a, {N} b)",
@@ -54,180 +103,331 @@ BOMBS: dict[str, str] = {
 }
 
 
-def postgres_pids() -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if (entry / "cmdline").read_bytes().startswith(b"postgres: "):
-                    pids.append(int(entry.name))
-            except OSError:
-                pass
-    return pids
+def server_pids(postmaster: int) -> list[int]:
+    """The database server's processes: the postmaster's children (only this server's, not
+    another database server's on the same machine)."""
+    try:
+        children = Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split()
+    except OSError:
+        return []
+    return [int(p) for p in children]
 
 
 def memory(pid: int) -> tuple[int, int]:
-    """(VmRSS, RssAnon) in bytes, 0 when the process is gone."""
-    rss = anon = 0
+    """(RssAnon, VmRSS) in bytes, 0 when the process is gone."""
+    anon = rss = 0
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1]) * 1024
-            elif line.startswith("RssAnon:"):
+            if line.startswith("RssAnon:"):
                 anon = int(line.split()[1]) * 1024
+            elif line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) * 1024
     except OSError:
         pass
-    return rss, anon
+    return anon, rss
 
 
 class Sampler:
-    """Largest VmRSS and RssAnon of each PostgreSQL process while running."""
+    """Largest RssAnon and VmRSS of each of the server's processes while running."""
 
-    def __init__(self) -> None:
+    def __init__(self, postmaster: int | None) -> None:
+        self.postmaster = postmaster
         self.peaks: dict[int, tuple[int, int]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> Sampler:
-        self._sample(postgres_pids())  # a call shorter than one period is still sampled
+        self._sample()  # a call shorter than one period is still sampled
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self._sample(postgres_pids())
+        self._sample()
 
-    def _sample(self, pids: list[int]) -> None:
-        for pid in pids:
-            rss, anon = memory(pid)
+    def _sample(self) -> None:
+        for pid in server_pids(self.postmaster) if self.postmaster else []:
+            anon, rss = memory(pid)
             old = self.peaks.get(pid, (0, 0))
-            self.peaks[pid] = (max(old[0], rss), max(old[1], anon))
+            self.peaks[pid] = (max(old[0], anon), max(old[1], rss))
 
     def _run(self) -> None:
-        pids, refreshed = postgres_pids(), time.monotonic()
         while not self._stop.wait(0.005):
-            if time.monotonic() - refreshed > 0.2:
-                pids, refreshed = postgres_pids(), time.monotonic()
-            self._sample(pids)
+            self._sample()
 
-    def top(self, n: int) -> tuple[int, int]:
-        """Sum of the n largest VmRSS peaks, and of the n largest RssAnon peaks."""
-        rss = sorted((p[0] for p in self.peaks.values()), reverse=True)[:n]
-        anon = sorted((p[1] for p in self.peaks.values()), reverse=True)[:n]
-        return sum(rss), sum(anon)
+    def busiest(self) -> tuple[float, float]:
+        """The largest RssAnon and VmRSS peaks of one process, in MB."""
+        if not self.peaks:
+            return float("nan"), float("nan")
+        return max(p[0] for p in self.peaks.values()) / MB, max(p[1] for p in self.peaks.values()) / MB
+
+    def total(self, n: int) -> float:
+        """The sum of the n largest RssAnon peaks, in MB."""
+        return sum(sorted((p[0] for p in self.peaks.values()), reverse=True)[:n]) / MB
 
 
-def first_words(result) -> str:
+def answer_text(result: Any) -> str:
     text = result.content[0].text if result.content else ""
-    text = text.partition(": ")[2] if text.startswith("Error executing tool ") else text
-    return ("error: " if result.is_error else "ran: ") + " ".join(text.split())[:70]
+    return text.partition(": ")[2] if text.startswith("Error executing tool ") else text
 
 
-async def run(args: argparse.Namespace) -> dict:
-    if args.without_plan_bound:  # the watchdog alone: what the second wall holds by itself
-        sql_guard.VALUE_BUILDING_BYTES = sql_guard.COST_BOUND = float("inf")
-    server = build_server(load_settings())
-    MB = 2**20
-    out: dict = {"bombs": [], "pairs": [], "searches": {}}
-    async with Client(server) as client, Client(server) as other:
+def verdict(result: Any) -> str:
+    """refused (before running), stopped (a limit ended it), ran (an answer came back)."""
+    if not result.is_error:
+        return "ran"
+    text = answer_text(result)
+    if text.startswith(("rejected", "read_only_sql is busy")):
+        return "refused"
+    return "stopped"
+
+
+class Searcher:
+    """One client calling `search` in a loop (real French queries) until stopped."""
+
+    def __init__(self, server: Any) -> None:
+        self.server, self.errors = server, 0
+        self.times: list[float] = []
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    async def _run(self) -> None:
+        async with Client(self.server) as client:
+            i = 0
+            while not self._stop.is_set():
+                t0 = time.perf_counter()
+                r = await client.call_tool("search", {"query": FRENCH_QUERIES[i % len(FRENCH_QUERIES)]})
+                self.times.append(time.perf_counter() - t0)
+                self.errors += bool(r.is_error)
+                i += 1
+                await asyncio.sleep(0.05)  # a reader's pace, not a load test
+
+    def __enter__(self) -> Searcher:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def stop(self) -> dict[str, float]:
+        self._stop.set()
+        assert self._task is not None
+        await self._task
+        return {**percentiles(self.times), "errors": self.errors}
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+async def keep_firing(server: Any, sqls: list[str], done: Any, at_least: int = 0, clients: int = 2) -> int:
+    """Call read_only_sql with sqls in turn from `clients` clients until done() and at least
+    `at_least` calls were made; return how many were made."""
+    fired = 0
+    if not sqls:
+        return 0
+
+    async def one(offset: int) -> None:
+        nonlocal fired
+        async with Client(server) as session:
+            i = offset
+            while not done() or fired < at_least:
+                await session.call_tool("read_only_sql", {"sql": sqls[i % len(sqls)], "max_rows": 5})
+                fired += 1
+                i += 1
+                await asyncio.sleep(0.05)  # a client's pace (the searcher's), not a flood
+
+    await asyncio.gather(*(one(c) for c in range(clients)))
+    return fired
+
+
+def postmaster_pid(settings: Settings) -> int | None:
+    """The server's postmaster, when it runs on this machine: the parent of a backend."""
+    import psycopg
+
+    from bookrag import db
+
+    try:
+        with psycopg.connect(db.database_url(settings)) as conn:
+            stat = Path(f"/proc/{conn.info.backend_pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[1])
+    except (OSError, psycopg.Error, ValueError, IndexError):
+        return None
+
+
+async def run(args: argparse.Namespace, settings: Settings, postmaster: int | None = None) -> dict:
+    if args.without_budget:  # the walls behind the guard's budget, alone
+        sql_guard.check_budget = lambda tree: None  # type: ignore[assignment]
+        sql_guard.MAX_TOKENS = 10**9
+    if args.without_plan_bound:
+        sql_guard.VALUE_BUILDING_BYTES = sql_guard.COST_BOUND = float("inf")  # type: ignore[assignment]
+    server = build_server(settings)
+    limit_s = mcp_server.SQL_TIMEOUT_S
+    out: dict[str, Any] = {"time_limit_s": limit_s}
+    bombs = dict(list(EXPRESSION_BOMBS.items())[:3]) if args.quick else EXPRESSION_BOMBS
+    if args.only:
+        bombs = {name: sql for name, sql in bombs.items() if any(o in name for o in args.only)}
+    parts = set(args.parts.split(","))
+    async with Client(server) as client:
         await client.call_tool("search", {"query": FRENCH_QUERIES[0]})  # warm: model loaded, pool open
-        rows = []
-        for name, sql in BOMBS.items():
-            with Sampler() as s:
-                t0 = time.perf_counter()
-                r = await client.call_tool("read_only_sql", {"sql": sql, "max_rows": 5})
-                took = time.perf_counter() - t0
-            rss, anon = s.top(1)
-            rows.append((name, first_words(r), took, rss / MB, anon / MB))
-            out["bombs"].append(
-                {
+        if postmaster is None:
+            postmaster = postmaster_pid(settings)
+
+        # quiet searches, for reference
+        quiet = Searcher(server)
+        with quiet:
+            while len(quiet.times) < args.searches:
+                await asyncio.sleep(0.05)
+        out["searches_quiet"] = await quiet.stop()
+
+        # (a) expression bombs, one at a time, another client searching throughout
+        if "expression" not in parts:
+            bombs = {}
+        rows: list[Sequence[Any]] = []
+        out["expression_bombs"] = []
+        searcher = Searcher(server)
+        with searcher:
+            for name, sql in bombs.items():
+                with Sampler(postmaster) as s:
+                    t0 = time.perf_counter()
+                    r = await client.call_tool("read_only_sql", {"sql": sql, "max_rows": 5})
+                    took = time.perf_counter() - t0
+                anon, rss = s.busiest()
+                row: dict[str, Any] = {
                     "bomb": name,
-                    "answer": first_words(r),
+                    "verdict": verdict(r),
+                    "answer": " ".join(answer_text(r).split())[:90],
+                    "busiest_backend_rssanon_mb": anon,
+                    "busiest_backend_vmrss_mb": rss,
                     "seconds": took,
-                    "peak_rss_mb": rss / MB,
-                    "peak_anon_mb": anon / MB,
                 }
-            )
-        print(markdown_table(["bomb", "answer", "s", "peak backend RSS MB", "peak RssAnon MB"], rows))
+                out["expression_bombs"].append(row)
+                rows.append((name, row["verdict"], row["answer"][:60], anon, rss, took))
+            # four at once, from four clients (the server runs two read_only_sql at a time)
+            concurrent = list(bombs.values())[: 2 if args.quick else 4] if args.concurrent else []
 
-        print()
-        rows = []
-        names = list(BOMBS)
-        for a, b in [(names[0], names[1]), (names[3], names[4]), (names[6], names[7])]:
-            with Sampler() as s:
-                await asyncio.gather(
-                    client.call_tool("read_only_sql", {"sql": BOMBS[a]}),
-                    other.call_tool("read_only_sql", {"sql": BOMBS[b]}),
+            async def fire(sql: str) -> tuple[Any, float]:
+                async with Client(server) as session:
+                    t0 = time.perf_counter()
+                    result = await session.call_tool("read_only_sql", {"sql": sql, "max_rows": 5})
+                    return result, time.perf_counter() - t0
+
+            with Sampler(postmaster) as s:
+                results = await asyncio.gather(*(fire(sql) for sql in concurrent)) if concurrent else []
+            anon, rss = s.busiest()
+            verdicts = sorted({verdict(r) for r, _ in results})
+            took = max((t for _, t in results), default=0.0)
+            out["concurrent"] = {
+                "bombs": len(concurrent),
+                "verdicts": verdicts,
+                "busiest_backend_rssanon_mb": anon,
+                "total_rssanon_mb": s.total(len(concurrent)),
+                "seconds": took,
+            }
+            if concurrent:
+                rows.append(
+                    (f"{len(concurrent)} of the above at once", "/".join(verdicts), "", anon, rss, took)
                 )
-            rss, anon = s.top(2)
-            rows.append((f"{a} + {b}", rss / MB, anon / MB))
-            out["pairs"].append({"pair": [a, b], "peak_rss_mb": rss / MB, "peak_anon_mb": anon / MB})
-        print(markdown_table(["two at once", "two largest backends' RSS MB", "RssAnon MB"], rows))
-
-        async def searches(session: Client, n: int) -> list[float]:
-            times = []
-            for i in range(n):
-                t0 = time.perf_counter()
-                r = await session.call_tool("search", {"query": FRENCH_QUERIES[i % len(FRENCH_QUERIES)]})
-                times.append(time.perf_counter() - t0)
-                assert not r.is_error, r.content
-            return times
-
-        quiet = percentiles(await searches(other, args.searches))
-        stop = asyncio.Event()
-
-        async def bomber(offset: int) -> None:
-            async with Client(server) as session:  # entered and left in this task (anyio's rule)
-                i = offset
-                while not stop.is_set():
-                    await session.call_tool("read_only_sql", {"sql": BOMBS[names[i % len(names)]]})
-                    i += 1
-
-        tasks = [asyncio.create_task(bomber(i)) for i in range(args.bomb_clients)]
-        await asyncio.sleep(1.0)
-        busy = percentiles(await searches(other, args.searches))
-        stop.set()
-        await asyncio.gather(*tasks)
-        print()
+            # then the bombs again and again from two clients, until the searcher has its sample
+            out["bombs_fired_while_searching"] = await keep_firing(
+                server, list(bombs.values()), lambda: len(searcher.times) >= args.searches
+            )
+        out["searches_during_expression_bombs"] = busy = await searcher.stop()
         print(
             markdown_table(
-                ["searches (tool `search`, default mode)", "n", "p50 ms", "p95 ms", "max ms"],
-                [
-                    ("no bomb running", quiet["n"], quiet["p50_ms"], quiet["p95_ms"], quiet["max_ms"]),
-                    (
-                        f"{args.bomb_clients} clients firing bombs",
-                        busy["n"],
-                        busy["p50_ms"],
-                        busy["p95_ms"],
-                        busy["max_ms"],
-                    ),
-                ],
+                ["expression bomb", "verdict", "answer", "busiest backend RssAnon MB", "VmRSS MB", "wall s"],
+                rows,
             )
         )
-        out["searches"] = {"quiet": quiet, "during_bombs": busy, "bomb_clients": args.bomb_clients}
+        print(
+            f"time limit {limit_s} s; target: busiest backend <= {MEMORY_TARGET_MB} MB, wall <= {limit_s + 1} s"
+        )
+
+        # (b) parser-crash inputs: each one's refusal time, then 20 in a row while a client searches
+        crash_rows: list[Sequence[Any]] = []
+        out["parser_crashes"] = []
+        for sql in PARSER_CRASHES if "parser" in parts else []:
+            t0 = time.perf_counter()
+            r = await client.call_tool("read_only_sql", {"sql": sql})
+            ms = (time.perf_counter() - t0) * 1000
+            out["parser_crashes"].append({"input": sql[:60], "verdict": verdict(r), "ms": ms})
+            crash_rows.append((repr(sql[:40]), verdict(r), " ".join(answer_text(r).split())[:60], ms))
+        # the two inputs of the issue, again and again (at least 20), until the searcher has its sample
+        crash_searcher = Searcher(server)
+        with crash_searcher:
+            out["parser_crashes_fired_while_searching"] = await keep_firing(
+                server,
+                PARSER_CRASHES[:2] if "parser" in parts else [],
+                lambda: len(crash_searcher.times) >= args.searches,
+                at_least=20,
+            )
+        out["searches_during_parser_crashes"] = during = await crash_searcher.stop()
+        print()
+        print(markdown_table(["parser-crash input", "verdict", "answer", "ms"], crash_rows))
+        print(f"target: refused in <= {REFUSAL_TARGET_MS} ms")
+
+        print()
+        search_rows: list[Sequence[Any]] = []
+        for label, p in (
+            ("no bomb running", out["searches_quiet"]),
+            (f"during {out.get('bombs_fired_while_searching', 0)} expression bombs", busy),
+            (f"during {out['parser_crashes_fired_while_searching']} parser-crash inputs", during),
+        ):
+            search_rows.append((label, p["n"], p["p50_ms"], p["p95_ms"], p["max_ms"], p["errors"]))
+        print(
+            markdown_table(
+                ["another client's searches", "n", "p50 ms", "p95 ms", "max ms", "errors"], search_rows
+            )
+        )
+        print(f"target: p95 <= {SEARCH_P95_TARGET_MS} ms, 0 errors")
+
+        if not args.quick and "plan" in parts:  # (c) issue 33's plan-bound bombs
+            rows = []
+            out["plan_bombs"] = []
+            for name, sql in PLAN_BOMBS.items():
+                with Sampler(postmaster) as s:
+                    t0 = time.perf_counter()
+                    r = await client.call_tool("read_only_sql", {"sql": sql, "max_rows": 5})
+                    took = time.perf_counter() - t0
+                anon, rss = s.busiest()
+                out["plan_bombs"].append(
+                    {"bomb": name, "verdict": verdict(r), "busiest_backend_rssanon_mb": anon, "seconds": took}
+                )
+                rows.append((name, verdict(r), " ".join(answer_text(r).split())[:60], anon, rss, took))
+            print()
+            print(
+                markdown_table(
+                    ["plan bomb", "verdict", "answer", "busiest RssAnon MB", "VmRSS MB", "wall s"], rows
+                )
+            )
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--searches", type=int, default=100, help="search calls timed, quiet and during bombs")
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument(
-        "--bomb-clients", type=int, default=2, help="clients firing bombs during the timed searches"
+        "--quick", action="store_true", help="three bombs, short search windows: a test's setting"
     )
+    ap.add_argument("--searches", type=int, default=None, help="searches timed in each window (default 100)")
+    ap.add_argument("--without-budget", action="store_true", help="lift the guard's expression budget")
     ap.add_argument(
-        "--without-plan-bound",
-        action="store_true",
-        help="lift the plan bounds (cost, value-building input): every bomb runs until the memory watchdog or a limit stops it",
+        "--without-plan-bound", action="store_true", help="lift the plan bounds (cost, aggregate input)"
     )
+    ap.add_argument("--only", action="append", help="only the expression bombs whose name holds this")
+    ap.add_argument("--parts", default="expression,parser,plan", help="which parts to run (comma-separated)")
+    ap.add_argument("--no-concurrent", dest="concurrent", action="store_false", help="skip the bombs at once")
     ap.add_argument("--json", metavar="PATH")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if args.searches is None:
+        args.searches = 3 if args.quick else 100
+    return args
+
+
+def main(argv: Sequence[str] | None = None, settings: Settings | None = None) -> dict:
+    args = parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # as `bookrag mcp` runs the embedder
     logging.getLogger("mcp").setLevel(logging.WARNING)  # each refused call is logged at INFO
     start = machine()
-    data = asyncio.run(run(args))
+    data = asyncio.run(run(args, settings or load_settings()))
     print(f"\n{load_note(start)}")
     write_json(args.json, {"machine": start, **data})
+    return data
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bookrag.cite import part_label
 from bookrag.config import load_settings
 from bookrag.errors import BookragError
 
@@ -12,12 +13,12 @@ Cited = dict[tuple[str, int], list[dict[str, Any]]]
 
 
 def locator(row: dict[str, Any]) -> str:
-    """Where a row sits in its file: '§N, chunk i' (§N: the paragraph number anchors cite)."""
-    return (
-        f"§{row['paragraph']}, chunk {row['chunk_index']}"
-        if row.get("paragraph")
-        else f"chunk {row['chunk_index']}"
-    )
+    """Where a row sits in its file: '§N, chunk i' (§N: the paragraph number anchors cite), '§N (1/2),
+    chunk i' for the first chunk of a paragraph split in two (bookrag.cite.paragraph_marks)."""
+    if not row.get("paragraph"):
+        return f"chunk {row['chunk_index']}"
+    part = part_label(row)
+    return f"§{row['paragraph']}{f' ({part})' if part else ''}, chunk {row['chunk_index']}"
 
 
 def cite(row: dict[str, Any]) -> str:

@@ -100,11 +100,23 @@ def _leads(parent: str, segment: str) -> bool:
     return title == parent or bool(chapter and title in (chapter.group(2), f"Chapitre {chapter.group(1)}"))
 
 
+#: rag.paragraphs' kinds of a footnote paragraph (`[^2]: …`): the author's, unless the text marks it
+#: as the editor's.
+NOTE_KINDS = {"note": "note {}", "editor_note": "note {} de l'éditeur"}
+
+
 def scholarly(
-    meta: BookMeta | None, heading_path: str | None, paragraph: int | None, node_type: str = "source"
+    meta: BookMeta | None,
+    heading_path: str | None,
+    paragraph: int | None,
+    node_type: str = "source",
+    kind: str | None = None,
+    note: str | None = None,
 ) -> str:
     """The citation of one row. A summary (written by the project, not the author) says so:
-    its § is the summary's own paragraph, not the book's."""
+    its § is the summary's own paragraph, not the book's. A footnote says so before its §
+    ("note 2", "note 2 de l'éditeur": kind and note from rag.paragraphs), so that nobody quotes
+    an editor's note as the author."""
     path = heading_path or ""
     is_summary = node_type == "summary" or path.endswith(SUMMARY_SUFFIX)
     if path.endswith(SUMMARY_SUFFIX):
@@ -123,24 +135,56 @@ def scholarly(
         parts.append(_START if _leads(prev, seg) else _segment(seg))
     if is_summary:
         parts.append("résumé")
+    if kind in NOTE_KINDS and note:
+        parts.append(NOTE_KINDS[kind].format(note))
     if paragraph:
         parts.append(f"§ {paragraph}")
     return ", ".join(parts)
 
 
-def add_citations(conn: psycopg.Connection, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each row (and each row it carries under parent / cited) gains `citation`; rows are
-    search hits or context rows (they have book, heading_path, paragraph, node_type)."""
-    meta = book_meta(conn)
+def paragraph_marks(conn: psycopg.Connection, rows: list[dict[str, Any]]) -> None:
+    """Each row with a paragraph gains, from rag.paragraphs (the one place they are computed),
+    `part` and `parts` (which chunk of its paragraph it is: 1 of 2…), `kind` ('note' and
+    'editor_note' for footnotes, as well as the stored 'text' / 'author_summary') and `note` (a
+    footnote's label). One query for all the rows."""
+    keyed = [r for r in rows if r.get("paragraph") and r.get("source_file")]
+    if not keyed:
+        return
+    with conn.cursor(row_factory=dict_row) as cur:
+        found = cur.execute(
+            "SELECT source_file, chunk_index, part, parts, kind, note FROM rag.paragraphs "
+            "WHERE source_file = ANY(%s) AND paragraph = ANY(%s)",
+            (sorted({r["source_file"] for r in keyed}), sorted({r["paragraph"] for r in keyed})),
+        ).fetchall()
+    marks = {(m["source_file"], m["chunk_index"]): m for m in found}
+    for r in keyed:
+        m = marks.get((r["source_file"], r["chunk_index"]))
+        if m is not None:
+            r.update(part=m["part"], parts=m["parts"], kind=m["kind"], note=m["note"])
 
-    def cite(r: dict[str, Any]) -> None:
+
+def part_label(row: dict[str, Any]) -> str | None:
+    """'1/2' for the first of a paragraph's two chunks; None for a paragraph in one chunk."""
+    parts = row.get("parts") or 1
+    return f"{row['part']}/{parts}" if parts > 1 else None
+
+
+def add_citations(conn: psycopg.Connection, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each row (and each row it carries under parent / cited) gains `citation`, and the marks of
+    paragraph_marks; rows are search hits or context rows (they have book, heading_path,
+    paragraph, node_type)."""
+    meta = book_meta(conn)
+    every = [n for r in rows for n in [r, *(r.get("parent") or []), *(r.get("cited") or [])]]
+    paragraph_marks(conn, every)
+
+    for r in every:
         book = r.get("book") or (r["source_file"].split("/")[1] if r.get("source_file") else None)
         r["citation"] = scholarly(
-            meta.get(book or ""), r.get("heading_path"), r.get("paragraph"), r.get("node_type", "source")
+            meta.get(book or ""),
+            r.get("heading_path"),
+            r.get("paragraph"),
+            r.get("node_type", "source"),
+            r.get("kind"),
+            r.get("note"),
         )
-
-    for r in rows:
-        cite(r)
-        for nested in (r.get("parent") or []) + (r.get("cited") or []):
-            cite(nested)
     return rows

@@ -482,6 +482,10 @@ def _print_hits(rows: list[dict], as_json: bool, room: str | None = None) -> Non
         print(f"    cite: {r['citation']}")
         if r.get("kind") == "author_summary":
             print("    the author's own summary of the section (his outline of what follows)")
+        elif r.get("kind") == "editor_note":
+            print("    a note of the book's editor, not the author's words")
+        elif r.get("kind") == "note":
+            print("    a footnote of the book")
         print(f"    {r['source_file']} {locator(r)}  level {r['level']}, {r['content_token_count']} tokens")
         if r.get("url"):
             print(f"    {r['url']}")

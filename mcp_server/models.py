@@ -7,7 +7,28 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+
+def _none(value: Any) -> bool:
+    """exclude_if of an optional field: left out of a result when it holds nothing (no `"cites":
+    null` on every hit); its schema is unchanged (it was never required), so clients validate
+    either way."""
+    return value is None
+
+
 # --- result shapes -------------------------------------------------------------------------
+
+
+SCHOLARLY = (
+    "the citation to copy as is into an answer: the passage as a scholar cites it (author, *title*, volume (year), "
+    "part, chapter, « title », § N; a summary says résumé, a footnote 'note 2' or 'note 2 de l'éditeur')"
+)
+KIND = (
+    "'text': the book's text or a summary; 'author_summary': the author's own summary of the section (his outline "
+    "of what follows, in his words: quotable); 'note': a footnote ([^N]: …), the author's unless the text says "
+    "otherwise; 'editor_note': a footnote the text marks \"(Note de l'éditeur.)\": the editor's words, never quote "
+    "it as the author's"
+)
+Kind = Literal["text", "author_summary", "note", "editor_note"]
 
 
 class Citation(BaseModel):
@@ -18,14 +39,27 @@ class Citation(BaseModel):
     paragraph: int | None = Field(
         None,
         description="the paragraph of source_file this chunk is from (§N, 1-based); for a source.md row, the number chapter summaries' anchors cite: cite it as §N",
+        exclude_if=_none,
+    )
+    part: str | None = Field(
+        None,
+        description="a long paragraph is split in several chunks sharing one §N: which one this is ('1/2', '2/2'); absent when the chunk is the whole paragraph",
+        exclude_if=_none,
+    )
+    note: str | None = Field(
+        None,
+        description="a footnote's label ('2' for the paragraph '[^2]: …'): see kind for whose note it is",
+        exclude_if=_none,
     )
     scholarly: str | None = Field(
         None,
-        description="the passage cited as a scholar writes it (author, *title*, volume (year), part, chapter, « title », § N; a summary says résumé): quote this in answers",
+        description=SCHOLARLY,
+        exclude_if=_none,
     )
     url: str | None = Field(
         None,
         description="the paragraph in its chapter in the reading room (served by `bookrag mcp --http`), for a reader to check the citation",
+        exclude_if=_none,
     )
 
 
@@ -47,34 +81,39 @@ class Chunk(BaseModel):
     cites: list[Cites] | None = Field(
         None,
         description="summaries: what this chunk's anchors cite (the book's own paragraphs); paragraphs: the author's end notes they call",
+        exclude_if=_none,
     )
-    kind: Literal["text", "author_summary"] | None = Field(
-        None,
-        description="'author_summary': the author's own summary of the section (his outline of what follows, in his words: quotable); 'text': the book's text or a summary; absent where the tool does not say",
-    )
+    kind: Kind | None = Field(None, description=KIND, exclude_if=_none)
 
 
 class Hit(Chunk):
     rank: int
     score: float
-    bm25_rank: int | None = None
-    vector_rank: int | None = None
-    section_score: float | None = None
+    bm25_rank: int | None = Field(None, exclude_if=_none)
+    vector_rank: int | None = Field(None, exclude_if=_none)
+    section_score: float | None = Field(None, exclude_if=_none)
     sentence_rank: int | None = Field(
         None,
         description="placed by the sentence branch: its rank there (a chapter-summary sentence close to the query cites this paragraph)",
+        exclude_if=_none,
     )
     found_by: list[int] | None = Field(
         None,
         description="with phrasings: the wordings that found this hit (0 = the query, i = phrasings[i-1])",
+        exclude_if=_none,
     )
     phrasing_ranks: list[int] | None = Field(
-        None, description="with phrasings: its rank in each of those wordings' searches, in found_by's order"
+        None,
+        description="with phrasings: its rank in each of those wordings' searches, in found_by's order",
+        exclude_if=_none,
     )
-    parent: list[Chunk] | None = Field(None, description="the parent node's rows, when expand_parent")
+    parent: list[Chunk] | None = Field(
+        None, description="the parent node's rows, when expand_parent", exclude_if=_none
+    )
     cited: list[Chunk] | None = Field(
         None,
         description="when expand_cited: a summary hit's rows its anchors cite, a paragraph hit's end notes",
+        exclude_if=_none,
     )
 
 
@@ -91,9 +130,46 @@ class SearchResult(BaseModel):
     )
     hits: list[Hit]
     context: list[ContextChunk] | None = Field(
-        None, description="when token_budget is set: hits and parents within the budget, in reading order"
+        None,
+        description="when token_budget is set: hits and parents within the budget, in reading order",
+        exclude_if=_none,
     )
-    context_tokens: int | None = None
+    context_tokens: int | None = Field(None, exclude_if=_none)
+
+
+class ChunkCitation(BaseModel):
+    """A node's chunk's own citation: the rest (book, heading_path, source_file) is the node's."""
+
+    chunk_index: int
+    paragraph: int | None = Field(
+        None,
+        description="the paragraph of the node this chunk is from (§N, 1-based): cite it as §N",
+        exclude_if=_none,
+    )
+    part: str | None = Field(
+        None,
+        description="a long paragraph is split in several chunks sharing one §N: which one this is ('1/2', '2/2'); absent when the chunk is the whole paragraph",
+        exclude_if=_none,
+    )
+    note: str | None = Field(
+        None, description="a footnote's label ('2' for the paragraph '[^2]: …'): see kind", exclude_if=_none
+    )
+    scholarly: str | None = Field(None, description=SCHOLARLY, exclude_if=_none)
+
+
+class NodeChunk(BaseModel):
+    """One chunk of a node (get_node, get_parent, get_children): the node gives book, heading_path,
+    source_file, level and its reading-room url once."""
+
+    citation: ChunkCitation
+    content: str
+    tokens: int
+    cites: list[Cites] | None = Field(
+        None,
+        description="summaries: what this chunk's anchors cite (the book's own paragraphs); paragraphs: the author's end notes they call",
+        exclude_if=_none,
+    )
+    kind: Kind | None = Field(None, description=KIND, exclude_if=_none)
 
 
 class Node(BaseModel):
@@ -103,12 +179,20 @@ class Node(BaseModel):
     node_type: str
     heading_path: str
     parent_source_file: str | None
+    url: str | None = Field(
+        None,
+        description="the node's page in the reading room (served by `bookrag mcp --http`)",
+        exclude_if=_none,
+    )
     tokens: int = Field(description="the tokens of the chunks returned")
     last_paragraph: int | None = Field(
         None,
         description="get_node and get_parent: the node's last §N, whichever paragraphs were asked for (read on with get_node's paragraphs)",
+        exclude_if=_none,
     )
-    chunks: list[Chunk]
+    chunks: list[NodeChunk] = Field(
+        description="in reading order; each with its paragraph (§N) and the citation to copy (scholarly)"
+    )
 
 
 class LeftOut(BaseModel):

@@ -38,6 +38,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from bookrag.cite import add_citations
 from bookrag.errors import BookragError
 from bookrag.quotes import check_answer, check_text
 from bookrag.search import MODEL_REFUSED, SearchRequest, check_phrasings, check_query, query_vectors, search
@@ -142,7 +143,9 @@ def _search(
             raise PageError(503, str(exc)) from exc
         embedding, more = (vectors[0], list(vectors[1:]) or None) if vectors is not None else (None, None)
         try:
-            return _in_thread(state, lambda conn: search(conn, req, embedding, model, more))
+            return _in_thread(
+                state, lambda conn: add_citations(conn, search(conn, req, embedding, model, more))
+            )
         except PageError as exc:
             if attempt == 2 or not str(exc).startswith(MODEL_REFUSED):
                 raise

@@ -72,6 +72,8 @@ class Paragraph:
     highlighted: bool
     cited_by: list[str]  # ids of the summary sentences citing it
     author: bool = False  # the author's own summary of the section (kind author_summary)
+    scholarly: Markup = Markup("")  # the citation a scholar writes (bookrag.cite), the hit's lead
+    editor_note: bool = False  # a footnote the text marks as the editor's (rag.paragraphs' kind)
 
 
 @dataclass
@@ -422,11 +424,22 @@ class SearchHit:
     branches: list[str]
     excerpt: Markup
     author: bool = False  # the author's own summary of the section (kind author_summary)
+    scholarly: Markup = Markup("")  # the citation a scholar writes (bookrag.cite), the hit's lead
+    editor_note: bool = False  # a footnote the text marks as the editor's (rag.paragraphs' kind)
+
+
+_TITLE = re.compile(r"\*([^*]+)\*")
+
+
+def scholarly_markup(citation: str) -> Markup:
+    """A scholarly citation (bookrag.cite) as HTML: its *title* in <cite>, the rest escaped."""
+    return Markup(_TITLE.sub(r"<cite>\1</cite>", str(Markup.escape(citation))))
 
 
 def search_hits(rows: list[dict[str, Any]]) -> list[SearchHit]:
-    """rag.search's rows as the search page lists them: citation, link into the text, chapter,
-    the rank each branch gave."""
+    """rag.search's rows (with bookrag.cite.add_citations' `citation` and marks) as the search page
+    lists them: scholarly citation, link into the text, the file and § as a detail, chapter, the
+    rank each branch gave."""
     out = []
     for r in rows:
         branches = []
@@ -451,6 +464,8 @@ def search_hits(rows: list[dict[str, Any]]) -> list[SearchHit]:
         if found and found[1]:
             chapter = Link(_title(r["heading_path"], found[1]), page_path(found[0], found[1]))
         where = f"§{r['paragraph']}" if r.get("paragraph") else f"chunk {r['chunk_index']}"
+        if r.get("paragraph") and (r.get("parts") or 1) > 1:
+            where += f" ({r['part']}/{r['parts']})"
         excerpt = r["content"] if len(r["content"]) <= 700 else r["content"][:699] + "…"
         out.append(
             SearchHit(
@@ -462,6 +477,8 @@ def search_hits(rows: list[dict[str, Any]]) -> list[SearchHit]:
                 branches,
                 room_text.render(excerpt),
                 r.get("kind") == "author_summary",
+                scholarly_markup(r.get("citation") or ""),
+                r.get("kind") == "editor_note",
             )
         )
     return out

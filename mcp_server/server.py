@@ -39,7 +39,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from pydantic import Field
 
 from bookrag import db
-from bookrag.cite import BookMeta, book_meta, scholarly
+from bookrag.cite import BookMeta, book_meta, paragraph_marks, part_label, scholarly
 from bookrag.config import Settings
 from bookrag.errors import BookragError, database_reason
 from bookrag.links import DEFAULT_BASE, citation_url
@@ -61,11 +61,13 @@ from mcp_server.models import (
     Books,
     Children,
     Chunk,
+    ChunkCitation,
     Cites,
     ContextChunk,
     Hit,
     LeftOut,
     Node,
+    NodeChunk,
     Outline,
     OutlineEntry,
     QuoteCheck,
@@ -196,13 +198,22 @@ def _nothing_loaded(conn: psycopg.Connection) -> bool:
 
 
 def _add_citations(state: AppState, rows: list[dict[str, Any]]) -> None:
-    """Each row gains its scholarly citation (bookrag.cite, the one rule) and its URL in the
-    reading room (bookrag.links)."""
+    """Each row gains which part of its paragraph it is and whether it is a note
+    (bookrag.cite.paragraph_marks), its scholarly citation (bookrag.cite, the one rule) and its URL
+    in the reading room (bookrag.links)."""
+    if not rows:
+        return
     if state.books is None or any(r["book"] not in state.books for r in rows):
         state.books = with_connection(state, book_meta)
+    with_connection(state, lambda conn: paragraph_marks(conn, rows))
     for r in rows:
         r["scholarly"] = scholarly(
-            state.books.get(r["book"]), r["heading_path"], r.get("paragraph"), r["node_type"]
+            state.books.get(r["book"]),
+            r["heading_path"],
+            r.get("paragraph"),
+            r["node_type"],
+            r.get("kind"),
+            r.get("note"),
         )
         r["url"] = citation_url(state.reading_room_url, r["source_file"], r.get("paragraph"))
 
@@ -220,6 +231,8 @@ def _chunk(r: dict[str, Any]) -> dict[str, Any]:
             "source_file": r["source_file"],
             "chunk_index": r["chunk_index"],
             "paragraph": r.get("paragraph"),
+            "part": part_label(r),
+            "note": r.get("note"),
             "scholarly": r.get("scholarly"),
             "url": r.get("url"),
         },
@@ -231,7 +244,26 @@ def _chunk(r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _node(rows: list[dict[str, Any]]) -> Node:
+def _node_chunk(r: dict[str, Any]) -> NodeChunk:
+    """A node's chunk: its own citation (paragraph, part, note, scholarly); the node gives the rest once."""
+    full = _chunk(r)
+    c = full["citation"]
+    return NodeChunk(
+        citation=ChunkCitation(
+            chunk_index=c["chunk_index"],
+            paragraph=c["paragraph"],
+            part=c["part"],
+            note=c["note"],
+            scholarly=c["scholarly"],
+        ),
+        content=full["content"],
+        tokens=full["tokens"],
+        cites=None,
+        kind=full["kind"],
+    )
+
+
+def _node(state: AppState, rows: list[dict[str, Any]]) -> Node:
     first = rows[0]
     return Node(
         source_file=first["source_file"],
@@ -240,9 +272,10 @@ def _node(rows: list[dict[str, Any]]) -> Node:
         node_type=first["node_type"],
         heading_path=first["heading_path"],
         parent_source_file=first["parent_source_file"],
+        url=citation_url(state.reading_room_url, first["source_file"]),
         tokens=sum(r["content_token_count"] or 0 for r in rows),
         last_paragraph=first.get("last_paragraph"),
-        chunks=[Chunk(**_chunk(r)) for r in rows],
+        chunks=[_node_chunk(r) for r in rows],
     )
 
 
@@ -270,7 +303,7 @@ EVERY = (1, 2**31 - 1)  # every paragraph
 
 def _cited_node(state: AppState, rows: list[dict[str, Any]]) -> Node:
     _add_citations(state, rows)
-    node = _node(rows)
+    node = _node(state, rows)
     for chunk, row in zip(node.chunks, rows):
         chunk.cites = [Cites(**c) for c in row["cites"]] or None
     return node
@@ -337,8 +370,12 @@ def search_tool(
         ),
     ] = None,
 ) -> SearchResult:
-    """Search the loaded books; returns ranked passages, each with its citation (cite the paragraph: heading_path, §N).
-    A hit with kind "author_summary" is the author's own summary of its section (his outline, in his words).
+    """Search the loaded books; returns ranked passages, each with its citation. `citation.scholarly` is the citation
+    to copy as is into an answer (author, title, part, chapter, § N); source_file and paragraph (§N) are for the
+    reader who checks. A hit is one paragraph of a chapter's text: its source_file is the whole chapter's (or
+    section's) source.md, its paragraph its §N there; a long paragraph comes in chunks that share the §N, and
+    `citation.part` ("1/2", "2/2") says which one a hit is. kind "author_summary": the author's own summary of his
+    section (his words); "note": a footnote; "editor_note": the editor's note, not the author's words.
 
     Send the question with `phrasings` in the author's own language: the search matches words and a small
     embedding model that pairs modern wordings poorly with 19th-century prose, and the author's words find
@@ -347,8 +384,9 @@ def search_tool(
       phrasings: ["régime protecteur travail national tarif déplacement consommateur spoliation",
                   "La protection ne crée point de travail ; elle le déplace. Ce que gagne l'industrie
                    protégée, le consommateur le perd, et la nation avec lui."]
-    Each hit says which wordings found it (found_by: 0 = the query, i = phrasings[i-1]). To read around a hit,
-    search again `within` its chapter's summary.md, or read it with get_parent / get_node."""
+    Each hit says which wordings found it (found_by: 0 = the query, i = phrasings[i-1]). To read around a hit §N,
+    get_node with its source_file and paragraphs [N-3, N+3]; get_parent on its source_file gives the chapter's
+    (or section's) summary.md; search again `within` that summary.md to pin the passage."""
     state = _state(ctx)
     try:
         query = check_query(query)
@@ -397,6 +435,8 @@ def search_tool(
     out = SearchResult(
         query=query,
         phrasings=list(wordings),
+        context=None,
+        context_tokens=None,
         hits=[
             Hit(
                 **_chunk(h),
@@ -510,7 +550,7 @@ def get_children(
                     tokens=r["content_token_count"],
                 )
             )
-    nodes = [_node(rs) for rs in included.values()]
+    nodes = [_node(_state(ctx), rs) for rs in included.values()]
     used = max(
         (r["used_tokens"] for r in rows if r["role"] == "child"), default=0
     )  # rag.get_children's running total
@@ -649,12 +689,18 @@ async def read_only_sql(
         Field(
             min_length=1,
             max_length=5000,
-            description="one SELECT over rag.hierarchical_content_nodes, rag.books, rag.embedding_models, rag.function_versions",
+            description=(
+                "one SELECT over rag.paragraphs (the text, one row per chunk, no vectors: book, source_file, heading_path, "
+                "level, node_type, paragraph, chunk_index, part, parts, kind, note, content, tokens, parent_source_file, "
+                "node_order), rag.books (book, title, author, year, volume, language, embedding_policy), "
+                "rag.hierarchical_content_nodes (the same rows with their embedding: never SELECT *), "
+                "rag.embedding_models, rag.function_versions"
+            ),
         ),
     ],
     max_rows: Annotated[int, Field(ge=1, le=500, description="rows returned at most")] = 100,
 ) -> SqlResult:
-    """Answer questions about the corpus itself (counts, sizes, which chapters…) with one read-only SELECT; 5 s limit, cells cut at 4,000 characters."""
+    """Answer questions about the corpus itself (counts, sizes, which chapters, a paragraph's exact words…) with one read-only SELECT; 5 s limit, cells cut at 4,000 characters. Read the text from rag.paragraphs, e.g. SELECT paragraph, part, kind, content FROM rag.paragraphs WHERE source_file = '<a hit's source_file>' AND paragraph BETWEEN 4 AND 6 ORDER BY chunk_index."""
     try:
         statement = check_select(unicodedata.normalize("NFC", sql))
     except UnsafeSQL as exc:
@@ -740,8 +786,8 @@ def check_quotes(
 INSTRUCTIONS = (
     "Search whole books (French economics and social science) and cite them. Start with list_books or "
     "search, sending the question with phrasings in the author's own words (his keywords, a short passage "
-    "in his style); cite every claim with the hit's citation: its scholarly form (author, title, part, "
-    "chapter, § N), with source_file and paragraph for the reader who checks. Use "
+    "in his style); cite every claim with the hit's citation: its scholarly string copied as is (author, title, "
+    "part, chapter, § N), with source_file and paragraph for the reader who checks. Use "
     "get_parent to read a hit's chapter summary, get_children to read a node's parts within a token budget. "
     "The prompt answer_from_the_books walks through it. Check your quotes (check_quotes) before you answer."
 )
@@ -763,13 +809,18 @@ def answer_from_the_books(
    period's vocabulary, his own terms) and a 20-40-word passage as he might have written the answer, in his
    style. Call `search` with the question as `query` and those two as `phrasings`{f', book "{book}"' if book else ""}.
    A modern paraphrase is not a phrasing: it finds less.
-2. Read the chapter around the best hits: `get_parent` on a paragraph hit gives its chapter summary, whose
-   sentences cite the paragraphs they condense (`cites`).
-3. Pin the passage: `search` again with `within` set to that chapter's summary.md (and new phrasings if the
-   first ones missed), or read the paragraphs around a hit with `get_node` and `paragraphs` (e.g. [4, 10]
-   around §7): a long chapter does not fit `get_children`'s budget whole.
-4. Answer with the author's words: quote the paragraphs (level 0, `node_type` source), each with its citation
-   (heading_path, §N from `paragraph`). Summaries (level 1-3) are the team's reading aids, not the book: quote
+2. Each paragraph hit is one paragraph of a chapter's text: its `source_file` is the whole chapter's (or
+   section's) source.md and its `paragraph` the §N there; `citation.part` "1/2" marks the first of two chunks
+   of one long paragraph (the same §N). `kind` "editor_note" is the editor's note, not the author's words;
+   "note" is a footnote.
+3. Read around the best hits: `get_node` with the hit's source_file and `paragraphs` (e.g. [4, 10] around
+   §7) returns those paragraphs in order (a whole chapter is long). `get_parent` on the hit's source_file
+   returns its summary (the chapter's or section's summary.md, the team's reading aid), whose chunks' `cites`
+   name the paragraphs each condenses; to pin the passage, `search` again with `within` set to that
+   summary.md (and new phrasings if the first ones missed).
+4. Answer with the author's words: quote the paragraphs (level 0, `node_type` source), each with its
+   `scholarly` citation copied as is (it ends with the § N; do not write your own form), never an
+   editor's note as the author's. Summaries (level 1-3) are the team's reading aids, not the book: quote
    the paragraphs their anchors cite instead. Say so when the books do not answer the question.
 5. Check your quotes (check_quotes) before you answer."""
 

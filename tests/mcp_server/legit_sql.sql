@@ -140,3 +140,46 @@ SELECT source_file FROM rag.hierarchical_content_nodes WHERE level = 0 EXCEPT SE
 SELECT n.source_file FROM rag.hierarchical_content_nodes n WHERE n.content_token_count > (SELECT avg(content_token_count) FROM rag.hierarchical_content_nodes WHERE level = 0) AND n.level = 0 LIMIT 5;
 
 SELECT source_file, chunk_index FROM rag.hierarchical_content_nodes ORDER BY content_token_count DESC NULLS LAST, source_file LIMIT 3 OFFSET 1;
+
+-- Families an analyst who had not seen this list wrote and the guard refused (issue 43): window
+-- functions, date and time, hashing, text search, arrays, JSON builders of bounded size, one argument.
+
+SELECT source_file, paragraph, lag(content_token_count) OVER w AS previous, lead(content_token_count) OVER w AS next FROM rag.hierarchical_content_nodes WHERE level = 0 WINDOW w AS (PARTITION BY source_file ORDER BY chunk_index) ORDER BY source_file, paragraph LIMIT 20;
+
+SELECT source_file, content_token_count, ntile(4) OVER (ORDER BY content_token_count) AS quartile FROM rag.hierarchical_content_nodes WHERE level = 0;
+
+SELECT DISTINCT source_file, first_value(paragraph) OVER w AS first_paragraph, last_value(paragraph) OVER w AS last_paragraph FROM rag.hierarchical_content_nodes WHERE level = 0 WINDOW w AS (PARTITION BY source_file ORDER BY paragraph ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING);
+
+SELECT source_file, nth_value(paragraph, 2) OVER (PARTITION BY source_file ORDER BY paragraph) AS second, percent_rank() OVER (ORDER BY content_token_count) AS pr, cume_dist() OVER (ORDER BY content_token_count) AS cd FROM rag.hierarchical_content_nodes WHERE level = 0 LIMIT 10;
+
+SELECT book, now() - loaded_at AS since_load, age(now(), loaded_at) AS age, date_part('year', loaded_at) AS year, current_date - loaded_at::date AS days FROM rag.books;
+
+SELECT book, extract(epoch FROM now() - loaded_at)::bigint AS seconds_since_load, to_char(loaded_at, 'YYYY-MM-DD') FROM rag.books WHERE loaded_at < now() + interval '1 day';
+
+SELECT source_file, md5(content) AS digest FROM rag.hierarchical_content_nodes WHERE level = 0 ORDER BY source_file, chunk_index LIMIT 5;
+
+SELECT md5(string_agg(content, '' ORDER BY source_file, chunk_index)) AS corpus_digest, encode(sha256(convert_to(min(content), 'UTF8')), 'hex') AS first FROM rag.hierarchical_content_nodes;
+
+SELECT book, unnest(string_to_array(book, '-')) AS word FROM rag.books;
+
+SELECT w AS word, count(*) FROM rag.hierarchical_content_nodes, unnest(regexp_split_to_array(lower(content), '\W+')) AS w WHERE level = 0 AND length(w) > 6 GROUP BY w ORDER BY count(*) DESC, w LIMIT 10;
+
+SELECT source_file, ts_rank(to_tsvector('french', content), plainto_tsquery('french', 'monnaie')) AS score FROM rag.hierarchical_content_nodes WHERE to_tsvector('french', content) @@ plainto_tsquery('french', 'monnaie') ORDER BY score DESC LIMIT 5;
+
+SELECT count(*) FROM rag.hierarchical_content_nodes WHERE to_tsvector('french', content) @@ websearch_to_tsquery('french', 'impôt OR péage');
+
+SELECT json_build_object('book', book, 'paragraphs', count(*), 'tokens', sum(content_token_count)) AS summary FROM rag.hierarchical_content_nodes WHERE level = 0 GROUP BY book;
+
+SELECT jsonb_build_object('title', title, 'author', author, 'year', year) || jsonb_build_object('book', book) AS meta FROM rag.books;
+
+SELECT book, jsonb_agg(level ORDER BY level) AS levels, json_agg(DISTINCT node_type) AS kinds FROM rag.hierarchical_content_nodes GROUP BY book;
+
+SELECT rank, source_file FROM rag.search('monnaie');
+
+SELECT initcap(book), reverse(book), lpad(paragraph::text, 4, '0') || ' ' || left(content, 40) AS line, repeat('-', 3), format('%s §%s', source_file, paragraph) FROM rag.hierarchical_content_nodes WHERE level = 0 LIMIT 5;
+
+SELECT trunc(avg(content_token_count), 1), sqrt(variance(content_token_count)), stddev_samp(content_token_count), mode() WITHIN GROUP (ORDER BY level) FROM rag.hierarchical_content_nodes;
+
+SELECT source_file FROM rag.hierarchical_content_nodes WHERE level = 0 ORDER BY random() LIMIT 3;
+
+SELECT vector_dims(embedding), round(vector_norm(embedding)::numeric, 3) FROM rag.hierarchical_content_nodes WHERE embedding IS NOT NULL LIMIT 3;

@@ -151,10 +151,16 @@ def test_the_search_page_links_each_hit_to_its_paragraph(room):
     r = room.get("/search", params={"q": "le boulanger pétrit la pâte"})
     assert r.status_code == 200
     first = re.search(r'<li class="hit">(.*?)</li>', r.text, re.S).group(1)
+    # led by the citation a scholar writes; the file and its § only as a detail
     assert (
-        f'<a class="open" href="{BAKER}?hl=1#p1">corpus/{BOOK}/premiere-partie/chapitre-01-le-boulanger/source.md §1</a>'
+        f'<a class="open" href="{BAKER}?hl=1#p1" lang="fr">bookrag, <cite>Petit traité des échanges</cite> (2026), '
+        "1re partie, ch. I, « Le boulanger », § 1</a>" in first
+    )
+    assert (
+        f'<span class="file">corpus/{BOOK}/premiere-partie/chapitre-01-le-boulanger/source.md §1</span>'
         in first
     )
+    assert first.index("« Le boulanger », § 1") < first.index("source.md §1")
     assert (
         f'<a href="{BAKER}">Petit traité des échanges &gt; Première partie &gt; Chapitre I (Le boulanger)</a>'
         in first
@@ -163,6 +169,16 @@ def test_the_search_page_links_each_hit_to_its_paragraph(room):
     assert room.get("/search").status_code == 200  # the form alone
     in_book = room.get("/search", params={"q": "la monnaie", "book": BOOK}).text
     assert '<option value="traite-des-echanges" selected>' in in_book
+
+
+def test_the_search_page_cites_a_note_as_a_note(room):
+    """A footnote's hit says so in its citation (rag.paragraphs' kind and note), before its §."""
+    r = room.get("/search", params={"q": "le péage fut supprimé l'année suivante"})
+    hits = re.findall(r'<a class="open" href="[^"]*" lang="fr">(.*?)</a>', r.text)
+    assert (
+        "bookrag, <cite>Petit traité des échanges</cite> (2026), 1re partie, ch. II, « Les routes », note 1, § 4"
+        in hits
+    )
 
 
 def test_the_search_page_takes_the_authors_wordings(room):

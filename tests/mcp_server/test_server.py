@@ -211,7 +211,7 @@ async def exercise(session: ClientSession) -> None:
 
     r = await session.call_tool("get_node", {"source_file": ROUTES})
     assert not r.is_error and r.structured_content["level"] == 0 and len(r.structured_content["chunks"]) == 3
-    assert all(c["cites"] is None for c in r.structured_content["chunks"])
+    assert all("cites" not in c for c in r.structured_content["chunks"])
     assert [c["citation"]["paragraph"] for c in r.structured_content["chunks"]] == [1, 2, 3]
     whole = r.structured_content
     assert whole["last_paragraph"] == 3

@@ -1,5 +1,5 @@
--- 0037_check_quotes: rag.check_quotes: a batch of quotes checked against the paragraphs they cite (issue 45)
--- depends: 0036_one_expand_convention
+-- 0038_check_quotes: rag.check_quotes: a batch of quotes checked against the paragraphs they cite (issue 45)
+-- depends: 0037_paragraphs_view
 
 -- function: _check_quote sha256:1e9805f41c9b8f7b408cd0b8e6d41d5e2205514a3c6d3ab35f5eb588491666e9
 -- rag._check_quote: one quote checked against the book (rag.check_quotes checks a batch).
@@ -588,12 +588,12 @@ $$;
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rag FROM PUBLIC;  -- PUBLIC's default on new functions
 
 INSERT INTO rag.function_versions (name, sha256, migration) VALUES
-    ('_check_quote', '1e9805f41c9b8f7b408cd0b8e6d41d5e2205514a3c6d3ab35f5eb588491666e9', '0037_check_quotes'),
-    ('_paragraph_text', '4e7727ebd498e1a197ccc8f83a178de115ea11ba78e9491f95a136a1e2bcb919', '0037_check_quotes'),
-    ('_quote_align', '84bc0a607c21c449b55257e66df9ec5e1876e125a6daca5ad2534ca948be3529', '0037_check_quotes'),
-    ('_quote_in', '131544630f3bd4d3e4cea2fc4f03831374d986be3f52a354731af74bbd3d5e1a', '0037_check_quotes'),
-    ('_quote_pieces', '88133bfae70920af5a840ff46a9f0376f5b232b0889100cf549b994beb7d33c7', '0037_check_quotes'),
-    ('_quote_span_text', 'fcb8c0163f0a6cf3e67267052bfa8ca16bb6f27a9a317102b6c645cdaafaaceb', '0037_check_quotes'),
-    ('_quote_words', '386539c8f276a5f079d9dbeb6d92bb412a5f5b16a7cedb20296d8c67192bd237', '0037_check_quotes'),
-    ('check_quotes', '8c9e291a3852ebad6bc678808c5b6aac3cf79490813adb2898bb161a8ef74ae9', '0037_check_quotes')
+    ('_check_quote', '1e9805f41c9b8f7b408cd0b8e6d41d5e2205514a3c6d3ab35f5eb588491666e9', '0038_check_quotes'),
+    ('_paragraph_text', '4e7727ebd498e1a197ccc8f83a178de115ea11ba78e9491f95a136a1e2bcb919', '0038_check_quotes'),
+    ('_quote_align', '84bc0a607c21c449b55257e66df9ec5e1876e125a6daca5ad2534ca948be3529', '0038_check_quotes'),
+    ('_quote_in', '131544630f3bd4d3e4cea2fc4f03831374d986be3f52a354731af74bbd3d5e1a', '0038_check_quotes'),
+    ('_quote_pieces', '88133bfae70920af5a840ff46a9f0376f5b232b0889100cf549b994beb7d33c7', '0038_check_quotes'),
+    ('_quote_span_text', 'fcb8c0163f0a6cf3e67267052bfa8ca16bb6f27a9a317102b6c645cdaafaaceb', '0038_check_quotes'),
+    ('_quote_words', '386539c8f276a5f079d9dbeb6d92bb412a5f5b16a7cedb20296d8c67192bd237', '0038_check_quotes'),
+    ('check_quotes', '8c9e291a3852ebad6bc678808c5b6aac3cf79490813adb2898bb161a8ef74ae9', '0038_check_quotes')
 ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, migration = EXCLUDED.migration, applied_at = now();
