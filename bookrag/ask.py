@@ -87,9 +87,10 @@ def ask_phrasings(question: str, books: list[dict[str, Any]]) -> tuple[tuple[str
     return tuple(kept), None
 
 
-def answer_with_llm(question: str, rows: list[dict[str, Any]], cited: Cited | None = None) -> str:
+def sources_block(rows: list[dict[str, Any]], cited: Cited | None = None) -> str:
+    """The numbered passages an LLM answers from: [n] (citation), text, the book's paragraphs a summary cites."""
     cited = cited or {}
-    sources = "\n\n".join(
+    return "\n\n".join(
         f"[{n}] ({row.get('citation') or row['heading_path']})\n{row['content']}"
         + (
             f"\n(passages du livre résumés ici : {book_paragraphs(cited[(row['source_file'], row['chunk_index'])])})"
@@ -98,6 +99,10 @@ def answer_with_llm(question: str, rows: list[dict[str, Any]], cited: Cited | No
         )
         for n, row in numbered_sources(rows)
     )
+
+
+def answer_with_llm(question: str, rows: list[dict[str, Any]], cited: Cited | None = None) -> str:
+    sources = sources_block(rows, cited)
     prompt = (
         "Réponds à la question en français, uniquement à partir des extraits numérotés ci-dessous, "
         "en citant chaque affirmation par son numéro entre crochets, par exemple [2]. "
@@ -107,7 +112,24 @@ def answer_with_llm(question: str, rows: list[dict[str, Any]], cited: Cited | No
     return _chat(prompt)
 
 
-def render_answer(question: str, rows: list[dict[str, Any]], cited: Cited | None = None) -> str:
+def mend_with_llm(
+    question: str, rows: list[dict[str, Any]], cited: Cited | None, answer: str, problems: list[str]
+) -> str:
+    """The LLM's answer again, asked once to mend the quotes the check found wrong (bookrag.quotes)."""
+    prompt = (
+        "Corrige ta réponse : certaines citations entre guillemets ne sont pas les mots exacts du passage cité. "
+        "Pour chacune, cite les mots exacts du livre au bon passage, ou retire les guillemets. Réécris toute la "
+        "réponse, dans la même forme, avec les mêmes numéros d'extraits entre crochets.\n\n"
+        f"Question : {question}\n\nCitations à corriger :\n"
+        + "\n".join(f"- {p}" for p in problems)
+        + f"\n\nTa réponse :\n{answer}\n\nExtraits :\n\n{sources_block(rows, cited)}"
+    )
+    return _chat(prompt)
+
+
+def render_answer(
+    question: str, rows: list[dict[str, Any]], cited: Cited | None = None, written: str | None = None
+) -> str:
     """The answer text: the LLM's when configured, else the passages themselves, numbered,
     in reading order, each under its citation (and its scholarly form, bookrag.cite, when the
     rows carry it); a summary passage also names the book's
@@ -117,8 +139,8 @@ def render_answer(question: str, rows: list[dict[str, Any]], cited: Cited | None
         return f"Question : {question}\nNo passage of the loaded books matches this question."
     lines = [f"Question : {question}", ""]
     llm = load_settings().llm_model
-    if llm:
-        lines += [answer_with_llm(question, rows, cited), ""]
+    if llm:  # `written`: the LLM's answer already written (and its quotes checked) by the caller
+        lines += [written if written is not None else answer_with_llm(question, rows, cited), ""]
     else:
         lines += [
             "(No LLM configured: the answer is the cited passages, in reading order; "

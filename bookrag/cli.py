@@ -549,6 +549,47 @@ def cmd_outline(args: argparse.Namespace, s: Settings) -> None:
 
 
 @command(
+    "verify",
+    "Check every quote of a Markdown draft (an answer, an article) against the paragraph it cites; exit 1 unless all are exact.",
+    'bookrag verify draft.md\n  bookrag ask "…" | bookrag verify -',
+)
+def cmd_verify(args: argparse.Namespace, s: Settings) -> int:
+    from bookrag.quotes import check_answer, describe
+
+    if args.file == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            text = Path(args.file).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise BookragError(
+                f"no file {args.file}: give a Markdown draft, or - to read standard input"
+            ) from None
+        except UnicodeDecodeError as exc:
+            raise BookragError(
+                f"{args.file} is not UTF-8 text (byte {exc.start + 1}); save it as UTF-8"
+            ) from None
+        except OSError as exc:
+            raise BookragError(f"cannot read {args.file}: {exc.strerror}") from None
+    conn = _conn(s, migrate=False)
+    try:
+        results = check_answer(conn, text, s.reading_room_url)
+    finally:
+        conn.close()
+    if not results:
+        raise BookragError(
+            f"{'standard input' if args.file == '-' else args.file} holds no quote to check "
+            '(quotes are words between « », “ ” or " ", three words at least)'
+        )
+    for n, r in enumerate(results, start=1):
+        print(json.dumps(r.as_dict(), ensure_ascii=False) if args.json else f"{n:>2}. {describe(r)}")
+    exact = sum(r.verdict == "exact" for r in results)
+    if not args.json:
+        print(f"{exact} of {len(results)} quotes exact")
+    return 0 if exact == len(results) else 1
+
+
+@command(
     "ask",
     "Answer a question from the books with citations (context built in SQL; LLM optional).",
     'bookrag ask "Quelle est la thèse de la Pétition des fabricants de chandelles ?"',
@@ -829,6 +870,8 @@ def build_parser() -> argparse.ArgumentParser:
     p["ask"].add_argument("-k", "--k", type=int, default=6, help="hits the context is built from")
     p["ask"].add_argument("--budget", type=int, default=2500, help="the context's size in tokens")
     p["embed"].add_argument("text")
+    p["verify"].add_argument("file", metavar="FILE", help="a Markdown draft, or - for standard input")
+    p["verify"].add_argument("--json", action="store_true", help="one JSON object per quote")
     from bookrag.mcp_config import CLIENTS
 
     p["mcp"].add_argument(
@@ -865,7 +908,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        COMMANDS[args.command][2](args, load_settings())
+        status = COMMANDS[args.command][2](args, load_settings())
         sys.stdout.flush()  # inside the try: a reader gone while the buffer drains is a broken pipe too
     except BookragError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -892,7 +935,7 @@ def main(argv: list[str] | None = None) -> int:
         # the reader of stdout went away (`… | head`): stop quietly, as Python's docs advise
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-    return 0
+    return status if isinstance(status, int) else 0
 
 
 if __name__ == "__main__":

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Any
 
 import psycopg
 
 from bookrag import db
-from bookrag.ask import ask_phrasings, render_answer
+from bookrag.ask import Cited, answer_with_llm, ask_phrasings, mend_with_llm, numbered_sources, render_answer
 from bookrag.cite import add_citations
 from bookrag.config import Settings
+from bookrag.errors import BookragError
 from bookrag.links import citation_url
 from bookrag.migrate import apply_migrations
+from bookrag.quotes import check_claims, mark, parse_answer, problem, scholarly_prefixes
 from bookrag.search import SearchRequest, build_context, cited_rows, search_and_pack
 from loader.check import check_corpus
 from loader.embedding import get_embedder
@@ -46,7 +49,38 @@ def answer(conn: psycopg.Connection, settings: Settings, req: SearchRequest) -> 
     rows = add_citations(conn, rows)
     for r in rows:  # each passage's paragraph in the reading room (bookrag mcp --http)
         r["url"] = citation_url(settings.reading_room_url, r["source_file"], r.get("paragraph"))
-    return "\n".join([*lines, render_answer(req.query, rows, cited_rows(conn, rows))])
+    cited = cited_rows(conn, rows)
+    written = checked_answer(conn, settings, req.query, rows, cited) if settings.llm_model and rows else None
+    return "\n".join([*lines, render_answer(req.query, rows, cited, written)])
+
+
+def checked_answer(
+    conn: psycopg.Connection, settings: Settings, question: str, rows: list[dict[str, Any]], cited: Cited
+) -> str:
+    """The LLM's answer with its quotes checked against the book (bookrag.quotes): what fails is sent
+    back once to be mended, what still fails is marked in the text, and a last line says how many
+    quotes are exact."""
+    numbered = {n: (r["source_file"], r.get("paragraph")) for n, r in numbered_sources(rows)}
+    prefixes = scholarly_prefixes(conn)
+    text = answer_with_llm(question, rows, cited)
+    mended = 0
+    try:
+        claims = parse_answer(text, prefixes, numbered)
+        results = check_claims(conn, claims, settings.reading_room_url) if claims else []
+        wrong = [r for r in results if r.verdict != "exact"]
+        if wrong:
+            text = mend_with_llm(question, rows, cited, text, [problem(r, numbered) for r in wrong])
+            claims = parse_answer(text, prefixes, numbered)
+            results = check_claims(conn, claims, settings.reading_room_url) if claims else []
+            mended = len(wrong)
+            text = mark(text, claims, results)
+    except BookragError as exc:  # e.g. a quotation mark the LLM opened and never closed
+        return f"{text}\n\n(Quotes not checked: {exc}.)"
+    if not results:
+        return text
+    exact = sum(r.verdict == "exact" for r in results)
+    note = f" after one mending of {mended}" if mended else ""
+    return f"{text}\n\n(Quotes checked against the book{note}: {exact} of {len(results)} exact.)"
 
 
 def run_demo(settings: Settings, questions: list[str] | None = None) -> None:

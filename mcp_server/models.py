@@ -255,3 +255,46 @@ class SqlResult(BaseModel):
     columns: list[str]
     rows: list[list[Any]]
     truncated: bool = Field(description="true when more rows existed than max_rows")
+
+
+class QuoteIn(BaseModel):
+    quote: str = Field(
+        description="the words quoted, as the answer writes them (ellipses … or [...] for words left out)"
+    )
+    source_file: str | None = Field(
+        None, description="the file cited (a hit's source_file, or its reading-room url); omitted: not cited"
+    )
+    paragraph: int | None = Field(None, description="the paragraph cited (§N); omitted: not cited")
+
+
+class QuoteCheck(BaseModel):
+    quote: str
+    verdict: Literal["exact", "elsewhere", "close", "not found", "summary"] = Field(
+        description="exact: the words are in the cited paragraph; elsewhere: verbatim in the book but at the "
+        "paragraph below, not the one cited (or none was): cite that one; close: nearly the book's words "
+        "(book_words, differences): quote those; summary: the words of a summary written for this project, "
+        "never the book: quote the paragraphs it cites; not found: not in the books"
+    )
+    source_file: str | None = Field(
+        None, description="where the words are (for elsewhere: not the file cited)"
+    )
+    paragraph: int | None = Field(None, description="the paragraph holding the words (§N)")
+    paragraph_last: int | None = Field(
+        None, description="when the quote runs into the next paragraph: that paragraph (§N+1)"
+    )
+    scholarly: str | None = Field(None, description="the citation of where the words are: copy it as is")
+    url: str | None = Field(None, description="that paragraph in the reading room")
+    book_words: str | None = Field(None, description="close: the book's own words for the span quoted")
+    differences: list[str] | None = Field(None, description="close: each word that differs from the book")
+    note: str | None = Field(
+        None, description="what else to know: a citation naming nothing, a quote across two paragraphs…"
+    )
+    cited_source_file: str | None = Field(None, description="the file the quote was cited at, as read")
+    cited_paragraph: int | None = Field(None, description="the paragraph it was cited at")
+    cited_as: str | None = Field(None, description="answer: the citation as the answer wrote it")
+
+
+class QuoteChecks(BaseModel):
+    results: list[QuoteCheck] = Field(description="one per quote, in order")
+    exact: int = Field(description="how many are exact")
+    all_exact: bool = Field(description="true when every quote is exact: the answer may be sent")

@@ -8,6 +8,9 @@
                                         highlights the paragraphs it cites (?hl=4-7#p4), then its
                                         paragraphs numbered § as citations number them (#p12)
     /search?q=…[&book=…]                the default search, hits linked to their paragraph
+    /verify                             a form (GET) where a reader pastes an agent's answer; posted, each
+                                        quote marked with its verdict (bookrag.quotes, rag.check_quotes),
+                                        linked to the paragraph that holds its words
 
 Server-rendered HTML (Jinja2 templates in templates/), no JavaScript, a print stylesheet; the
 book's text is escaped and otherwise left as it is. Bad input (an unknown book, chapter or
@@ -37,6 +40,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bookrag.cite import add_citations
 from bookrag.errors import BookragError
+from bookrag.quotes import check_answer, check_text
 from bookrag.search import MODEL_REFUSED, SearchRequest, check_wordings, query_vectors, search
 from mcp_server import room_pages
 from mcp_server.room_pages import PageError
@@ -187,6 +191,31 @@ async def search_page(request: Request) -> Response:
     )
 
 
+async def verify_page(request: Request) -> Response:
+    """GET: the form; POST (field `answer`): the answer's quotes, each with its verdict and a link to
+    the paragraph holding its words."""
+    answer, results = "", None
+    if request.method == "POST":
+        form = await request.form(max_files=0, max_fields=5)
+        value = form.get("answer")
+        answer = value if isinstance(value, str) else ""
+        try:
+            check_text(answer)
+        except BookragError as exc:
+            raise PageError(400, str(exc)) from exc
+        if not answer.strip():
+            raise PageError(400, "paste an answer to check: the text with its quotes and their citations")
+        state = _state(request)
+        results = await anyio.to_thread.run_sync(
+            lambda: _in_thread(state, lambda conn: check_answer(conn, answer.replace("\r\n", "\n"), "")),
+        )
+    page = _page("verify.html.j2", answer=answer, results=results)
+    # the form posts back here: with "no-referrer" a browser would send `Origin: null`, which the
+    # Host/Origin check refuses; same-origin sends this server's origin, and nothing elsewhere
+    page.headers["referrer-policy"] = "same-origin"
+    return page
+
+
 async def stylesheet(_request: Request) -> Response:
     return Response(
         (TEMPLATES / "room.css").read_text(encoding="utf-8"),
@@ -204,7 +233,7 @@ async def _http_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     message = {
         404: "no such page in the reading room; start from the library at /",
-        405: "the reading room only answers GET requests",
+        405: "the reading room only answers GET requests (and POST on /verify)",
     }.get(exc.status_code, str(exc.detail))
     return _error(exc.status_code, message)
 
@@ -234,6 +263,7 @@ def reading_room_app(running: Running, security: TransportSecuritySettings) -> A
         routes=[
             Route("/", library),
             Route("/search", search_page),
+            Route("/verify", verify_page, methods=["GET", "POST"]),
             Route("/static/room.css", stylesheet),
             Route("/books/{book}", node),
             Route("/books/{book}/{folder:path}", node),

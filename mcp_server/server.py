@@ -43,6 +43,7 @@ from bookrag.cite import BookMeta, book_meta, paragraph_marks, part_label, schol
 from bookrag.config import Settings
 from bookrag.errors import BookragError, database_reason
 from bookrag.links import DEFAULT_BASE, citation_url
+from bookrag.quotes import Claim, check_answer, check_claims
 from bookrag.search import (
     MAX_PHRASINGS,
     MODEL_REFUSED,
@@ -69,6 +70,9 @@ from mcp_server.models import (
     NodeChunk,
     Outline,
     OutlineEntry,
+    QuoteCheck,
+    QuoteChecks,
+    QuoteIn,
     SearchResult,
     SqlResult,
 )
@@ -746,6 +750,56 @@ async def read_only_sql(
         ) from exc
 
 
+def check_quotes(
+    ctx: Context,
+    quotes: Annotated[
+        list[QuoteIn] | None,
+        Field(
+            description="the quotes to check (1 to 50), each with the place it cites; or give `answer` instead"
+        ),
+    ] = None,
+    answer: Annotated[
+        str | None,
+        Field(
+            max_length=100_000,
+            description=(
+                'an answer\'s whole text: its quotes (in « », “ ” or " ") are read with the citation after each '
+                "(the scholarly string, source_file §N, or a reading-room url)"
+            ),
+        ),
+    ] = None,
+) -> QuoteChecks:
+    """Check quotes word for word against the book, before you answer: for each, `exact` (the words are in the
+    paragraph cited), `elsewhere` (verbatim in another paragraph: its citation is returned, cite that), `close`
+    (nearly the paragraph's words: `book_words` and `differences` say what the book has), `summary` (the words
+    of a summary, never the book: quote the paragraphs it cites) or `not found`. Case, apostrophes, quotation
+    marks, punctuation, line breaks and italics do not count; every word does, accents included. Ellipses (…,
+    [...]) stand for words left out. Give `quotes` (each with its source_file and paragraph) or your `answer`'s text."""
+    if (quotes is None) == (answer is None):
+        raise ToolError(
+            "give either quotes (a list of {quote, source_file, paragraph}) or answer (your answer's text), not both"
+        )
+    state = _state(ctx)
+
+    def go(conn: psycopg.Connection) -> list[Any]:
+        if answer is not None:
+            found = check_answer(conn, answer, state.reading_room_url)
+            if not found:
+                raise ToolError(
+                    'the answer holds no quote to check (quotes are words between « », “ ” or " ", three words at least)'
+                )
+            return found
+        claims = [Claim(q.quote, q.source_file, q.paragraph) for q in quotes or []]
+        return check_claims(conn, claims, state.reading_room_url)
+
+    results = [
+        QuoteCheck(**{**c.as_dict(), "differences": c.differences or None})
+        for c in with_connection(state, go)
+    ]
+    exact = sum(r.verdict == "exact" for r in results)
+    return QuoteChecks(results=results, exact=exact, all_exact=exact == len(results))
+
+
 # --- the server ----------------------------------------------------------------------------
 
 INSTRUCTIONS = (
@@ -754,7 +808,7 @@ INSTRUCTIONS = (
     "in his style); cite every claim with the hit's citation: its scholarly string copied as is (author, title, "
     "part, chapter, § N), with source_file and paragraph for the reader who checks. Use "
     "get_parent to read a hit's chapter summary, get_children to read a node's parts within a token budget. "
-    "The prompt answer_from_the_books walks through it."
+    "The prompt answer_from_the_books walks through it. Check your quotes (check_quotes) before you answer."
 )
 
 
@@ -786,7 +840,8 @@ def answer_from_the_books(
 4. Answer with the author's words: quote the paragraphs (level 0, `node_type` source), each with its
    `scholarly` citation copied as is (it ends with the § N; do not write your own form), never an
    editor's note as the author's. Summaries (level 1-3) are the team's reading aids, not the book: quote
-   the paragraphs their anchors cite instead. Say so when the books do not answer the question."""
+   the paragraphs their anchors cite instead. Say so when the books do not answer the question.
+5. Check your quotes (check_quotes) before you answer."""
 
 
 def build_server(settings: Settings, url: str | None = None, running: Running | None = None) -> MCPServer:
@@ -818,7 +873,7 @@ def build_server(settings: Settings, url: str | None = None, running: Running | 
 
     server = OneSentenceServer("bookrag", instructions=INSTRUCTIONS, lifespan=lifespan)
     server.tool(name="search", annotations=READ_ONLY)(search_tool)
-    for tool in (get_node, get_parent, get_children, outline, list_books, read_only_sql):
+    for tool in (get_node, get_parent, get_children, outline, list_books, read_only_sql, check_quotes):
         server.tool(annotations=READ_ONLY)(tool)
     server.prompt(title="Answer from the books, citing them")(answer_from_the_books)
     return server

@@ -271,7 +271,10 @@ def test_wordings_are_checked_before_anything_is_embedded(room, monkeypatch):
 
 def test_only_get(room):
     r = room.post("/search", data={"q": "pain"})
-    assert (r.status_code, error_sentence(r.text)) == (405, "the reading room only answers GET requests")
+    assert (r.status_code, error_sentence(r.text)) == (
+        405,
+        "the reading room only answers GET requests (and POST on /verify)",
+    )
 
 
 def test_host_and_origin_are_checked(room):
@@ -330,3 +333,47 @@ def test_a_part_summarys_anchors_follow_the_book():
         ("Introduction", "/books/b/p/introduction"),
         ("Chapitre I", "/books/b/p/chapitre-01"),
     ]
+
+
+ROADS_CITE = "bookrag, *Petit traité des échanges* (2026), 1re partie, ch. II, « Les routes »"
+VERIFY_ANSWER = (
+    f"Le péage : « Les marchands ont aussitôt augmenté leurs prix du montant exact du péage » ({ROADS_CITE}, § 2).\n"
+    f"Puis « Une route droite et bien entretenue vaut donc une bonne récolte » ({ROADS_CITE}, § 1).\n"
+    f"Enfin « la charrette du meunier met trois heures pour traverser la colline » ({ROADS_CITE}, § 1)."
+)
+
+
+def test_the_verify_page_marks_each_quote_and_links_where_its_words_are(room):
+    form = room.get("/verify")
+    assert form.status_code == 200 and '<form class="verify" action="/verify" method="post">' in form.text
+    r = room.post("/verify", data={"answer": VERIFY_ANSWER})
+    assert r.status_code == 200
+    verdicts = re.findall(r'<li class="quote verdict-([a-z-]+)">', r.text)
+    assert verdicts == ["exact", "elsewhere", "close"]  # the note call [^1] in §2 does not count
+    links = re.findall(r'<a class="open" href="([^"]+)" lang="fr">([^<]+)</a>', r.text)
+    assert [href for href, _ in links] == [f"{ROADS}?hl=2#p2", f"{ROADS}?hl=3#p3", f"{ROADS}?hl=1#p1"]
+    assert links[1][1].replace("&lt;", "<").endswith("« Les routes », § 3")
+    assert "« trois » where the book has « deux »" in r.text
+    assert "1 of 3 quotes exact." in r.text
+
+
+@pytest.mark.parametrize(
+    ("answer", "status", "sentence"),
+    [
+        ("", 400, "paste an answer to check: the text with its quotes and their citations"),
+        (
+            "Il dit « la perfide Albion sans fin.",
+            400,
+            "the answer opens a quotation with « at line 1, character 8 and never closes it; close it with » or remove it",
+        ),
+        (
+            "Il dit « la \x07perfide Albion »",
+            400,
+            "the answer holds a control character (U+0007) at line 1, character 13; remove it",
+        ),
+    ],
+)
+def test_the_verify_page_refuses_in_one_sentence(room, answer, status, sentence):
+    r = room.post("/verify", data={"answer": answer})
+    assert (r.status_code, error_sentence(r.text)) == (status, sentence)
+    assert room.get("/verify").status_code == 200  # and keeps serving

@@ -199,3 +199,21 @@ def test_screenshots(browser, base, tmp_path):
         browser.get(url)
         assert browser.save_screenshot(str(out / name))
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_pasted_answer_shows_each_quote_with_its_verdict_and_link(browser, base):
+    browser.get(f"{base}/verify")
+    box = browser.find_element("css selector", "form.verify textarea[name=answer]")
+    box.send_keys(
+        "« Autrefois chaque famille cuisait elle-même sa galette » (corpus/traite-des-echanges/premiere-partie/"
+        "chapitre-01-le-boulanger/source.md §1)."
+    )
+    browser.find_element("css selector", "form.verify button").click()
+    quote = wait_for(browser, "li.quote, p.error")
+    assert quote.tag_name == "li", f"the verify page says: {quote.text!r}"
+    assert quote.get_attribute("class") == "quote verdict-elsewhere"
+    assert quote.find_element("css selector", ".verdict strong").text == "elsewhere"
+    quote.find_element("css selector", "a.open").click()
+    wait_for(browser, "#p2")
+    assert browser.current_url == citation_url(base, BAKER, 2)
+    assert target(browser) == "p2" and highlighted(browser) == ["p2"]
