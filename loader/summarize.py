@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import jinja2
 from tqdm import tqdm
@@ -49,6 +50,9 @@ from loader.anchors import sentences as anchor_split
 from loader.chunking import paragraphs, split_sentences
 from loader.manifest import Book, Node, book_tree, embed_flag
 from loader.tokens import count_tokens
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam
 
 PROMPTS = Path(__file__).resolve().parent / "prompts"
 TEMPLATES = {1: "section.md.j2", 2: "part.md.j2", 3: "book.md.j2"}
@@ -368,7 +372,8 @@ class LLM:
         try:
             resp = self.client.chat.completions.create(
                 model=self.cfg.model,
-                messages=messages,
+                # role/content dicts: the shape the SDK's message TypedDicts describe
+                messages=cast("list[ChatCompletionMessageParam]", messages),
                 temperature=0,
                 max_tokens=self.cfg.max_output_tokens,
             )
@@ -386,7 +391,7 @@ class LLM:
             ) from exc
         choice = resp.choices[0] if resp.choices else None
         text = (choice.message.content or "").strip() if choice else ""
-        if not text:
+        if choice is None or not text:
             raise RuntimeError("the model returned an empty summary")
         if choice.finish_reason == "length":  # cut off mid-sentence: never write it as if complete
             raise RuntimeError(
@@ -474,7 +479,7 @@ def extractive_summary(inputs: list[Item], level: int) -> str:
     with their phrases, in order, each anchored to its paragraph (decision 0035); they count in
     the budget, and the central sentences of the other paragraphs fill what is left (one at least)."""
     units = numbers(inputs)
-    budget, own, used = EXTRACTIVE_WORDS[level], [], 0
+    budget, own, used = EXTRACTIVE_WORDS[level], list[str](), 0
     for s, n in (
         (s, n)
         for item, n in zip(inputs, units)
@@ -610,7 +615,7 @@ def anchor_problems(text: str, level: int, units: int, allowed: list[int] | None
             f"no anchor at all: end the sentences with the numbers of the units they draw on ([§1] to [§{units}])"
         ]
     outside = [u for u in cited if u not in allowed] if allowed else []
-    if outside:
+    if allowed and outside:
         problems.append(f"§{outside[0]} is not in the text given (§{min(allowed)}–§{max(allowed)})")
     return problems
 

@@ -71,7 +71,7 @@ class Hit(Chunk):
     phrasing_ranks: list[int] | None = Field(
         None, description="with phrasings: its rank in each of those wordings' searches, in found_by's order"
     )
-    parent: list[Chunk] | None = Field(None, description="the parent node's rows, when expand_parent")
+    parent: list[Chunk] | None = Field(default=None, description="the parent node's rows, when expand_parent")
     cited: list[Chunk] | None = Field(
         None,
         description="when expand_cited: a summary hit's rows its anchors cite, a paragraph hit's end notes",
@@ -91,7 +91,8 @@ class SearchResult(BaseModel):
     )
     hits: list[Hit]
     context: list[ContextChunk] | None = Field(
-        None, description="when token_budget is set: hits and parents within the budget, in reading order"
+        default=None,
+        description="when token_budget is set: hits and parents within the budget, in reading order",
     )
     context_tokens: int | None = None
 

@@ -140,17 +140,17 @@ REPLACEMENT_CHARS = 64
 REPLACE_DEPTH = 2
 
 
-def _is_operator(node: exp.Expression) -> bool:
+def _is_operator(node: exp.Expr) -> bool:
     return isinstance(node, OPERATORS)
 
 
-def _replacing(node: exp.Expression) -> bool:
+def _replacing(node: exp.Expr) -> bool:
     return isinstance(node, REPLACING) or (
         isinstance(node, exp.Func) and _function_name(node) in REPLACING_NAMES
     )
 
 
-def _check_replacing(node: exp.Expression) -> None:
+def _check_replacing(node: exp.Expr) -> None:
     """A replace()/regexp_replace() call's replacement and nesting (see REPLACING)."""
     args = [a for a in node.iter_expressions()]
     replacement = (
@@ -173,13 +173,13 @@ def _check_replacing(node: exp.Expression) -> None:
         raise UnsafeSQL(f"{name}(): at most {REPLACE_DEPTH} replace()/regexp_replace() calls may nest")
 
 
-def _function_name(node: exp.Expression) -> str:
+def _function_name(node: exp.Expr) -> str:
     if isinstance(node, exp.Anonymous):
         return str(node.name).lower()
     return (node.sql_name() if hasattr(node, "sql_name") else type(node).__name__).lower()
 
 
-def _written_name(node: exp.Expression) -> str:
+def _written_name(node: exp.Expr) -> str:
     """The function's name as PostgreSQL spells it (sqlglot renames some: version() is its
     current_version()), for messages."""
     try:
@@ -190,7 +190,7 @@ def _written_name(node: exp.Expression) -> str:
     return head.rsplit(".", 1)[-1] if head.replace("_", "").replace(".", "").isalnum() else ""
 
 
-def _ctes_in_scope(node: exp.Expression) -> set[str]:
+def _ctes_in_scope(node: exp.Expr) -> set[str]:
     """Names of the CTEs visible from node: those of the WITH clauses of its ancestors only (a
     CTE defined in a subquery must not whitelist a real table of the same name outside it)."""
     names: set[str] = set()
@@ -225,7 +225,7 @@ def check_select(sql: str) -> str:
         raise UnsafeSQL("the statement is nested too deeply to check; simplify it") from exc
 
 
-def _check_tree(tree: exp.Expression, sql: str) -> str:
+def _check_tree(tree: exp.Expr, sql: str) -> str:
     if not isinstance(tree, (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery)) and not (
         isinstance(tree, exp.With) or tree.find(exp.Select) is tree
     ):

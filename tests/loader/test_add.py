@@ -151,9 +151,9 @@ def para(n: int) -> str:
 
 
 def small_book(gap: bool = True) -> str:
-    ch = lambda n, t: (
-        f"CHAPITRE {n}.\n\n    {t}.\n\n\n{para(120)}\n\nV.--MAIS NON, DIT-IL.\n\n{para(80)}\n\n\n"
-    )  # noqa: E731
+    def ch(n: str, t: str) -> str:
+        return f"CHAPITRE {n}.\n\n    {t}.\n\n\n{para(120)}\n\nV.--MAIS NON, DIT-IL.\n\n{para(80)}\n\n\n"
+
     part2 = ch("I", "Des péages") + (ch("III", "Des octrois") if gap else ch("II", "Des octrois"))
     return (
         "The Project "
