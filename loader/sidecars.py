@@ -85,7 +85,7 @@ def file_hash(path: Path) -> str:
 #: Version of the chunk lines' shape: 2 added `paragraph` and `cites` (issue 11).
 CHUNK_FORMAT = 2
 #: How a summary sentence is embedded: alone, without the heading path (measured: the heading in
-#: front of a one-sentence text drowned it; evaluation/experiments/sentence_anchors/).
+#: front of a one-sentence text drowned it; decision 0017, `git show 1818990:evaluation/experiments/sentence_anchors/`).
 SENTENCE_RECIPE = "plain-v1"
 
 
