@@ -27,6 +27,15 @@ def test_readme_is_at_most_300_lines():
     assert len(README.splitlines()) <= 300
 
 
+def test_bench_readme_holds_the_current_figures_only():
+    """At most 300 lines, each current figure with its command (a figure's history: CHANGELOG, git)."""
+    bench = (DEFAULT_HOME / "bench" / "README.md").read_text(encoding="utf-8")
+    assert len(bench.splitlines()) <= 300
+    table = bench.split("## Current figures\n", 1)[1].split("\n### ", 1)[0]
+    rows = [r for r in table.splitlines() if r.startswith("| ") and not r.startswith("| what ")]
+    assert len(rows) >= 10 and all("`" in r.split(" | ")[-1] for r in rows)  # the command, in code
+
+
 def test_every_command_is_in_the_readme_table_and_has_a_section():
     table = README.split("## Commands\n", 1)[1].split("\n## ", 1)[0]
     for name in COMMANDS:
