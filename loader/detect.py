@@ -672,7 +672,7 @@ def detect(texts: dict[str, list[str]], language: str = "fr") -> Structure:
                 )
             part.sections += _sections(members, lines, end, language)
             parts.append(part)
-            if nxt is None and end < len(lines):
+            if next_part is None and end < len(lines):
                 left_out.append((f, end, len(lines), _words_outside(lines, end, tocs[f])))
         for c in chapters + named:
             if pos(c) > pos(part_cands[0]) and not any(
