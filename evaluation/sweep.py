@@ -77,6 +77,9 @@ class CachedEmbedder:
     def query(self, text: str) -> np.ndarray:
         return self.base.query(text)
 
+    def queries(self, texts: list[str]) -> np.ndarray:
+        return self.base.queries(texts)
+
 
 def _copy_book(settings: Settings, book: str, home: Path, economic: bool) -> list[Path]:
     src = settings.corpus / book
@@ -142,9 +145,9 @@ def sweep(
                     conn = db.connect(url)
                     try:
                         load(conn, home, [home / "corpus" / book])
-                        chunks = conn.execute(
+                        (chunks,) = conn.execute(
                             "SELECT count(*) FROM rag.hierarchical_content_nodes WHERE level = 0"
-                        ).fetchone()[0]
+                        ).fetchone() or (0,)
                         results = evaluate(conn, items, strats, 10, book, 3000, progress, two_step=False)
                     finally:
                         conn.close()

@@ -252,14 +252,14 @@ def installed_defaults(conn: psycopg.Connection) -> dict[str, Any]:
     with conn.cursor(row_factory=dict_row) as cur:
         row = cur.execute("SELECT * FROM rag._settings()").fetchone()
     conn.rollback()
-    return dict(row)
+    return dict(row or {})
 
 
 def rows_for(results: dict[str, dict[str, dict[str, float]]], names: list[str]) -> list[list[Any]]:
     set_names = list(next(iter(results.values())))
     rows = []
     for name in names:
-        r = [name]
+        r: list[Any] = [name]
         for n in set_names:
             r += list(measures(n, results[name][n]))
         r.append(sum(sum(measures(n, results[name][n])) / 2 for n in set_names) / len(set_names))

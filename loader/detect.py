@@ -306,7 +306,7 @@ def _standalone(lines: list[str], i: int) -> bool:
 def toc_ranges(lines: list[str]) -> list[tuple[int, int]]:
     """(first, end) of each table of contents: its heading to `FIN DE LA TABLE`, or to the
     last block that still looks like entries."""
-    out = []
+    out: list[tuple[int, int]] = []
     for i, line in enumerate(lines):
         s = line.strip()
         if not (s and TOC_RE.match(s) and _standalone(lines, i)) or any(a <= i < b for a, b in out):
@@ -642,17 +642,17 @@ def detect(texts: dict[str, list[str]], language: str = "fr") -> Structure:
     left_out: list[tuple[str, int, int, int]] = []
     if part_cands:
         for k, p in enumerate(part_cands):
-            nxt = pos(part_cands[k + 1]) if k + 1 < len(part_cands) else None
+            next_part = pos(part_cands[k + 1]) if k + 1 < len(part_cands) else None
             members = sorted(
                 (
                     c
                     for c in chapters + named
-                    if pos(p) < pos(c) and (nxt is None or pos(c) < nxt) and c.file == p.file
+                    if pos(p) < pos(c) and (next_part is None or pos(c) < next_part) and c.file == p.file
                 ),
                 key=pos,
             )
             last = max([pos(c) for c in members], default=pos(p))
-            f, end, marker = stop_after(Candidate(p.file, last[1], "x"), nxt)
+            f, end, marker = stop_after(Candidate(p.file, last[1], "x"), next_part)
             lines = texts[f]
             if not marker:
                 end = trim_half_title(lines, last[1], end, repeated[f])
@@ -677,7 +677,7 @@ def detect(texts: dict[str, list[str]], language: str = "fr") -> Structure:
                 )
             part.sections += _sections(members, lines, end, language)
             parts.append(part)
-            if nxt is None and end < len(lines):
+            if next_part is None and end < len(lines):
                 left_out.append((f, end, len(lines), _words_outside(lines, end, tocs[f])))
         for c in chapters + named:
             if pos(c) > pos(part_cands[0]) and not any(
@@ -722,7 +722,7 @@ def _half_title(
     if nxt is None or nxt[0] != file_order:
         return None
     blocks = text_blocks(lines, a, nxt[1])
-    texts = []
+    texts: list[str] = []
     for b0, b1 in reversed(blocks):
         text = " ".join(x.strip() for x in lines[b0:b1])
         if is_upper(text) and normalize(text) in repeated:

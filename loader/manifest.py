@@ -178,7 +178,7 @@ def parse_book(data: dict, path: Path, text: str = "") -> Book:
     """The Book a parsed manifest describes; `path` is where it lives, `text` its TOML (errors
     name the file, and the line when the text is given)."""
     check_nesting(text, path)
-    lines, seen = table_lines(text), {}
+    lines, seen = table_lines(text), dict[str, int]()
     try:
         b, src = data["book"], data.get("source", {})
         policy = data.get("embedding", {}).get("policy", "all")

@@ -85,7 +85,7 @@ def file_hash(path: Path) -> str:
 #: Version of the chunk lines' shape: 2 added `paragraph` and `cites` (issue 11).
 CHUNK_FORMAT = 2
 #: How a summary sentence is embedded: alone, without the heading path (measured: the heading in
-#: front of a one-sentence text drowned it; evaluation/experiments/sentence_anchors/).
+#: front of a one-sentence text drowned it; decision 0017, `git show 1818990:evaluation/experiments/sentence_anchors/`).
 SENTENCE_RECIPE = "plain-v1"
 
 
@@ -159,7 +159,8 @@ def _plan(
     meta, body = frontmatter.read(md)
     frontmatter.validate(meta, md)
     rel = md.relative_to(home).as_posix()
-    embed = bool(meta["embed"]) and embedder is not None
+    used = embedder if meta["embed"] else None  # the embedder, when this file is embedded
+    embed = used is not None
     manifest: dict[str, Any] = {
         "type": "manifest",
         "source_file": rel,
@@ -169,9 +170,9 @@ def _plan(
         "level": meta["level"],
         "node_type": meta["node_type"],
     }
-    if embed:
-        manifest["embedding_model"] = embedder.model
-        manifest["dimension"] = embedder.dimension
+    if used is not None:
+        manifest["embedding_model"] = used.model
+        manifest["dimension"] = used.dimension
     # An extractive summary's sentence is a paragraph's own words, which that paragraph's vector and
     # BM25 row already carry: only written summaries (team, LLM) give the sentence branch rows.
     with_sentences = (
@@ -192,7 +193,7 @@ def _plan(
         if same:
             return None
     heading = meta["heading_path"]
-    extra = (lambda t: embedder.fits(embedding_input(heading, t, recipe))) if embed else None
+    extra = (lambda t: used.fits(embedding_input(heading, t, recipe))) if used is not None else None
     chunks = chunk_body(body, max_tokens, extra)
     if not chunks:
         raise BookragError(f"{md}: the body is empty; nothing to chunk")
@@ -453,9 +454,9 @@ def read_sidecar(path: Path) -> Sidecar:
     try:
         lines = data.decode("utf-8").splitlines()
     except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
+        at = data[: exc.start].count(b"\n") + 1
         raise BookragError(
-            f"{path}:{line}: not valid UTF-8 (byte 0x{data[exc.start]:02x}); "
+            f"{path}:{at}: not valid UTF-8 (byte 0x{data[exc.start]:02x}); "
             "regenerate it with `bookrag sidecars`"
         ) from None
     for n, line in enumerate(lines, start=1):

@@ -450,7 +450,7 @@ def extractive_summary(inputs: list[Item], level: int) -> str:
     with their phrases, in order, each anchored to its paragraph (decision 0035); they count in
     the budget, and the central sentences of the other paragraphs fill what is left (one at least)."""
     units = numbers(inputs)
-    budget, own, used = EXTRACTIVE_WORDS[level], [], 0
+    budget, own, used = EXTRACTIVE_WORDS[level], list[str](), 0
     for s, n in (
         (s, n)
         for item, n in zip(inputs, units)
@@ -586,7 +586,7 @@ def anchor_problems(text: str, level: int, units: int, allowed: list[int] | None
             f"no anchor at all: end the sentences with the numbers of the units they draw on ([§1] to [§{units}])"
         ]
     outside = [u for u in cited if u not in allowed] if allowed else []
-    if outside:
+    if allowed and outside:
         problems.append(f"§{outside[0]} is not in the text given (§{min(allowed)}–§{max(allowed)})")
     return problems
 

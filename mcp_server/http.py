@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Mount
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bookrag.config import Settings
 from bookrag.errors import BookragError
@@ -29,9 +28,6 @@ from mcp_server.server import Running
 
 MAX_BODY_BYTES = 64 * 1024
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
-
-Scope = dict[str, Any]
-ASGIApp = Callable[[Scope, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
 
 
 def is_loopback(host: str) -> bool:
@@ -66,9 +62,7 @@ class BearerToken:
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app, self.expected = app, f"Bearer {token}".encode()
 
-    async def __call__(
-        self, scope: Scope, receive: Callable[[], Awaitable[dict]], send: Callable[[dict], Awaitable[None]]
-    ) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
             if not hmac.compare_digest(given, self.expected):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio.to_thread
 import jinja2
@@ -55,7 +55,6 @@ HEADERS = {
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
 }
-T = TypeVar("T")
 
 _templates = jinja2.Environment(
     loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -86,7 +85,7 @@ def _error(status: int, message: str) -> HTMLResponse:
     )
 
 
-def _in_thread(state: AppState, fn: Callable[[psycopg.Connection], T]) -> T:
+def _in_thread[T](state: AppState, fn: Callable[[psycopg.Connection], T]) -> T:
     """fn on a pooled connection of the MCP server; its failures become PageErrors."""
     try:
         return with_connection(state, fn)
@@ -108,7 +107,7 @@ def _state(request: Request) -> AppState:
     return state
 
 
-async def _read(request: Request, fn: Callable[[psycopg.Connection], T]) -> T:
+async def _read[T](request: Request, fn: Callable[[psycopg.Connection], T]) -> T:
     state = _state(request)
     return await anyio.to_thread.run_sync(lambda: _in_thread(state, fn))
 
@@ -148,8 +147,10 @@ def _search(
             raise PageError(503, str(exc)) from exc
         embedding, more = (vectors[0], list(vectors[1:]) or None) if vectors is not None else (None, None)
         try:
+            # called at once, within this iteration: the loop variables cannot change under it
             return _in_thread(
-                state, lambda conn: add_citations(conn, search(conn, req, embedding, model, more))
+                state,
+                lambda conn: add_citations(conn, search(conn, req, embedding, model, more)),  # noqa: B023
             )
         except PageError as exc:
             if attempt == 2 or not str(exc).startswith(MODEL_REFUSED):
@@ -161,7 +162,8 @@ def _search(
 async def search_page(request: Request) -> Response:
     raw, book = request.query_params.get("q"), request.query_params.get("book") or None
     raw_also = [a for a in request.query_params.getlist("also") if a.strip()]
-    query, also = None, ()
+    query: str | None = None
+    also: tuple[str, ...] = ()
     if raw is not None:  # checked before anything is embedded (a GET may carry any number of them)
         try:
             query, also = check_wordings(raw, raw_also, MAX_QUERY_CHARS)

@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 from markupsafe import Markup
+from psycopg.rows import dict_row
 
 from bookrag.links import citation_url, compress, page_path, split_source_file
 from mcp_server import room_text
@@ -148,7 +149,8 @@ def section_label(paragraphs: list[int]) -> str:
 
 
 def _rows(conn: psycopg.Connection, query: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
-    return conn.execute(query, params).fetchall()
+    with conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(query, params).fetchall()
 
 
 def list_books(conn: psycopg.Connection) -> list[dict[str, Any]]:
@@ -285,7 +287,9 @@ def node_page(
 ) -> ChapterPage | TreePage:
     """The page of a folder: a section's (chapter or front matter) or a book's or part's tree."""
     rows = catalogue.outline(conn, book)
-    page = chapter_page(conn, rows, book, folder, highlight) if folder else None
+    page: ChapterPage | TreePage | None = (
+        chapter_page(conn, rows, book, folder, highlight) if folder else None
+    )
     page = page or tree_page(conn, rows, book, folder)
     if page is None:
         raise PageError(
@@ -372,7 +376,7 @@ def chapter_page(
                 for p in s["cited_paragraphs"]:
                     cited_by.setdefault(p, []).append(f"s-{chunk_index}-{s['sentence_index']}")
     texts = {n: " ".join(parts) for n, parts in merged.items()}
-    notes, seen = room_text.Notes.of(list(texts.values())), set()
+    notes, seen = room_text.Notes.of(list(texts.values())), set[str]()
     paragraphs = [
         Paragraph(
             n,

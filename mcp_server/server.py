@@ -24,7 +24,7 @@ import unicodedata
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, cast
 
 import anyio
 import anyio.to_thread
@@ -96,8 +96,6 @@ CONNECTION_OPTIONS = (
     "-c idle_in_transaction_session_timeout=30s -c work_mem=16MB -c search_path=public"
 )
 
-T = TypeVar("T")
-
 
 @dataclass
 class AppState:
@@ -142,10 +140,10 @@ def _configure(conn: psycopg.Connection) -> None:
 
 
 def _state(ctx: Context) -> AppState:
-    return ctx.request_context.lifespan_context
+    return cast(AppState, ctx.request_context.lifespan_context)  # what lifespan() yields
 
 
-def with_connection(state: AppState, fn: Callable[[psycopg.Connection], T]) -> T:
+def with_connection[T](state: AppState, fn: Callable[[psycopg.Connection], T]) -> T:
     """Run fn on a pooled connection, rolled back afterwards; every failure becomes one ToolError
     sentence an agent can act on."""
     try:
@@ -201,16 +199,17 @@ def _never_loaded(state: AppState) -> bool:
     is down": the server is reachable but its role or database does not exist yet (migrations
     create them, `bookrag demo` and `bookrag load` run the migrations)."""
     try:
-        psycopg.connect(state.pool.conninfo, connect_timeout=3).close()
+        conninfo = state.pool.conninfo
+        psycopg.connect(conninfo() if callable(conninfo) else conninfo, connect_timeout=3).close()
     except psycopg.OperationalError as exc:
         return "does not exist" in str(exc)
     return False
 
 
 def _nothing_loaded(conn: psycopg.Connection) -> bool:
-    return conn.execute(
-        "SELECT NOT EXISTS (SELECT 1 FROM rag.hierarchical_content_nodes) AS empty"
-    ).fetchone()["empty"]
+    with conn.cursor(row_factory=tuple_row) as cur:
+        row = cur.execute("SELECT NOT EXISTS (SELECT 1 FROM rag.hierarchical_content_nodes)").fetchone()
+    return bool(row and row[0])
 
 
 def _add_citations(state: AppState, rows: list[dict[str, Any]]) -> None:
@@ -235,7 +234,8 @@ def _add_citations(state: AppState, rows: list[dict[str, Any]]) -> None:
 
 
 def _rows(conn: psycopg.Connection, query: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
-    return conn.execute(query, params).fetchall()
+    with conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(query, params).fetchall()
 
 
 def _chunk(r: dict[str, Any]) -> dict[str, Any]:
@@ -345,7 +345,7 @@ def search_tool(
                 "written the answer, in his style and period. Not a modern paraphrase: it finds less"
             ),
         ),
-    ] = [],
+    ] = [],  # noqa: B006 -- the tool's schema shows this default; pydantic copies it for each call
     k: Annotated[int, Field(ge=1, le=50, description="number of hits")] = 8,
     book: Annotated[str | None, Field(description="restrict to one book (see list_books)")] = None,
     within: Annotated[
@@ -636,9 +636,11 @@ def _select(conn: psycopg.Connection, statement: str, max_rows: int, value_build
             # no parallel workers: their memory is not the backend's, and the plan's rows would be per worker
             conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
             with conn.cursor(row_factory=tuple_row) as cur:  # the plan, without running the statement
-                (plan,) = cur.execute(
+                explained = cur.execute(
                     pgsql.SQL("EXPLAIN (FORMAT JSON) {}").format(pgsql.SQL(statement))
                 ).fetchone()
+            assert explained is not None  # EXPLAIN returns one row
+            (plan,) = explained
             problem = plan_problem(plan[0]["Plan"], value_building)
             if problem:
                 raise ToolError(f"rejected before running: {problem}")

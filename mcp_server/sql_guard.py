@@ -18,7 +18,13 @@ from sqlglot.dialects.postgres import Postgres
 
 from mcp_server.watchdog import MEMORY_CAP_BYTES
 
-ALLOWED_TABLES = {"hierarchical_content_nodes", "paragraphs", "books", "embedding_models", "function_versions"}
+ALLOWED_TABLES = {
+    "hierarchical_content_nodes",
+    "paragraphs",
+    "books",
+    "embedding_models",
+    "function_versions",
+}
 #: The statement's length bound (the tool's own argument bound): beyond it nothing is parsed.
 MAX_STATEMENT_CHARS = 5000
 #: Words, numbers and symbols, at most (counted by a regular expression before sqlglot reads it):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
 import pytest
 
 from bookrag.cli import COMMANDS, build_parser, main
+from bookrag.config import DEFAULT_HOME
 
 
 def test_every_command_has_help_with_an_example(capsys):
@@ -510,11 +512,16 @@ def test_bare_bookrag_prints_help_with_the_developer_commands_apart(capsys):
 
 
 def test_version(capsys):
-    from importlib.metadata import version
+    """`bookrag --version` is pyproject.toml's version (read from the installed metadata), the
+    newest release of CHANGELOG.md."""
+    import tomllib
 
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
-    assert exit_.value.code == 0 and capsys.readouterr().out == f"bookrag {version('bookrag')}\n"
+    declared = tomllib.loads((DEFAULT_HOME / "pyproject.toml").read_text())["project"]["version"]
+    assert exit_.value.code == 0 and capsys.readouterr().out == f"bookrag {declared}\n"
+    changelog = (DEFAULT_HOME / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert re.search(r"^## \[(\d+\.\d+\.\d+)\]", changelog, re.M).group(1) == declared
 
 
 def test_short_k_and_defaults_in_help(capsys):

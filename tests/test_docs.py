@@ -5,8 +5,11 @@ section per command, docs/sql.md every public SQL function; the quick start has 
 
 from __future__ import annotations
 
+import argparse
 import re
 import shutil
+import subprocess
+from dataclasses import dataclass
 
 import pytest
 
@@ -22,6 +25,15 @@ MCP_DOC = (DEFAULT_HOME / "docs" / "mcp.md").read_text(encoding="utf-8")
 
 def test_readme_is_at_most_300_lines():
     assert len(README.splitlines()) <= 300
+
+
+def test_bench_readme_holds_the_current_figures_only():
+    """At most 300 lines, each current figure with its command (a figure's history: CHANGELOG, git)."""
+    bench = (DEFAULT_HOME / "bench" / "README.md").read_text(encoding="utf-8")
+    assert len(bench.splitlines()) <= 300
+    table = bench.split("## Current figures\n", 1)[1].split("\n### ", 1)[0]
+    rows = [r for r in table.splitlines() if r.startswith("| ") and not r.startswith("| what ")]
+    assert len(rows) >= 10 and all("`" in r.split(" | ")[-1] for r in rows)  # the command, in code
 
 
 def test_every_command_is_in_the_readme_table_and_has_a_section():
@@ -205,3 +217,249 @@ def test_every_readme_command_parses():
     assert len(commands) >= 5 and ["demo"] in commands
     for argv in commands:
         parser.parse_args(argv)  # exits (status 2) on an unknown command or option
+
+
+# --- every name the docs give exists -------------------------------------------------------
+# README.md and docs/*.md are contracts: each `rag.<name>`, repository path, `bookrag <command>
+# --flag`, environment variable and (in README) the absence of measured figures is checked here.
+# docs/decisions/ is history (a decision names what was true when it was taken) and is not
+# checked; bench/README.md holds the figures, CHANGELOG.md the history.
+
+CHECKED_DOCS = [DEFAULT_HOME / "README.md", *sorted((DEFAULT_HOME / "docs").glob("*.md"))]
+#: generated and git-ignored (source.md and the sidecars): their folder must exist, not the file
+GENERATED = re.compile(r"(source\.md|\.jsonl)$")
+CODE_FILES = ("bookrag", "loader", "mcp_server", "evaluation", "bench", "tests")
+SHELL_FILES = ("run", ".ci/run")
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What exists: the migrated database's rag objects, the repository's files, the commands
+    and their options (from their --help), the environment variables the code reads."""
+
+    rag_names: frozenset[str]
+    top_level: frozenset[str]  # first path parts of the repository's files
+    command_help: dict[str, str]  # "search", "mcp config", … -> its --help
+    env_read: frozenset[str]
+
+
+def code_spans(text: str) -> list[str]:
+    """Fenced blocks and inline code: where docs name commands, paths and flags."""
+    fenced = re.findall(r"^```[a-z]*\n(.*?)^```", text, re.S | re.M)
+    rest = re.sub(r"^```[a-z]*\n.*?^```", "", text, flags=re.S | re.M)
+    return fenced + re.findall(r"`([^`\n]+)`", rest)
+
+
+def _help_of(parser: argparse.ArgumentParser) -> dict[str, str]:
+    helps = {"": parser.format_help()}
+    for action in parser._actions:  # argparse keeps its subcommands there; no public accessor
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                for key, text in _help_of(sub).items():
+                    helps[f"{name} {key}".strip()] = text
+    return helps
+
+
+def repository_facts(conn) -> Facts:
+    from bookrag.cli import build_parser
+
+    rag_names = {
+        r[0]
+        for r in conn.execute(
+            "SELECT proname FROM pg_proc WHERE pronamespace = 'rag'::regnamespace "
+            "UNION SELECT relname FROM pg_class WHERE relnamespace = 'rag'::regnamespace "
+            "UNION SELECT typname FROM pg_type WHERE typnamespace = 'rag'::regnamespace"
+        ).fetchall()
+    }
+    conn.rollback()
+    files = subprocess.run(
+        ["git", "ls-files"], cwd=DEFAULT_HOME, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    code = [
+        p.read_text(encoding="utf-8")
+        for top in CODE_FILES
+        for p in (DEFAULT_HOME / top).rglob("*.py")
+        if ".venv" not in p.parts
+    ] + [(DEFAULT_HOME / s).read_text(encoding="utf-8") for s in SHELL_FILES]
+    env_read = set()
+    for text in code:
+        env_read.update(re.findall(r"[\"'$]\{?([A-Z][A-Z0-9_]*[A-Z0-9])\b", text))
+    return Facts(
+        frozenset(rag_names),
+        frozenset(f.split("/", 1)[0] for f in files),
+        _help_of(build_parser()),
+        frozenset(env_read),
+    )
+
+
+def _path_problem(path: str, facts: Facts) -> str | None:
+    path = re.sub(r"(:\d+(-\d+)?|::\w+|#.*)$", "", path.strip().rstrip(".,;:)"))
+    parts = path.split("/")
+    if (
+        parts[0] not in facts.top_level
+        or re.search(r"[<>*{}…|]|\.\.\.|[_-]$", path)  # a pattern (corpus/<slug>/…) or a prefix (test_)
+        or any(re.match(r"[A-Z]{2,}", p) for p in parts)  # a placeholder (corpus/BOOK)
+    ):
+        return None
+    if parts[0] == "corpus" and len(parts) > 1 and not (DEFAULT_HOME / "corpus" / parts[1]).is_dir():
+        return None  # a book the reader adds (docs/add-a-book.md), not one the repository ships
+    where = DEFAULT_HOME / path
+    ignored = subprocess.run(["git", "check-ignore", "-q", path], cwd=DEFAULT_HOME).returncode == 0
+    if ignored:  # generated (source.md, sidecars, PIAF's evalset): its folder must exist
+        where = where.parent
+    return None if where.exists() else f"path {path} does not exist"
+
+
+def _command_problems(span: str, facts: Facts) -> list[str]:
+    out = []
+    for line in span.splitlines():
+        if line.lstrip().startswith(("claude ", "--")):
+            continue  # another program's command line (its server is named bookrag), a SQL comment
+        for m in re.finditer(
+            r"(?:^|[\s/(])(?:bookrag|\./run) ([a-z][a-z0-9-]*)((?:[ \t]+[^\s|;&#]+)*)", line
+        ):
+            words = m.group(2).split()
+            if m.group(1) == "test":
+                continue  # ./run test: pytest's own arguments
+            command = m.group(1)
+            if words and f"{command} {words[0]}" in facts.command_help:
+                command = f"{command} {words[0]}"
+            if command not in facts.command_help:
+                out.append(f"command `bookrag {command}` does not exist")
+                continue
+            for flag in (w.split("=", 1)[0] for w in words if re.fullmatch(r"--[a-z][a-z0-9-]*(=.*)?", w)):
+                if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", facts.command_help[command]):
+                    out.append(f"`bookrag {command}` has no option {flag} (its --help)")
+    return out
+
+
+#: a measured figure: a duration, a speed-up, a recall or MRR with three decimals
+FIGURE = re.compile(
+    r"\b\d[\d.,]*\s*(?:[–-]\s*\d[\d.,]*\s*)?(?:ms|s|sec|min|minutes|hours?)\b|\b\d+(?:\.\d+)?\s*×|\b0\.\d{3}\b"
+)
+#: words of a bound the code sets (a limit, a timeout), not of a measurement
+BOUND = re.compile(r"at most|limit|timeout|time out|default|within|up to|budget|seconds per", re.I)
+
+
+def doc_problems(text: str, facts: Facts, readme: bool = False) -> list[str]:
+    """Every name in text that does not exist (and, in README, every measured figure)."""
+    out = [
+        f"rag.{name} is not in the migrated database"
+        for name in sorted(set(re.findall(r"(?<![\w.])rag\.([a-z_][a-z0-9_]*)\b", text)))
+        if name not in facts.rag_names and not name.endswith("_")  # rag.get_*: a prefix
+    ]
+    for span in code_spans(text):
+        for word in re.findall(r"[\w./:-]+", span):
+            if re.match(r"[0-9a-f]{7,40}:", word):
+                continue  # `git show <commit>:<path>`: a file of an older commit
+            word = word.split(":", 1)[0] if "://" not in word else ""
+            if "/" in word or word in facts.top_level:
+                problem = _path_problem(word, facts)
+                if problem:
+                    out.append(problem)
+        out += _command_problems(span, facts)
+    for name in sorted(set(re.findall(r"\b((?:BOOKRAG|OPENAI)_[A-Z0-9_]*[A-Z0-9]|DATABASE_URL)\b", text))):
+        if name not in facts.env_read:
+            out.append(f"environment variable {name} is read nowhere in the code")
+    if readme:
+        for line in text.splitlines():
+            if not BOUND.search(line):
+                out += [
+                    f"measured figure {m.group(0)!r} in README: {line.strip()[:80]}"
+                    for m in FIGURE.finditer(line)
+                ]
+    return sorted(set(out))
+
+
+@pytest.fixture(scope="module")
+def facts(postgresql_proc) -> Facts:
+    import psycopg
+
+    url = psycopg.conninfo.make_conninfo(
+        host=postgresql_proc.host,
+        port=postgresql_proc.port,
+        user=postgresql_proc.user,
+        dbname=postgresql_proc.template_dbname,
+    )
+    with psycopg.connect(url) as conn:
+        return repository_facts(conn)
+
+
+@pytest.mark.parametrize("doc", CHECKED_DOCS, ids=lambda p: p.name)
+def test_the_doc_names_only_what_exists(doc, facts):
+    problems = doc_problems(doc.read_text(encoding="utf-8"), facts, readme=doc.name == "README.md")
+    assert not problems, f"{doc.relative_to(DEFAULT_HOME)}:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    "planted,problem",
+    [
+        ("Call `rag.search_hybrid(...)` for both.", "rag.search_hybrid is not in the migrated database"),
+        ("See `sql/functions/search_hybrid.sql`.", "path sql/functions/search_hybrid.sql does not exist"),
+        ("Run `bookrag frobnicate`.", "command `bookrag frobnicate` does not exist"),
+        (
+            'Run `bookrag search --frobnicate 3 "pain"`.',
+            "`bookrag search` has no option --frobnicate (its --help)",
+        ),
+        (
+            "```bash\n./run search --bogus pain\n```",
+            "`bookrag search` has no option --bogus",
+        ),
+        (
+            "Set `BOOKRAG_FROBNICATE=1`.",
+            "environment variable BOOKRAG_FROBNICATE is read nowhere in the code",
+        ),
+        ("The search takes 12.5 ms.", "measured figure '12.5 ms' in README"),
+        ("Recall@5 is 0.857 on the held-out half.", "measured figure '0.857' in README"),
+    ],
+)
+def test_the_checker_finds_a_planted_wrong_name(planted, problem, facts):
+    found = doc_problems(planted, facts, readme=True)
+    assert any(p.startswith(problem) for p in found), found
+    # and the same kinds of names, right, pass
+    right = (
+        '`rag.search(...)`, `sql/functions/search.sql`, `bookrag search --book x "pain"`, '
+        "`./run mcp config`, `BOOKRAG_HOME`, read_only_sql (5 s, 500 rows at most)"
+    )
+    assert doc_problems(right, facts, readme=True) == []
+
+
+# --- docs/scaling.md's schema change for Citus, "verified here" ----------------------------
+
+SCALING_DOC = (DEFAULT_HOME / "docs" / "scaling.md").read_text(encoding="utf-8")
+
+
+def scaling_blocks() -> tuple[str, str]:
+    """The schema change marked "verified here" and the distribution block after it."""
+    after = SCALING_DOC.split("**verified here** (single node, no Citus)", 1)[1]
+    change, distribution = re.findall(r"```sql\n(.*?)```", after, re.S)[:2]
+    return change, distribution
+
+
+def test_the_citus_schema_change_runs_as_printed(conn):
+    import psycopg
+
+    change, distribution = scaling_blocks()
+    statements = [s for s in change.split(";") if s.strip() and s.strip().upper() not in ("BEGIN", "COMMIT")]
+    statements += [
+        s
+        for s in distribution.split(";")
+        if re.search(r"^\s*(ALTER TABLE|CREATE INDEX)", re.sub(r"--[^\n]*", "", s), re.M)
+    ]  # its foreign keys and BM25 index, without the Citus calls
+    assert len(statements) >= 15 and any("sentences_chunk_fkey" in s for s in statements)
+    for stmt in statements:
+        conn.execute(stmt)
+    conn.execute("INSERT INTO rag.books (book, title) VALUES ('b', 'B')")
+    row = (
+        "INSERT INTO rag.hierarchical_content_nodes (level, node_type, source_file, source_file_hash, "
+        "chunk_index, content, book) VALUES (0, 'source', 'corpus/b/x/source.md', %s, 0, 'le pain du boulanger', %s)"
+    )
+    digest = "sha256:" + "0" * 64
+    for book, refused in ((None, psycopg.errors.NotNullViolation), ("c", psycopg.errors.CheckViolation)):
+        with pytest.raises(refused), conn.transaction():
+            conn.execute(row, (digest, book))
+    conn.execute(row, (digest, "b"))
+    found = conn.execute(
+        "SELECT source_file FROM rag.search('boulanger', p_mode => 'bm25', p_book => 'b')"
+    ).fetchall()
+    assert found == [("corpus/b/x/source.md",)]

@@ -200,7 +200,7 @@ def section_ranges(book: Book, texts: dict[str, list[str]]) -> dict[str, Range]:
             if p.start
             else cursor.get(f, 0)
         )
-        c, heads = p0, []
+        c, heads = p0, list[int]()
         for s in p.sections:
             c = (
                 p0

@@ -3,8 +3,13 @@ kept when the best leads it by less than one question of the smallest set."""
 
 from __future__ import annotations
 
+import csv
+import re
+from typing import Any
+
 import psycopg
 
+from bookrag.functions import FUNCTIONS_DIR
 from evaluation.tune_fusion import Setting, choose, installed_defaults, is_installed, one_question
 
 INSTALLED = {
@@ -60,10 +65,32 @@ def test_an_installed_default_below_a_branch_is_not_kept():
     assert choose(res, [A, B], INSTALLED) == (B, True)
 
 
+def settings_file_defaults(conn: psycopg.Connection) -> dict[str, Any]:
+    """The defaults sql/functions/_settings.sql writes (its `ROW(...)`), named by the columns of
+    rag.search_settings: the file, not a query of the function under test."""
+    text = (FUNCTIONS_DIR / "_settings.sql").read_text()
+    row = re.search(r"rag\.search_settings := ROW\((.*)\);", text).group(1)
+    values = next(csv.reader([row], quotechar="'", skipinitialspace=True))
+    names = [
+        r[0]
+        for r in conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'rag.search_settings'::regclass "
+            "AND attnum > 0 ORDER BY attnum"
+        ).fetchall()
+    ]
+    assert len(names) == len(values) > 10
+    return {n: _value(v) for n, v in zip(names, values)}
+
+
+def _value(text: str) -> str | int | float:
+    if re.fullmatch(r"\d+", text):
+        return int(text)
+    return float(text) if re.fullmatch(r"\d*\.\d+", text) else text
+
+
 def test_installed_defaults_are_the_databases(corpus: psycopg.Connection):
     defaults = installed_defaults(corpus)
-    sql = corpus.execute("SELECT sentence_after, sentence_every, fusion FROM rag._settings()").fetchone()
-    assert (defaults["sentence_after"], defaults["sentence_every"], defaults["fusion"]) == sql
+    assert defaults == settings_file_defaults(corpus)  # every setting, as sql/functions/_settings.sql has it
     assert is_installed(Setting("default"), defaults)
     assert is_installed(Setting("same", sentence_every=defaults["sentence_every"]), defaults)
     assert not is_installed(Setting("other", sentence_every=defaults["sentence_every"] + 1), defaults)

@@ -78,7 +78,7 @@ def fresh_clone(tmp_path: Path, base_url: str, books: tuple[str, ...] = (BASTIAT
         folder = re.search(r'^folder = "([^"]+)"', text, re.M).group(1)
         text = re.sub(
             r'^url = "https://www\.gutenberg\.org/[^"]*/([^/"]+?)-8\.txt"',
-            lambda m: f'url = "{base_url}/{folder}/pg{m.group(1)}-8.txt"',
+            lambda m, folder=folder: f'url = "{base_url}/{folder}/pg{m.group(1)}-8.txt"',
             text,
             flags=re.M,
         )

@@ -75,7 +75,7 @@ def test_1835_volume_every_call_cites_its_note(tmp_path: Path, pg_url: str, monk
         rows = note_citations(conn, slug)
         # every call in the raw text is one citation of its note, from the paragraph that holds it
         assert sorted(cited for *_, cited in rows) == sorted(notes[c.label] for c in found.calls)
-        for source_file, _chunk, paragraph, content, cited in rows:
+        for _source_file, _chunk, paragraph, content, cited in rows:
             label = next(k for k, v in notes.items() if v == cited)
             assert f"(_{label}_)" in content
             title = conn.execute(

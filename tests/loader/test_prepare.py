@@ -117,7 +117,7 @@ def test_fidelity_every_section_keeps_its_words(prepared, slug):
 
 @needs_books
 def test_boilerplate_and_tables_are_gone(prepared):
-    for slug, (s, _book, paths) in prepared.items():
+    for _slug, (_s, _book, paths) in prepared.items():
         for p in paths:
             text = frontmatter.read(p)[1]
             assert "Gutenberg" not in text and "TABLE DES MATIÈRES" not in text, p

@@ -252,7 +252,7 @@ def test_direct_algorithm_inputs(book_home: Path, server: FakeOpenAI) -> None:
     report = run(book_home, server, force=True, algorithm="direct")
     assert report.generated == ALL
     assert [kind(p) for p in server.prompts] == ["1"] * 5 + ["2"] * 2 + ["3"]
-    for part, chapters, prompt in (
+    for _part, chapters, prompt in (
         (P1, [P1C1, P1C2], server.prompts[5]),
         (P2, [P2C1, P2C2], server.prompts[6]),
     ):

@@ -4,7 +4,9 @@ highlights its paragraph, a summary sentence's anchor lands on the paragraphs it
 leads to a hit in its chapter, a note call and its note link both ways, a bad path is a 404 page.
 
 Outside CI a machine without chromium and chromium-driver skips these tests; in CI (CI=true),
-which installs them (.ci/run), their absence is a failure. SAVE_FIGURES=docs/figures also writes
+which installs them (.ci/run), their absence is a failure. BOOKRAG_TEST_CHROMIUM and
+BOOKRAG_TEST_CHROMEDRIVER name other binaries (a path that does not exist shows what a machine
+without them does). SAVE_FIGURES=docs/figures also writes
 the screenshots of README's reading-room section there."""
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from bookrag.links import citation_url
 from tests.mcp_server.conftest import NOTED
 from tests.mcp_server.test_server import start_http, stop_http
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+CHROMIUM = os.environ.get("BOOKRAG_TEST_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("BOOKRAG_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
+INSTALL = "apt-get install chromium chromium-driver"
 FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -44,7 +48,7 @@ BAKER = f"corpus/{BOOK}/premiere-partie/chapitre-01-le-boulanger/source.md"
 def _missing_browser() -> str | None:
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.access(p, os.X_OK)]
     if missing:
-        return f"{' and '.join(missing)} missing: apt-get install chromium chromium-driver"
+        return f"{' and '.join(missing)} missing: {INSTALL}"
     try:
         import selenium  # noqa: F401
     except ImportError:
@@ -62,17 +66,23 @@ def require_browser() -> None:
 
 
 def test_a_missing_browser_fails_in_ci_and_skips_elsewhere(monkeypatch):
-    monkeypatch.setattr(sys.modules[__name__], "CHROMIUM", "/nonexistent/chromium")
+    # whatever this machine has installed: both paths are set, one missing, one an executable
+    here = sys.modules[__name__]
+    monkeypatch.setattr(here, "CHROMIUM", "/nonexistent/chromium")
+    monkeypatch.setattr(here, "CHROMEDRIVER", sys.executable)
     monkeypatch.setenv("CI", "true")
-    with pytest.raises(
-        pytest.fail.Exception, match="the browser tests must run in CI: /nonexistent/chromium missing"
-    ):
+    with pytest.raises(pytest.fail.Exception) as failed:
         require_browser()
+    assert str(failed.value) == f"the browser tests must run in CI: /nonexistent/chromium missing: {INSTALL}"
     monkeypatch.delenv("CI")
-    with pytest.raises(
-        pytest.skip.Exception, match="/nonexistent/chromium missing: apt-get install chromium chromium-driver"
-    ):
+    with pytest.raises(pytest.skip.Exception) as skipped:
         require_browser()
+    assert str(skipped.value) == f"/nonexistent/chromium missing: {INSTALL}"
+    # neither installed: the one line names both and how to install them
+    monkeypatch.setattr(here, "CHROMEDRIVER", "/nonexistent/chromedriver")
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        require_browser()
+    assert str(skipped.value) == f"/nonexistent/chromium and /nonexistent/chromedriver missing: {INSTALL}"
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,16 @@ from bookrag.links import DEFAULT_BASE, citation_url
 
 C = "corpus/traite-des-echanges"
 ROUTES = f"{C}/premiere-partie/chapitre-02-les-routes/source.md"
-TOOLS = {"search", "get_node", "get_parent", "get_children", "outline", "list_books", "read_only_sql", "check_quotes"}
+TOOLS = {
+    "search",
+    "get_node",
+    "get_parent",
+    "get_children",
+    "outline",
+    "list_books",
+    "read_only_sql",
+    "check_quotes",
+}
 
 
 def server_env(corpus_url: str, corpus_home) -> dict[str, str]:

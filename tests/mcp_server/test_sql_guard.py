@@ -89,11 +89,6 @@ REJECTED = [
     ("SELECT * FROM rag.books FOR UPDATE", "LOCK is not allowed"),
     ("SELECT set_config('x', 'y', false)", "function set_config() is not allowed"),
     ("SELECT pg_advisory_lock(1)", "function pg_advisory_lock() is not allowed"),
-    ("SELECT * FROM rag.search_bm25('pain')", "function search_bm25() is not allowed"),
-    (
-        "SELECT * FROM rag._branch_sql('bm25', NULL, NULL, NULL, NULL, NULL, NULL)",
-        "function _branch_sql() is not allowed",
-    ),
     ("WITH d AS (DELETE FROM rag.books RETURNING *) SELECT * FROM d", "is not allowed"),
     ("SELECT pg_read_file('/etc/passwd')", "function pg_read_file() is not allowed"),
     ("SELECT setseed(0.5)", "function setseed() is not allowed"),

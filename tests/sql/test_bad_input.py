@@ -7,6 +7,11 @@ import psycopg
 import pytest
 
 HOSTILE = '"l\'État" AND (x OR -y) : * & | ! \\'
+#: the same operators around words the fixture book holds, and those words alone
+HOSTILE_WORDS, PLAIN_WORDS = (
+    '"le pain" AND (boulanger OR -prix) : * & | ! \\',
+    "le pain AND boulanger OR prix",
+)
 
 
 def error_of(conn, query, *params) -> str:
@@ -17,9 +22,15 @@ def error_of(conn, query, *params) -> str:
     return info.value.diag.message_primary
 
 
+def search_ids(conn, query: str, mode: str) -> list[int]:
+    return [r[0] for r in conn.execute("SELECT id FROM rag.search(%s, NULL, %s)", (query, mode)).fetchall()]
+
+
 def test_operators_and_quotes_are_plain_words(corpus, e5):
     for mode in ("bm25", "hybrid", "auto"):
-        corpus.execute("SELECT * FROM rag.search(%s, NULL, %s)", (HOSTILE, mode)).fetchall()
+        found = search_ids(corpus, HOSTILE_WORDS, mode)
+        # the same rows as its words alone, in the same order: the operators did nothing
+        assert found and found == search_ids(corpus, PLAIN_WORDS, mode), mode
     hits = corpus.execute(
         "SELECT source_file FROM rag.search(%s, %s, 'hybrid')", (HOSTILE, e5.query(HOSTILE))
     ).fetchall()
@@ -27,7 +38,9 @@ def test_operators_and_quotes_are_plain_words(corpus, e5):
 
 
 def test_sql_injection_text_is_searched_not_run(corpus):
-    corpus.execute("SELECT * FROM rag.search(%s, NULL, 'bm25')", ("'); DROP TABLE rag.books; --",)).fetchall()
+    found = search_ids(corpus, "'); DROP TABLE rag.books; --", "bm25")
+    assert found == search_ids(corpus, "DROP TABLE rag books", "bm25")  # searched as its words
+    assert search_ids(corpus, "'); DROP TABLE pain; --", "bm25")  # a word of the book is found
     assert corpus.execute("SELECT count(*) FROM rag.books").fetchone() == (1,)
 
 

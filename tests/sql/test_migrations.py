@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
+import re
 
-from bookrag.functions import FUNCTIONS_DIR, function_files, recorded_versions
+from psycopg import sql
+
+from bookrag.functions import function_files, recorded_versions
 from bookrag.migrate import apply_migrations
 
 
@@ -121,8 +123,6 @@ def test_every_function_file_has_a_header_and_one_function(conn):
             assert text.count("CREATE OR REPLACE FUNCTION") == 1, f.name
             assert f"FUNCTION rag.{f.name}(" in text, f.name
             assert "/*" in text and ("STABLE" in text or "IMMUTABLE" in text or "VOLATILE" in text), f.name
-        assert (FUNCTIONS_DIR / f"{f.name}.sql").exists()
-        assert hashlib.sha256((FUNCTIONS_DIR / f"{f.name}.sql").read_bytes()).hexdigest() == f.sha256
 
 
 def test_knn_uses_the_models_hnsw_index(corpus, e5):
@@ -142,12 +142,25 @@ def test_knn_uses_the_models_hnsw_index(corpus, e5):
     assert f"Index Scan using {index}" in plan
 
 
+def bm25_statement(conn, book: str | None) -> str:
+    """The statement rag._bm25 runs for these arguments: the `format(...)` of its installed body,
+    evaluated with the function's own parameter names bound (not a copy of it)."""
+    body = conn.execute("SELECT prosrc FROM pg_proc WHERE oid = 'rag._bm25'::regproc").fetchone()[0]
+    expression = re.search(r"RETURN QUERY EXECUTE (format\(.*\))\s+USING", body, re.S).group(1)
+    book_sql = sql.Literal(book).as_string(conn)
+    return conn.execute(  # no parameters: the body's own `%s` stay format()'s
+        f"SELECT {expression} FROM (SELECT {book_sql}::text AS p_book, NULL::int[] AS p_levels, "
+        "NULL::int[] AS p_ids, NULL::text[] AS p_parents, 10 AS p_n) AS args"
+    ).fetchone()[0]
+
+
 def test_bm25_uses_the_pg_search_index(corpus):
+    statement = bm25_statement(corpus, "x")
+    assert "n.book = $2" in statement and "LIMIT 10" in statement
+    corpus.execute(f"PREPARE bm25(text[], text, int[], int[], text[]) AS {statement}")
     plan = "\n".join(
-        r[0]
-        for r in corpus.execute(
-            "EXPLAIN SELECT id FROM rag.hierarchical_content_nodes n WHERE n.content ||| 'pain' AND n.book = 'x' "
-            "ORDER BY pdb.score(n.id) DESC LIMIT 10"
-        ).fetchall()
+        r[0] for r in corpus.execute("EXPLAIN EXECUTE bm25(ARRAY['pain'], 'x', NULL, NULL, NULL)").fetchall()
     )
-    assert "ParadeDB Scan" in plan and '"book"' in plan  # the filter is pushed into the index scan
+    corpus.execute("DEALLOCATE bm25")
+    assert "ParadeDB Scan" in plan and '"book"' in plan, plan  # the filter is pushed into the index scan
+    assert "n.book" not in bm25_statement(corpus, None)  # no filter asked, none written

@@ -87,7 +87,7 @@ def test_rrf_order_and_scores_match_a_hand_computation(corpus, e5):
         tune(hybrid_pool=100, fusion="rrf", bm25_weight=1, vector_weight=1, chapter_weight=0),
     )
     assert [r[0] for r in fused] == order[:10]
-    for id_, score, rank, br, vr in fused:
+    for id_, score, _rank, br, vr in fused:
         assert score == pytest.approx(expected[id_])
         assert br == best[0].get(id_) and vr == best[1].get(id_)
     assert [r[2] for r in fused] == list(range(1, 11))
