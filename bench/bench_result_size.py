@@ -25,17 +25,20 @@ PETITION = (
     "chapitre-07-petition-des-fabricants-de-chandelles/source.md"
 )
 QUERY = {"query": "Quelle est la thèse de la Pétition des fabricants de chandelles ?", "k": 5}
-CALLS = (
-    ("search, k = 5", "search", QUERY),
-    ("search, k = 5, expand_parent", "search", {**QUERY, "expand_parent": True}),
-    ("get_node, the whole Pétition chapter", "get_node", {"source_file": PETITION}),
-)
 
 
-async def sizes() -> dict[str, int]:
+def calls(source_file: str) -> tuple[tuple[str, str, dict[str, object]], ...]:
+    return (
+        ("search, k = 5", "search", QUERY),
+        ("search, k = 5, expand_parent", "search", {**QUERY, "expand_parent": True}),
+        ("get_node, a whole chapter", "get_node", {"source_file": source_file}),
+    )
+
+
+async def sizes(source_file: str) -> dict[str, int]:
     out = {}
     async with Client(build_server(load_settings())) as client:
-        for name, tool, args in CALLS:
+        for name, tool, args in calls(source_file):
             r = await client.call_tool(tool, args)
             if r.is_error:
                 raise SystemExit(f"{tool} failed: {r.content[0].text}")
@@ -46,8 +49,11 @@ async def sizes() -> dict[str, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--source-file", default=PETITION, help="the chapter get_node reads (default: the Pétition)"
+    )
     args = parser.parse_args()
-    found = anyio.run(sizes)
+    found = anyio.run(sizes, args.source_file)
     print("| call | characters of text content |\n|---|---|")
     for name, n in found.items():
         print(f"| {name} | {n:,} |")

@@ -1,6 +1,6 @@
 """Every bench/ script runs, at its smallest settings, against the loaded fixture corpus (their
 figures are not checked: timings belong to bench/README.md, never to a test verdict).
-bench_sql_bombs.py is run by tests/bench/test_bench_sql_bombs.py when it has one."""
+bench_sql_bombs.py and bench_verify.py are run by tests of their own (OWN_TEST), which check verdicts too."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import BOOK
 
 ROOT = Path(__file__).resolve().parents[2]
+FIXTURE_CHAPTER = f"corpus/{BOOK}/deuxieme-partie/chapitre-01-la-monnaie/source.md"
 
 #: script -> its smallest settings
 SMALLEST: dict[str, list[str]] = {
@@ -35,12 +36,20 @@ SMALLEST: dict[str, list[str]] = {
     "bench_embed.py": ["--calls", "1"],
     "bench_reading_room.py": ["--rounds", "1", "--search-runs", "1"],
     "bench_convoy.py": ["--hold", "0.2"],
+    "bench_wordings.py": ["--rounds", "1"],
+    "bench_result_size.py": ["--source-file", FIXTURE_CHAPTER],
+}
+#: scripts with a test of their own, which checks their verdicts too
+OWN_TEST = {
+    "bench_sql_bombs.py": "tests/bench/test_bench_sql_bombs.py",
+    "bench_verify.py": "tests/test_bench_verify.py",
 }
 
 
 def test_every_script_is_run_here():
     scripts = {p.name for p in (ROOT / "bench").glob("bench_*.py")}
-    assert scripts - {"bench_sql_bombs.py"} == set(SMALLEST)
+    assert scripts - set(OWN_TEST) == set(SMALLEST)
+    assert all((ROOT / test).is_file() for test in OWN_TEST.values())
 
 
 @pytest.mark.parametrize("script", sorted(SMALLEST))
