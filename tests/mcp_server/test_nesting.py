@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import threading
 
-import anyio
 import psycopg
 import pytest
-from mcp import Client
 from mcp.server.mcpserver.exceptions import ToolError
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from bookrag import db
-from mcp_server.server import CONNECTION_OPTIONS, AppState, _configure, build_server, with_connection
-from tests.conftest import settings_for
+from mcp_server.server import CONNECTION_OPTIONS, AppState, _configure, _select_or_close, with_connection
 
 
 def test_the_servers_stack_depth_limit_is_not_an_outage(corpus_url):
@@ -36,21 +33,23 @@ def test_the_servers_stack_depth_limit_is_not_an_outage(corpus_url):
         assert with_connection(state, lambda conn: conn.execute("SELECT 1 AS one").fetchone()) == {"one": 1}
 
 
-def test_a_value_too_deep_to_decode_is_one_sentence(corpus_url, corpus_home):
-    mcp = psycopg.conninfo.make_conninfo(db.with_user(corpus_url, db.MCP_ROLE), options=CONNECTION_OPTIONS)
-    server = build_server(settings_for(corpus_home, corpus_url), url=mcp)
+def test_a_value_too_deep_to_decode_is_one_sentence(corpus_url):
+    # The guard refuses such a literal first (over its 500 words and symbols), so the decoder's
+    # wall is tested below the guard, on the statement runner read_only_sql calls.
+    url = psycopg.conninfo.make_conninfo(db.with_user(corpus_url, db.MCP_ROLE), options=CONNECTION_OPTIONS)
     deep = "[" * 1500 + "]" * 1500  # under the 4,000 characters a cell keeps, deeper than Python's stack
-
-    async def main():
-        async with Client(server) as client:
-            refused = await client.call_tool("read_only_sql", {"sql": f"SELECT '{deep}'::jsonb AS deep"})
-            as_text = await client.call_tool(
-                "read_only_sql", {"sql": f"SELECT '{deep}'::jsonb::text AS deep"}
+    with ConnectionPool(
+        url, min_size=1, max_size=1, configure=_configure, kwargs={"row_factory": dict_row}
+    ) as pool:
+        state = AppState(pool, threading.BoundedSemaphore(1))
+        with pytest.raises(ToolError) as refused:
+            with_connection(
+                state, lambda conn: _select_or_close(conn, f"SELECT '{deep}'::jsonb AS deep", 10, False)
             )
-            return refused, as_text
-
-    refused, as_text = anyio.run(main)
-    assert refused.is_error and refused.content[0].text.endswith(
-        "a value in the answer is nested too deeply to send back as JSON; select it as text (::text)"
-    )
-    assert not as_text.is_error and as_text.structured_content["rows"] == [[deep]]
+        assert str(refused.value) == (
+            "a value in the answer is nested too deeply to send back as JSON; select it as text (::text)"
+        )
+        as_text = with_connection(
+            state, lambda conn: _select_or_close(conn, f"SELECT '{deep}'::jsonb::text AS deep", 10, False)
+        )
+        assert as_text.rows == [[deep]]
