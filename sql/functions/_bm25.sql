@@ -8,6 +8,7 @@ CREATE OR REPLACE FUNCTION rag._bm25(
     p_parents TEXT[] DEFAULT NULL
 ) RETURNS TABLE (wording INT, c rag.candidate)
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Returns, for each p_queries[wording], the p_n rows best matching it (pg_search BM25, French

@@ -14,6 +14,7 @@ CREATE OR REPLACE FUNCTION rag._check_quote(
     note           TEXT
 )
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Returns one row: the verdict on p_quote cited at p_source_file §p_paragraph (either or both may be

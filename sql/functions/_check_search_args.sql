@@ -7,6 +7,7 @@ CREATE OR REPLACE FUNCTION rag._check_search_args(
     p_query_required BOOLEAN DEFAULT true
 ) RETURNS VOID
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Contract: returns nothing when the arguments are usable, raises invalid_parameter_value (22023)

@@ -5,6 +5,7 @@ CREATE OR REPLACE FUNCTION rag._corpus_model(
     OUT dimension INT
 )
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Returns the single model registered in rag.embedding_models (model NULL when no vector was

@@ -4,6 +4,7 @@ CREATE OR REPLACE FUNCTION rag._ensure_vector_index(
     p_dimension INT
 ) RETURNS TEXT
 LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Registers (p_model, p_dimension) and creates, if missing, the partial HNSW cosine indexes of its

@@ -10,6 +10,7 @@ CREATE OR REPLACE FUNCTION rag._hybrid(
     p        rag.search_settings
 ) RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Returns the p_k best rows of rag._fuse over both branches' greatest(hybrid_pool, p_k)

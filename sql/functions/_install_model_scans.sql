@@ -4,6 +4,7 @@ CREATE OR REPLACE FUNCTION rag._install_model_scans(
     p_dimension INT
 ) RETURNS TEXT
 LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Writes rag._knn and rag._knn_sentences for p_model (rag._scan_sql's text as inlinable SQL

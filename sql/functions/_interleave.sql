@@ -7,6 +7,7 @@ CREATE OR REPLACE FUNCTION rag._interleave(
     p_k         INT
 ) RETURNS SETOF rag.search_hit
 LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Returns at most p_k rows ranked 1..k: place p is the sentence branch's (p_sentences) when

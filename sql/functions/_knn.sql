@@ -8,6 +8,7 @@ CREATE OR REPLACE FUNCTION rag._knn(
     p_ids    INT[] DEFAULT NULL
 ) RETURNS SETOF rag.candidate
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Returns the p_n rows of p_model nearest to p_vector (rag.candidate: s the cosine similarity),

@@ -6,6 +6,7 @@ CREATE OR REPLACE FUNCTION rag._knn_sentences(
     p_book   TEXT DEFAULT NULL
 ) RETURNS TABLE (cited_source_file TEXT, cited_paragraphs INT[], distance FLOAT8)
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Returns the p_n sentences of p_model nearest to p_vector (halfvec HNSW index), as the file and

@@ -5,6 +5,7 @@ CREATE OR REPLACE FUNCTION rag._quote_align(
     p_max   INT
 ) RETURNS TABLE (distance INT, first_word INT, last_word INT, differences TEXT[])
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Returns at most one row: the span of p_words (a paragraph's words, rag._quote_words split at its

@@ -3,6 +3,7 @@ CREATE OR REPLACE FUNCTION rag._quote_pieces(
     p_quote TEXT
 ) RETURNS TEXT[]
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Returns the pieces of p_quote between its ellipses (…, ..., [...], […], (...), (…)), each through

@@ -5,6 +5,7 @@ CREATE OR REPLACE FUNCTION rag._quote_span_text(
     p_last  INT
 ) RETURNS TEXT
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Returns the whitespace-separated tokens of p_text that hold its words p_first..p_last (numbered

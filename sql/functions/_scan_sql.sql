@@ -5,6 +5,7 @@ CREATE OR REPLACE FUNCTION rag._scan_sql(
     p_dimension INT
 ) RETURNS TEXT
 LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Returns the SELECT of one kNN scan for p_model of p_dimension, both as literals (the partial

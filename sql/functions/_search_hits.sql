@@ -12,6 +12,7 @@ CREATE OR REPLACE FUNCTION rag._search_hits(
     p_tuning      JSONB
 ) RETURNS TABLE (wording INT, hit rag.search_hit)
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public
 SET max_parallel_workers_per_gather = 0
 SET enable_seqscan = off
 SET hnsw.ef_search = 40

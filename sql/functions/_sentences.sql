@@ -7,6 +7,7 @@ CREATE OR REPLACE FUNCTION rag._sentences(
     p_ids     INT[]
 ) RETURNS TABLE (wording INT, hit rag.search_hit)
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Returns, for each vector p_vectors[wording] (NULL: no row), at most p_k paragraphs, best first:

@@ -3,6 +3,7 @@ CREATE OR REPLACE FUNCTION rag._settings(
     p_tuning JSONB DEFAULT NULL
 ) RETURNS rag.search_settings
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Returns the settings a search runs with: the defaults, overridden by p_tuning's named values

@@ -4,6 +4,7 @@ CREATE OR REPLACE FUNCTION rag._subtree_ids(
     p_book   TEXT DEFAULT NULL
 ) RETURNS INT[]
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Returns NULL when p_within is NULL (no restriction); else the ids of every row of the node

@@ -9,6 +9,7 @@ CREATE OR REPLACE FUNCTION rag._two_stage(
     p        rag.search_settings
 ) RETURNS TABLE (wording INT, hit rag.search_hit)
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Returns, for each wording w (p_queries[w], p_vectors[w]; a vector may be NULL), at most p_k

@@ -13,6 +13,7 @@ CREATE OR REPLACE FUNCTION rag.build_context(
     p_tuning          JSONB DEFAULT NULL
 ) RETURNS SETOF rag.context_row
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Returns the context an LLM reads: the p_k hits of rag.search (every argument of rag.search, by

@@ -19,6 +19,7 @@ CREATE OR REPLACE FUNCTION rag.check_quotes(
     cited_paragraph   INT
 )
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Returns one row per quote of p_quotes, in its order (ord 1..n), with its verdict and where its

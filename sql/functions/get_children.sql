@@ -4,6 +4,7 @@ CREATE OR REPLACE FUNCTION rag.get_children(
     p_budget      INT DEFAULT 4000
 ) RETURNS SETOF rag.context_row
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public
 AS $$
 /*
 "Load the children" of p_source_file: its child nodes in document order, each whole, while the

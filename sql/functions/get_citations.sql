@@ -18,6 +18,7 @@ CREATE OR REPLACE FUNCTION rag.get_citations(
     node_order          INT
 )
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Returns the rows cited by the anchors ([§12–14], docs/anchors.md) of one summary chunk, or of

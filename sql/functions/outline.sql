@@ -15,6 +15,7 @@ CREATE OR REPLACE FUNCTION rag.outline(
     author_summaries   INT[]
 )
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Returns every node (file) of p_book in document order (preorder of the summary tree: the book

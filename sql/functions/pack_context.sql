@@ -5,6 +5,7 @@ CREATE OR REPLACE FUNCTION rag.pack_context(
     p_expand  TEXT[] DEFAULT '{parent}'
 ) RETURNS SETOF rag.context_row
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Packs the rows p_hit_ids (best hit first; unknown ids and NULLs skipped) into a context within

@@ -14,6 +14,7 @@ CREATE OR REPLACE FUNCTION rag.search_phrasings(
     p_fusion              TEXT DEFAULT 'rrf'
 ) RETURNS TABLE (rank INT, score FLOAT8, found_by INT[], phrasing_ranks INT[], hit rag.search_hit)
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, public
 AS $$
 /*
 Returns the p_k best hits of one question searched as p_query and as each of p_phrasings (other
