@@ -27,7 +27,7 @@ from bookrag import db
 from bookrag.config import Settings, load_settings
 from bookrag.errors import BookragError
 from bookrag.search import corpus_model, query_vectors, vector_literal
-from evaluation.tune_fusion import half_sets
+from evaluation.tune_fusion import SETS, half_sets
 
 #: (name, mode, k, book filter?, levels)
 CALLS: tuple[tuple[str, str, int, bool, list[int] | None], ...] = (
@@ -65,8 +65,9 @@ class Question:
 def questions(settings: Settings, books: set[str], piaf_limit: int = 100) -> list[Question]:
     """Every question of both halves of the evalsets, each with the loaded book its set is about."""
     out = []
+    names = tuple(n for n in SETS if n != "piaf" or piaf_limit)  # --piaf-limit 0: the books alone
     for half in ("tune", "heldout"):
-        for set_name, items in half_sets(settings.home, half, piaf_limit).items():
+        for set_name, items in half_sets(settings.home, half, piaf_limit, names).items():
             book = next((b for b in books if set_name.startswith(b) or b.startswith(set_name)), None)
             out += [Question(f"{set_name}/{it.id}", book, it.question) for it in items]
     return out
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     sub = ap.add_subparsers(dest="command", required=True)
     rec = sub.add_parser("record", help="run the calls and write their rows to PATH (JSON)")
     rec.add_argument("path", type=Path)
-    rec.add_argument("--piaf-limit", type=int, default=100, help="PIAF questions per half, spread")
+    rec.add_argument("--piaf-limit", type=int, default=100, help="PIAF questions per half, spread (0: the books alone, PIAF not loaded)")
     cmp = sub.add_parser("compare", help="name the calls whose rows differ between two recordings")
     cmp.add_argument("before", type=Path)
     cmp.add_argument("after", type=Path)
