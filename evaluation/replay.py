@@ -146,7 +146,12 @@ def main(argv: list[str] | None = None) -> None:
     sub = ap.add_subparsers(dest="command", required=True)
     rec = sub.add_parser("record", help="run the calls and write their rows to PATH (JSON)")
     rec.add_argument("path", type=Path)
-    rec.add_argument("--piaf-limit", type=int, default=100, help="PIAF questions per half, spread (0: the books alone, PIAF not loaded)")
+    rec.add_argument(
+        "--piaf-limit",
+        type=int,
+        default=100,
+        help="PIAF questions per half, spread (0: the books alone, PIAF not loaded)",
+    )
     cmp = sub.add_parser("compare", help="name the calls whose rows differ between two recordings")
     cmp.add_argument("before", type=Path)
     cmp.add_argument("after", type=Path)
