@@ -302,9 +302,12 @@ def write_sidecars(
     embedder: Embedder | None,
     progress: bool = True,
     recipe: str = RECIPE,
+    bar: tqdm | None = None,
 ) -> SidecarStats:
     """Write the sidecar of every .md that changed (hash, model, chunking or recipe);
-    skip the others without embedding anything. Each write is atomic."""
+    skip the others without embedding anything. Each write is atomic, one file at a time: an
+    interrupted run keeps the files written before it. `bar`: a progress bar shared with other
+    calls (`bookrag build --all`: one for the shelf), advanced but not closed here."""
     stats = SidecarStats()
     todo, reuse = _todo(mds, home, max_tokens, embedder, recipe, stats)
     total = sum(
@@ -313,7 +316,10 @@ def write_sidecars(
         for md, p in todo
         if p.embed
     )
-    with tqdm(total=total, unit="chunk", desc="embedding", disable=not progress or total == 0) as bar:
+    own = bar is None
+    if bar is None:
+        bar = tqdm(total=total, unit="chunk", desc="embedding", disable=not progress or total == 0)
+    try:
         for md, p in todo:
             vectors = None
             sentences = None
@@ -347,6 +353,9 @@ def write_sidecars(
             )
             stats.written += 1
             stats.files.append(md)
+    finally:
+        if own:
+            bar.close()
     return stats
 
 
