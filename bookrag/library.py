@@ -325,7 +325,7 @@ def build_shelf(
         }
         everything = [t for texts in pending.values() for t in texts]
         rate = embedding_rate(embedder.passages, everything[:sample_size]) if everything else None
-        say(f"{estimate_line(len(everything), rate)} of {_count(len(ready), 'book')}")
+        say(f"{estimate_line(len(everything), rate)} ({_count(len(ready), 'book')})")
         bar = tqdm(total=len(everything), unit="chunk", desc="shelf", disable=not progress or not everything)
         try:
             for sb in ready:

@@ -64,7 +64,7 @@ def test_build_all_interrupted_then_resumed_embeds_only_the_rest(tmp_path, pg_ur
     assert said[:2] == [f"shelf     {BOOK}: not loaded", f"shelf     {TWIN}: not loaded"]
     assert said[2].startswith("estimate: about ")
     assert f" to embed {whole} texts (chunks and summary sentences)" in said[2]
-    assert said[2].endswith(" of 2 books")
+    assert said[2].endswith(", then the load (2 books)")
     kept = [md for md in mds(home) if sidecar_path(md).exists()]
     assert kept and len(kept) < len(mds(home))
     for md in kept:  # every sidecar left behind is whole: its manifest's count of chunks, each embedded
