@@ -16,6 +16,11 @@ import psycopg
 from psycopg.rows import dict_row
 
 SUMMARY_SUFFIX = " (résumé)"
+#: The row kind of a summary the extractive provider wrote (loader.author_summary.EXTRACTIVE),
+#: and what its citation says instead of « résumé »: the author's sentences, chosen by a program;
+#: a reader quotes the paragraphs it cites, never it (decision 0038).
+EXTRACTIVE_KIND = "extractive_summary"
+EXTRACTIVE_LABEL = "extraits choisis par programme (citer les paragraphes)"
 #: French ordinals as they open or close a part's heading ("Première série", "Livre deuxième").
 ORDINALS = {
     "premier": 1,
@@ -101,10 +106,16 @@ def _leads(parent: str, segment: str) -> bool:
 
 
 def scholarly(
-    meta: BookMeta | None, heading_path: str | None, paragraph: int | None, node_type: str = "source"
+    meta: BookMeta | None,
+    heading_path: str | None,
+    paragraph: int | None,
+    node_type: str = "source",
+    kind: str | None = None,
 ) -> str:
     """The citation of one row. A summary (written by the project, not the author) says so:
-    its § is the summary's own paragraph, not the book's."""
+    its § is the summary's own paragraph, not the book's. An extractive one (kind
+    extractive_summary) says it is the author's sentences chosen by a program, to be quoted from
+    the paragraphs it cites."""
     path = heading_path or ""
     is_summary = node_type == "summary" or path.endswith(SUMMARY_SUFFIX)
     if path.endswith(SUMMARY_SUFFIX):
@@ -121,7 +132,9 @@ def scholarly(
     parts = [head]
     for prev, seg in zip(segments, segments[1:]):
         parts.append(_START if _leads(prev, seg) else _segment(seg))
-    if is_summary:
+    if kind == EXTRACTIVE_KIND:
+        parts.append(EXTRACTIVE_LABEL)
+    elif is_summary:
         parts.append("résumé")
     if paragraph:
         parts.append(f"§ {paragraph}")
@@ -136,7 +149,11 @@ def add_citations(conn: psycopg.Connection, rows: list[dict[str, Any]]) -> list[
     def cite(r: dict[str, Any]) -> None:
         book = r.get("book") or (r["source_file"].split("/")[1] if r.get("source_file") else None)
         r["citation"] = scholarly(
-            meta.get(book or ""), r.get("heading_path"), r.get("paragraph"), r.get("node_type", "source")
+            meta.get(book or ""),
+            r.get("heading_path"),
+            r.get("paragraph"),
+            r.get("node_type", "source"),
+            r.get("kind"),
         )
 
     for r in rows:

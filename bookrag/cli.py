@@ -461,6 +461,8 @@ def _print_hits(rows: list[dict], as_json: bool, room: str | None = None) -> Non
         print(f"    cite: {r['citation']}")
         if r.get("kind") == "author_summary":
             print("    the author's own summary of the section (his outline of what follows)")
+        elif r.get("kind") == "extractive_summary":
+            print("    the author's sentences chosen by a program: quote the paragraphs it cites, not it")
         print(f"    {r['source_file']} {locator(r)}  level {r['level']}, {r['content_token_count']} tokens")
         if r.get("url"):
             print(f"    {r['url']}")

@@ -48,9 +48,9 @@ class Chunk(BaseModel):
         None,
         description="summaries: what this chunk's anchors cite (the book's own paragraphs); paragraphs: the author's end notes they call",
     )
-    kind: Literal["text", "author_summary"] | None = Field(
+    kind: Literal["text", "author_summary", "extractive_summary"] | None = Field(
         None,
-        description="'author_summary': the author's own summary of the section (his outline of what follows, in his words: quotable); 'text': the book's text or a summary; absent where the tool does not say",
+        description="'author_summary': the author's own summary of the section (his outline of what follows, in his words: quotable); 'extractive_summary': the author's sentences chosen and arranged by a program (quote the paragraphs it cites, never it); 'text': the book's text or a summary; absent where the tool does not say",
     )
 
 

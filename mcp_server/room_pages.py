@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 from markupsafe import Markup
 
+from bookrag.cite import EXTRACTIVE_KIND
 from bookrag.links import citation_url, compress, page_path, split_source_file
 from mcp_server import room_text
 
@@ -62,6 +63,7 @@ class Entry:
     is_section: bool  # it has its own text (source.md): a chapter page
     summary: list[SummaryParagraph] = field(default_factory=list)
     children: list[Entry] = field(default_factory=list)
+    extractive: bool = False  # its summary is the author's sentences chosen by a program
 
 
 @dataclass
@@ -93,6 +95,7 @@ class ChapterPage:
     trail: list[Link]  # the book, then the part
     previous: Link | None
     next: Link | None
+    summary_extractive: bool = False  # the summary is the author's sentences chosen by a program
 
 
 @dataclass
@@ -211,6 +214,11 @@ def _anchors(cites: list[dict[str, Any]], titles: dict[str, str]) -> list[Anchor
     return out
 
 
+def _extractive(chunks: list[dict[str, Any]]) -> bool:
+    """The summary's chunks are the extractive provider's: the author's sentences chosen by a program."""
+    return any(c.get("kind") == EXTRACTIVE_KIND for c in chunks)
+
+
 def _summary(
     chunks: list[dict[str, Any]],
     sentences: dict[tuple[str, int], list[dict[str, Any]]],
@@ -315,6 +323,7 @@ def tree_page(
         entry.summary = _summary(
             chunks.get(r["source_file"], []), sentences, titles, "" if f == folder else f"{f}/"
         )
+        entry.extractive = _extractive(chunks.get(r["source_file"], []))
         entries[r["source_file"]] = entry
         parent = entries.get(r["parent_source_file"] or "")
         if parent is not None and f != folder:
@@ -409,6 +418,7 @@ def chapter_page(
         trail,
         link(at - 1),
         link(at + 1),
+        _extractive(chunks),
     )
 
 
@@ -422,6 +432,7 @@ class SearchHit:
     branches: list[str]
     excerpt: Markup
     author: bool = False  # the author's own summary of the section (kind author_summary)
+    extractive: bool = False  # the author's sentences chosen by a program (kind extractive_summary)
 
 
 def search_hits(rows: list[dict[str, Any]]) -> list[SearchHit]:
@@ -462,6 +473,7 @@ def search_hits(rows: list[dict[str, Any]]) -> list[SearchHit]:
                 branches,
                 room_text.render(excerpt),
                 r.get("kind") == "author_summary",
+                r.get("kind") == EXTRACTIVE_KIND,
             )
         )
     return out

@@ -189,7 +189,7 @@ def _add_citations(state: AppState, rows: list[dict[str, Any]]) -> None:
         state.books = with_connection(state, book_meta)
     for r in rows:
         r["scholarly"] = scholarly(
-            state.books.get(r["book"]), r["heading_path"], r.get("paragraph"), r["node_type"]
+            state.books.get(r["book"]), r["heading_path"], r.get("paragraph"), r["node_type"], r.get("kind")
         )
         r["url"] = citation_url(state.reading_room_url, r["source_file"], r.get("paragraph"))
 
@@ -326,6 +326,8 @@ def search_tool(
 ) -> SearchResult:
     """Search the loaded books; returns ranked passages, each with its citation (cite the paragraph: heading_path, §N).
     A hit with kind "author_summary" is the author's own summary of its section (his outline, in his words).
+    A hit with kind "extractive_summary" is the author's sentences chosen and arranged by a program, not a
+    summary anyone wrote: quote and cite the paragraphs it cites (`cites`, `expand_cited`), never it.
 
     Send the question with `phrasings` in the author's own language: the search matches words and a small
     embedding model that pairs modern wordings poorly with 19th-century prose, and the author's words find
