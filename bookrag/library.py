@@ -268,7 +268,7 @@ def build_shelf(
 ) -> list[ShelfBook]:
     """`bookrag build --all`: every book of corpus/ that is not built (book_states), in three
     passes: prepare and summarize each, one estimate for the whole shelf, then its sidecars and
-    its load, book after book, under one progress bar. A book that fails is said and the others
+    its load, book after book (the fewest texts to embed first), under one progress bar. A book that fails is said and the others
     go on (BookragError at the end names them). Resumable: sidecars are written whole, file by
     file, so after Ctrl-C or a crash the next run embeds only the files not yet written."""
     from bookrag import db
@@ -323,6 +323,7 @@ def build_shelf(
             )
             for sb in ready
         }
+        ready.sort(key=lambda sb: (len(pending[sb.slug]), sb.slug))  # the smallest first: searchable sooner
         everything = [t for texts in pending.values() for t in texts]
         rate = embedding_rate(embedder.passages, everything[:sample_size]) if everything else None
         say(f"{estimate_line(len(everything), rate)} ({_count(len(ready), 'book')})")

@@ -28,6 +28,7 @@ nothing is written. The extractive provider anchors each sentence to the unit it
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -538,9 +539,7 @@ def sentence_scores(
 ) -> tuple[list[float], list[Vector]]:
     """The score of each (sentence, unit, paragraph index, index in the paragraph) by `w`, and
     the sentences' TF-IDF vectors (for the redundancy term)."""
-    sentences = [f[0] for f in found]
-    groups = [f[2] for f in found] if w.rest else None
-    scores = centrality(sentences, groups)
+    scores, vectors = _lexical(tuple(f[0] for f in found), tuple(f[2] for f in found) if w.rest else None)
     edge = max(1, math.ceil(paragraphs_count * w.edge))
     out = []
     for score, (s, _unit, k, j) in zip(scores, found):
@@ -548,7 +547,18 @@ def sentence_scores(
             score += w.opening * (k < edge) + w.closing * (k >= paragraphs_count - edge)
         score += w.lead * (j == 0) - w.aside * is_aside(s)
         out.append(score)
-    return out, tfidf_vectors(sentences)
+    return out, list(vectors)
+
+
+@functools.lru_cache(maxsize=64)
+def _lexical(
+    sentences: tuple[str, ...], groups: tuple[int, ...] | None
+) -> tuple[tuple[float, ...], tuple[Vector, ...]]:
+    """centrality and tfidf_vectors of a section's sentences, kept for the next calls with the same
+    sentences (evaluation.extractive's grid weighs each chapter's sentences hundreds of times)."""
+    return tuple(centrality(list(sentences), None if groups is None else list(groups))), tuple(
+        tfidf_vectors(list(sentences))
+    )
 
 
 def extractive_summary(inputs: list[Item], level: int, weights: ExtractiveWeights | None = None) -> str:

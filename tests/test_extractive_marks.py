@@ -126,3 +126,23 @@ def test_hits_say_it_in_the_cli_and_the_mcp_tools(extractive_home, pg_url, monke
     found = [h for h in anyio.run(search)["hits"] if h["citation"]["source_file"] == ROUTES]
     assert found and all(h["kind"] == "extractive_summary" for h in found)
     assert all(EXTRACTIVE_LABEL in h["citation"]["scholarly"] for h in found)
+
+
+def test_the_reading_room_says_it(extractive_home, pg_url):
+    from tests.mcp_server.test_reading_room import client_for
+
+    conn = db.connect(pg_url)
+    load(conn, extractive_home, [extractive_home / "corpus" / BOOK])
+    conn.close()
+    mark = "the author's sentences chosen by a program"
+    with client_for(settings_for(extractive_home, pg_url)) as room:
+        chapter = room.get(f"/books/{BOOK}/premiere-partie/chapitre-02-les-routes")
+        assert chapter.status_code == 200
+        assert (
+            '<p class="meta extractive-summary" lang="en">the author\'s sentences chosen by a program, '
+            "not a summary: quote the paragraphs they cite</p>" in chapter.text
+        )
+        tree = room.get(f"/books/{BOOK}")
+        assert tree.status_code == 200
+        # the five chapter summaries are the provider's; the parts' and the book's are the team's
+        assert tree.text.replace("&#39;", "'").count(f"({mark})") == 5
