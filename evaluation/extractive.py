@@ -252,6 +252,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--synthesis", action="store_true", help="synthesis questions, mode auto, per summary tree"
     )
+    ap.add_argument(
+        "--trees",
+        default="team,centroid,provider",
+        help="--synthesis: the summary trees, from team, centroid (decision 0032), provider, grid (with --grid)",
+    )
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args(argv)
     settings = load_settings()
@@ -278,7 +283,18 @@ def main(argv: list[str] | None = None) -> None:
     out["weights"] = {label: asdict(w) for label, w in rankings}
     if args.synthesis:
         print("\nsynthesis questions, mode auto, by summary tree\n")
-        out["synthesis"] = synthesis(settings, args.book or list(SHIPPED), [("team", None), *rankings])
+        tuned = out.get("grid_best")
+        trees: dict[str, ExtractiveWeights | None] = {
+            "team": None,
+            "centroid": CENTROID_ONLY,
+            "provider": EXTRACTIVE_WEIGHTS,
+            **({"grid": replace(CENTROID_ONLY, **tuned)} if tuned else {}),
+        }
+        wanted = args.trees.split(",")
+        unknown = [t for t in wanted if t not in trees]
+        if unknown:
+            ap.error(f"--trees: unknown {', '.join(unknown)} (team, centroid, provider; grid with --grid)")
+        out["synthesis"] = synthesis(settings, args.book or list(SHIPPED), [(t, trees[t]) for t in wanted])
     if args.json:
         Path(args.json).write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 

@@ -483,17 +483,25 @@ def centrality(sentences: list[str], groups: list[int] | None = None) -> list[fl
     centroid: Vector = {}
     for v in vectors:
         _add(centroid, v)
-    if groups is None:
-        return [_cosine(v, centroid) for v in vectors]
     own: dict[int, Vector] = {}
-    for v, g in zip(vectors, groups):
+    for v, g in zip(vectors, groups or []):
         _add(own.setdefault(g, {}), v)
-    out = []
-    for v, g in zip(vectors, groups):
-        rest = dict(centroid)
-        _add(rest, own[g], -1.0)
-        out.append(_cosine(v, rest))
-    return out
+    if groups is None or len(own) < 2:  # one paragraph: no rest to measure against
+        return [_cosine(v, centroid) for v in vectors]
+    # cos(v, C - P) = (v·C - v·P) / |C - P|, with |C - P|² = |C|² - 2 C·P + |P|², once per paragraph P
+    square = sum(x * x for x in centroid.values())
+    norms = {
+        g: math.sqrt(
+            max(square - 2 * sum(x * centroid[w] for w, x in o.items()) + sum(x * x for x in o.values()), 0.0)
+        )
+        for g, o in own.items()
+    }
+    return [
+        sum(x * (centroid[w] - own[g].get(w, 0.0)) for w, x in v.items()) / norms[g]
+        if norms[g] > 1e-9
+        else 0.0
+        for v, g in zip(vectors, groups)
+    ]
 
 
 @dataclass(frozen=True)
@@ -520,9 +528,7 @@ class ExtractiveWeights:
 CENTROID_ONLY = ExtractiveWeights()
 #: The provider's weights, chosen on the tuning half of the shipped books' chapters
 #: (`python -m evaluation.extractive --grid`; decision 0038).
-EXTRACTIVE_WEIGHTS = ExtractiveWeights(
-    opening=0.1, closing=0.05, lead=0.05, aside=0.1, redundancy=0.3, rest=True
-)
+EXTRACTIVE_WEIGHTS = ExtractiveWeights(opening=0.2, closing=0.05, lead=0.1, aside=0.1, redundancy=0.3)
 
 _ASIDE_START = ("«", "—", "–", "(", '"', "“", "-")
 
@@ -550,7 +556,7 @@ def sentence_scores(
     return out, list(vectors)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=256)
 def _lexical(
     sentences: tuple[str, ...], groups: tuple[int, ...] | None
 ) -> tuple[tuple[float, ...], tuple[Vector, ...]]:
@@ -563,9 +569,9 @@ def _lexical(
 
 def extractive_summary(inputs: list[Item], level: int, weights: ExtractiveWeights | None = None) -> str:
     """Deterministic offline summary, the author's words arranged by a program: the sentences a
-    reader would pick (`ExtractiveWeights`: the thesis sentences the rest of the section
-    elaborates, the opening and closing paragraphs, the paragraphs' first sentences ahead of
-    asides, without repeating itself; lexical, no embedding: decisions 0032, 0038), kept in text
+    reader would pick (`ExtractiveWeights`: the central sentences, those of the opening and
+    closing paragraphs and the paragraphs' first sentences ahead of asides, without repeating
+    itself; lexical, no embedding: decisions 0032, 0038), kept in text
     order within a word budget, three sentences per paragraph, each anchored to the unit
     (paragraph, child) it came from. A section holding the author's own summaries starts with
     their phrases, in order, each anchored to its paragraph (decision 0035); they count in the
