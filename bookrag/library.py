@@ -218,18 +218,10 @@ def book_states(settings: Settings, conn: psycopg.Connection) -> list[BookState]
         rows = loaded.get(book.slug, {})
         missing = [f for f in files if not (settings.home / f).exists()]
         if not rows:
-            if (
-                missing
-                and not prepared_by_default(book)
-                and len(missing) == sum(f.endswith("source.md") for f in files)
-            ):
-                out.append(
-                    BookState(
-                        book.slug,
-                        "skipped",
-                        f"a {book.source_kind} book: `bookrag prepare {book.slug} --from EXPORT` first",
-                    )
-                )
+            sources = [f for f in files if f.endswith("/source.md")]
+            if not prepared_by_default(book) and sources and all(f in missing for f in sources):
+                reason = f"a {book.source_kind} book: `bookrag prepare {book.slug} --from EXPORT` first"
+                out.append(BookState(book.slug, "skipped", reason))
             else:
                 out.append(BookState(book.slug, "not loaded"))
             continue
