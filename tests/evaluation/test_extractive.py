@@ -73,3 +73,24 @@ def test_the_grid_takes_the_best_on_the_tuning_half(tmp_path, monkeypatch, capsy
     data = json.loads(out.read_text(encoding="utf-8"))
     assert data["tuning"] + data["held_out"] == len(cases)
     assert data["weights"]["decision 0032 (centroid only)"] == {**vars(CENTROID_ONLY)}
+
+
+def test_synthesis_rewrites_copies_never_the_checkout(home, pg_url):
+    """--synthesis on the fixture book: the team's tree and the provider's, each in a copy loaded
+    into a scratch database, its one synthesis question asked in mode auto; the home is untouched."""
+    import shutil
+
+    from loader import frontmatter
+    from tests.conftest import FIXTURES
+
+    shutil.copytree(FIXTURES / "evals", home / "evals")
+    summary = home / "corpus" / BOOK / "premiere-partie" / "chapitre-02-les-routes" / "summary.md"
+    before = summary.read_bytes()
+    out = extractive.synthesis(
+        settings_for(home, pg_url), [BOOK], [("team", None), ("provider", EXTRACTIVE_WEIGHTS)]
+    )
+    assert out["questions"]["all"] == 1
+    for label in ("team", "provider"):
+        found = out[label][f"{label} · all"]["synthesis"]
+        assert 0.0 <= found["mrr@10"] <= 1.0 and found["recall@10"] in (0.0, 1.0)
+    assert summary.read_bytes() == before and frontmatter.read(summary)[0]["generator"] == "team"
