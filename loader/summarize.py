@@ -556,12 +556,13 @@ def sentence_scores(
     return out, list(vectors)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=128)
 def _lexical(
     sentences: tuple[str, ...], groups: tuple[int, ...] | None
 ) -> tuple[tuple[float, ...], tuple[Vector, ...]]:
     """centrality and tfidf_vectors of a section's sentences, kept for the next calls with the same
-    sentences (evaluation.extractive's grid weighs each chapter's sentences hundreds of times)."""
+    sentences (evaluation.extractive's grid weighs each of the 53 tuning chapters' sentences, both
+    ways, hundreds of times; 128 sections of sparse vectors are tens of MB at most)."""
     return tuple(centrality(list(sentences), None if groups is None else list(groups))), tuple(
         tfidf_vectors(list(sentences))
     )
