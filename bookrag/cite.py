@@ -16,6 +16,11 @@ import psycopg
 from psycopg.rows import dict_row
 
 SUMMARY_SUFFIX = " (résumé)"
+#: The row kind of a summary the extractive provider wrote (loader.author_summary.EXTRACTIVE),
+#: and what its citation says instead of « résumé »: the author's sentences, chosen by a program;
+#: a reader quotes the paragraphs it cites, never it (decision 0038).
+EXTRACTIVE_KIND = "extractive_summary"
+EXTRACTIVE_LABEL = "extraits choisis par programme (citer les paragraphes)"
 #: French ordinals as they open or close a part's heading ("Première série", "Livre deuxième").
 ORDINALS = {
     "premier": 1,
@@ -114,9 +119,10 @@ def scholarly(
     note: str | None = None,
 ) -> str:
     """The citation of one row. A summary (written by the project, not the author) says so:
-    its § is the summary's own paragraph, not the book's. A footnote says so before its §
-    ("note 2", "note 2 de l'éditeur": kind and note from rag.paragraphs), so that nobody quotes
-    an editor's note as the author."""
+    its § is the summary's own paragraph, not the book's. An extractive one (kind
+    extractive_summary) says it is the author's sentences chosen by a program, to be quoted from
+    the paragraphs it cites. A footnote says so before its § ("note 2", "note 2 de l'éditeur":
+    kind and note from rag.paragraphs), so that nobody quotes an editor's note as the author."""
     path = heading_path or ""
     is_summary = node_type == "summary" or path.endswith(SUMMARY_SUFFIX)
     if path.endswith(SUMMARY_SUFFIX):
@@ -133,7 +139,9 @@ def scholarly(
     parts = [head]
     for prev, seg in zip(segments, segments[1:]):
         parts.append(_START if _leads(prev, seg) else _segment(seg))
-    if is_summary:
+    if kind == EXTRACTIVE_KIND:
+        parts.append(EXTRACTIVE_LABEL)
+    elif is_summary:
         parts.append("résumé")
     if kind in NOTE_KINDS and note:
         parts.append(NOTE_KINDS[kind].format(note))

@@ -328,31 +328,50 @@ def cmd_load(args: argparse.Namespace, s: Settings) -> None:
 
 @command(
     "books",
-    "List the books in the database: files, rows, tokens, embedding models, summaries, paragraphs cited by anchors.",
+    "List the books: which are built (loaded and current) and which are not; for each loaded one its files, "
+    "rows, tokens, embedding models, summaries, paragraphs cited by anchors.",
     "bookrag books\n  bookrag books --json",
 )
 def cmd_books(args: argparse.Namespace, s: Settings) -> None:
-    from bookrag.library import loaded_books
+    from bookrag.library import book_states, loaded_books
 
     conn = _conn(s)
     try:
         rows = loaded_books(conn)
+        states = {st.slug: st for st in book_states(s, conn)}
     finally:
         conn.close()
+    loaded = {r["book"] for r in rows}
     for r in rows:
+        st = states.get(r["book"])
+        state = st.state if st else "loaded, no manifest"
         if args.json:
-            print(json.dumps(r, ensure_ascii=False))
+            print(json.dumps({**r, "state": state, "reason": st.reason if st else ""}, ensure_ascii=False))
             continue
         cited = f"{r['cited_paragraphs']}/{r['paragraphs']}" if r["paragraphs"] else "0/0"
         volume = f", {r['volume']}" if r["volume"] else ""
-        print(f"{r['book']}  {r['author'] or '?'}, {r['title']}{volume} ({r['year'] or 'n.d.'})")
+        why = f" ({st.reason})" if st and st.reason else ""
+        print(
+            f"{r['book']}  {r['author'] or '?'}, {r['title']}{volume} ({r['year'] or 'n.d.'})  [{state}{why}]"
+        )
         print(
             f"  {r['nodes']} files, {r['chunks']} rows, {r['tokens']} tokens; levels {','.join(map(str, r['levels'])) or '-'}; "
             f"{r['summaries']} summaries; {cited} paragraphs cited by an anchor; "
             f"models: {', '.join(r['models']) or 'none (BM25 only)'}"
         )
-    if not rows and not args.json:
+    unbuilt = [st for slug, st in states.items() if slug not in loaded]
+    for st in unbuilt:
+        if args.json:
+            print(json.dumps({"book": st.slug, "state": st.state, "reason": st.reason}, ensure_ascii=False))
+        else:
+            print(f"{st.slug}  [{st.state}{f' ({st.reason})' if st.reason else ''}]")
+    if args.json:
+        return
+    if not rows:
         print("no book is loaded: run `bookrag demo`, or `bookrag build BOOK`")
+    todo = [st.slug for st in states.values() if st.state in ("not loaded", "stale")]
+    if todo:
+        print(f"not built: {', '.join(todo)}; `bookrag build --all` builds them")
 
 
 @command(
@@ -386,14 +405,28 @@ def cmd_remove(args: argparse.Namespace, s: Settings) -> None:
 
 @command(
     "build",
-    "Build one book end to end: prepare, summarize, sidecars, load; prints an estimate of the time first.",
+    "Build one book end to end (prepare, summarize, sidecars, load), or with --all every book not built yet "
+    "(one estimate, one progress bar, resumable); prints an estimate of the time first.",
     "BOOKRAG_SOURCES=../shared/books bookrag build bastiat-sophismes-economiques\n"
-    "  bookrag build bastiat-harmonies-economiques --provider extractive",
+    "  bookrag build bastiat-harmonies-economiques --provider extractive\n"
+    "  BOOKRAG_SOURCES=../shared/books bookrag build --all --provider extractive",
 )
 def cmd_build(args: argparse.Namespace, s: Settings) -> None:
-    from bookrag.library import build_book
+    from bookrag.library import build_book, build_shelf
 
     start = time.perf_counter()
+    if args.all == bool(args.book):
+        raise BookragError(
+            "name one book, or pass --all for every book not built yet (`bookrag books` lists them)"
+        )
+    if args.all:
+        built = build_shelf(s, args.provider)
+        for sb in built:
+            for warning in sb.load.warnings if sb.load else []:
+                print(f"warning: {sb.slug}: {warning}", file=sys.stderr)
+        if built:
+            print(f"built {len(built)} books in {time.perf_counter() - start:.1f} s")
+        return
     report = build_book(s, args.book, args.provider)
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -486,6 +519,8 @@ def _print_hits(rows: list[dict], as_json: bool, room: str | None = None) -> Non
             print("    a note of the book's editor, not the author's words")
         elif r.get("kind") == "note":
             print("    a footnote of the book")
+        elif r.get("kind") == "extractive_summary":
+            print("    the author's sentences chosen by a program: quote the paragraphs it cites, not it")
         print(f"    {r['source_file']} {locator(r)}  level {r['level']}, {r['content_token_count']} tokens")
         if r.get("url"):
             print(f"    {r['url']}")
@@ -803,7 +838,14 @@ def build_parser() -> argparse.ArgumentParser:
     p["books"].add_argument("--json", action="store_true", help="one JSON object per book")
     p["remove"].add_argument("book", help="a book from `bookrag books`")
     p["remove"].add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    p["build"].add_argument("book", help="book folder under corpus/ (a manifest: corpus/BOOK/book.toml)")
+    p["build"].add_argument(
+        "book", nargs="?", help="book folder under corpus/ (a manifest: corpus/BOOK/book.toml)"
+    )
+    p["build"].add_argument(
+        "--all",
+        action="store_true",
+        help="every book of corpus/ not loaded or stale (`bookrag books`); again after Ctrl-C resumes",
+    )
     p["build"].add_argument(
         "--provider",
         choices=("llm", "extractive"),

@@ -24,7 +24,11 @@ from bookrag.errors import BookragError
 FIELD = "author_summaries"
 #: The sidecar chunk field and the database column, and the value marking such a chunk.
 KIND = "author_summary"
-KINDS = ("text", KIND)
+#: The value marking every chunk of a summary the extractive provider wrote (its frontmatter's
+#: `generator: extractive`): the author's sentences, chosen and arranged by a program, so a reader
+#: quotes the paragraphs it cites, never it (decision 0038). Summary rows only.
+EXTRACTIVE = "extractive_summary"
+KINDS = ("text", KIND, EXTRACTIVE)
 
 #: A separator between two phrases: the end of one (. ? ! ;) then `--` (Gutenberg's dash).
 _SEPARATOR = re.compile(r"[.?!;»]\s*--\s*\S")

@@ -161,6 +161,13 @@ def _check_text(home: Path, path: Path, sc: Sidecar) -> None:
                 f"in {author_summary.FIELD}; run `bookrag sidecars {sc.source_file}`"
             )
     if sc.manifest["node_type"] == "summary":
+        extractive = meta.get("generator") == "extractive"
+        for n, c in enumerate(sc.chunks, start=2):
+            if (c.get("kind") == author_summary.EXTRACTIVE) != extractive:
+                raise BookragError(
+                    f"{path}:{n}: kind {c.get('kind', 'text')!r}, but {sc.source_file} was written by "
+                    f"{meta.get('generator')!r}; run `bookrag sidecars {sc.source_file}`"
+                )
         paras = [strip_anchors(p) for p in paras]
     joined: dict[int, list[str]] = {}
     first_line: dict[int, int] = {}
@@ -302,6 +309,7 @@ def _load(conn: psycopg.Connection, home: Path, paths: list[Path]) -> LoadReport
                 m["level"],
                 m["node_type"],
                 True,
+                sorted({c.get("kind", "text") for c in sc.chunks}),
                 _sentences_digest(sc),
             )
             if current == wanted:
@@ -427,6 +435,7 @@ def _db_state(conn: psycopg.Connection, books: set[str]) -> dict[str, tuple]:
     rows = conn.execute(
         "SELECT source_file, min(source_file_hash), min(embedding_model), count(*)::int, min(node_order), "
         "min(parent_source_file), min(heading_path), min(level), min(node_type), bool_and(paragraph IS NOT NULL), "
+        "array_agg(DISTINCT kind ORDER BY kind), "
         "(SELECT md5(string_agg(s.content || ':' || array_to_string(s.cited_paragraphs, ','), '|' "
         "ORDER BY s.chunk_index, s.sentence_index)) FROM rag.sentences s WHERE s.source_file = n.source_file) "
         "FROM rag.hierarchical_content_nodes n WHERE book = ANY(%s) GROUP BY source_file",

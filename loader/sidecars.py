@@ -7,7 +7,9 @@ paragraph of the .md it comes from), `cites` on summary chunks carrying anchors 
 paragraphs or child nodes they cite, docs/anchors.md; the anchors themselves are stripped
 from `text`) and on source chunks calling end notes ("(_A_)": the note's source.md, whole),
 `kind: "author_summary"` on the chunks of a paragraph that is the author's own summary (the
-source.md frontmatter's `author_summaries`; absent for the text: loader.author_summary), embedding when the file is embedded, and, on an embedded chapter (level-1)
+source.md frontmatter's `author_summaries`; absent for the text: loader.author_summary),
+`kind: "extractive_summary"` on every chunk of a summary the extractive provider wrote (and in
+its manifest: the author's sentences arranged by a program, decision 0038), embedding when the file is embedded, and, on an embedded chapter (level-1)
 summary written by the team or an LLM (not extractive), `sentences`: each anchored sentence
 of the chunk without its anchors, the paragraphs it cites and its own embedding (the sentence
 branch of the search; the manifest then names `sentence_recipe`). Same .md + same settings ->
@@ -110,7 +112,8 @@ def render_sidecar(
     author_paragraphs: frozenset[int] = frozenset(),
 ) -> str:
     """The sidecar's text; `sentences[i]` are chunk i's anchored sentences, each with its
-    `embedding` already computed; chunks of `author_paragraphs` get `"kind": "author_summary"`."""
+    `embedding` already computed; chunks of `author_paragraphs` get `"kind": "author_summary"`,
+    every chunk of a summary whose manifest has a `kind` gets that kind."""
     lines = [_dump(manifest)]
     for c in chunks:
         row: dict[str, Any] = {
@@ -121,6 +124,8 @@ def render_sidecar(
         }
         if c.paragraph in author_paragraphs:
             row["kind"] = author_summary.KIND
+        elif manifest.get("kind"):
+            row["kind"] = manifest["kind"]
         if cites and cites[c.index]:
             row["cites"] = cites[c.index]
         if vectors is not None:
@@ -173,6 +178,8 @@ def _plan(
     if used is not None:
         manifest["embedding_model"] = used.model
         manifest["dimension"] = used.dimension
+    if meta["node_type"] == "summary" and meta.get("generator") == "extractive":
+        manifest["kind"] = author_summary.EXTRACTIVE
     # An extractive summary's sentence is a paragraph's own words, which that paragraph's vector and
     # BM25 row already carry: only written summaries (team, LLM) give the sentence branch rows.
     with_sentences = (
@@ -185,7 +192,8 @@ def _plan(
     settings = chunking_settings(max_tokens)
     if current is not None:
         same = all(
-            current.get(k) == manifest.get(k) for k in (*MANIFEST_KEYS, "embedding_model", "dimension")
+            current.get(k) == manifest.get(k)
+            for k in (*MANIFEST_KEYS, "embedding_model", "dimension", "kind")
         )
         same = same and current.get("chunking") == settings
         same = same and current.get("embedding_recipe") == (recipe if embed else None)
@@ -303,9 +311,12 @@ def write_sidecars(
     embedder: Embedder | None,
     progress: bool = True,
     recipe: str = RECIPE,
+    bar: tqdm | None = None,
 ) -> SidecarStats:
     """Write the sidecar of every .md that changed (hash, model, chunking or recipe);
-    skip the others without embedding anything. Each write is atomic."""
+    skip the others without embedding anything. Each write is atomic, one file at a time: an
+    interrupted run keeps the files written before it. `bar`: a progress bar shared with other
+    calls (`bookrag build --all`: one for the shelf), advanced but not closed here."""
     stats = SidecarStats()
     todo, reuse = _todo(mds, home, max_tokens, embedder, recipe, stats)
     total = sum(
@@ -314,7 +325,10 @@ def write_sidecars(
         for md, p in todo
         if p.embed
     )
-    with tqdm(total=total, unit="chunk", desc="embedding", disable=not progress or total == 0) as bar:
+    own = bar is None
+    if bar is None:
+        bar = tqdm(total=total, unit="chunk", desc="embedding", disable=not progress or total == 0)
+    try:
         for md, p in todo:
             vectors = None
             sentences = None
@@ -348,6 +362,9 @@ def write_sidecars(
             )
             stats.written += 1
             stats.files.append(md)
+    finally:
+        if own:
+            bar.close()
     return stats
 
 
@@ -523,13 +540,15 @@ def _check_chunk(path: Path, n: int, obj: dict[str, Any], m: dict[str, Any] | No
     kind = obj.get("kind")
     if kind is not None and kind not in author_summary.KINDS:
         raise BookragError(
-            f"{path}:{n}: kind must be {author_summary.KIND!r} (the author's own summary) or absent "
-            f"(the text), got {kind!r}"
+            f"{path}:{n}: kind must be {author_summary.KIND!r} (the author's own summary), "
+            f"{author_summary.EXTRACTIVE!r} (an extractive summary) or absent (the text), got {kind!r}"
         )
     if kind == author_summary.KIND and m.get("node_type") != "source":
         raise BookragError(
             f"{path}:{n}: kind {kind!r} on a summary chunk; only a source.md holds the author's summaries"
         )
+    if kind == author_summary.EXTRACTIVE and m.get("node_type") != "summary":
+        raise BookragError(f"{path}:{n}: kind {kind!r} on a source chunk; only a summary.md is extractive")
     cites = obj.get("cites")
     if cites is not None:
         if m.get("node_type") != "summary" and (

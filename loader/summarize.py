@@ -28,6 +28,7 @@ nothing is written. The extractive provider anchors each sentence to the unit it
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -384,7 +385,7 @@ def anchor_sentence(sentence: str, unit: int) -> str:
 
 
 #: What the extractive provider records as its model (a change regenerates its summaries).
-EXTRACTIVE_MODEL = "extractive/centroid-tfidf"
+EXTRACTIVE_MODEL = "extractive/thesis-tfidf"
 
 #: Words that say nothing of a text's subject, left out of the extractive provider's centrality
 #: (French and English function words of three letters or more: shorter words are left out anyway).
@@ -417,11 +418,12 @@ def _terms(sentence: str) -> dict[str, float]:
     return {w: 1.0 + math.log(c) for w, c in counts.items()}
 
 
-def centrality(sentences: list[str]) -> list[float]:
-    """Each sentence's lexical centrality among `sentences`: the cosine of its TF-IDF vector
-    (sublinear tf, smoothed idf over these sentences, l2-normalised) to the sum of all of them
-    (Radev's centroid; the order equals LexRank's degree without threshold). Pure Python over
-    sparse dicts: linear in the words, deterministic (fixed summation order)."""
+Vector = dict[str, float]
+
+
+def tfidf_vectors(sentences: list[str]) -> list[Vector]:
+    """Each sentence's TF-IDF vector among `sentences` (sublinear tf, smoothed idf over these
+    sentences, l2-normalised), as a sparse dict. Pure Python: linear in the words (decision 0032)."""
     bags = [_terms(s) for s in sentences]
     df: dict[str, int] = {}
     for bag in bags:
@@ -434,23 +436,127 @@ def centrality(sentences: list[str]) -> list[float]:
         v = {w: tf * idf[w] for w, tf in bag.items()}
         norm = math.sqrt(sum(x * x for x in v.values())) or 1.0
         vectors.append({w: x / norm for w, x in v.items()})
-    centroid: dict[str, float] = {}
+    return vectors
+
+
+def _add(into: Vector, v: Vector, sign: float = 1.0) -> None:
+    for w, x in v.items():
+        into[w] = into.get(w, 0.0) + sign * x
+
+
+def _cosine(v: Vector, c: Vector) -> float:
+    norm = math.sqrt(sum(x * x for x in c.values()))
+    return sum(x * c.get(w, 0.0) for w, x in v.items()) / norm if norm else 0.0
+
+
+def centrality(sentences: list[str], groups: list[int] | None = None) -> list[float]:
+    """Each sentence's lexical centrality among `sentences`: the cosine of its TF-IDF vector to
+    the sum of all of them (Radev's centroid; the order equals LexRank's degree without
+    threshold). With `groups` (each sentence's paragraph), to the sum of the *other* paragraphs'
+    sentences only: how much the rest of the section elaborates what the sentence says (a thesis)
+    rather than how long it is or how much its own paragraph repeats it. Deterministic."""
+    vectors = tfidf_vectors(sentences)
+    centroid: Vector = {}
     for v in vectors:
-        for w, x in v.items():
-            centroid[w] = centroid.get(w, 0.0) + x
-    norm = math.sqrt(sum(x * x for x in centroid.values())) or 1.0
-    return [sum(x * centroid[w] for w, x in v.items()) / norm for v in vectors]
+        _add(centroid, v)
+    own: dict[int, Vector] = {}
+    for v, g in zip(vectors, groups or []):
+        _add(own.setdefault(g, {}), v)
+    if groups is None or len(own) < 2:  # one paragraph: no rest to measure against
+        return [_cosine(v, centroid) for v in vectors]
+    # cos(v, C - P) = (v·C - v·P) / |C - P|, with |C - P|² = |C|² - 2 C·P + |P|², once per paragraph P
+    square = sum(x * x for x in centroid.values())
+    norms = {
+        g: math.sqrt(
+            max(square - 2 * sum(x * centroid[w] for w, x in o.items()) + sum(x * x for x in o.values()), 0.0)
+        )
+        for g, o in own.items()
+    }
+    return [
+        sum(x * (centroid[w] - own[g].get(w, 0.0)) for w, x in v.items()) / norms[g]
+        if norms[g] > 1e-9
+        else 0.0
+        for v, g in zip(vectors, groups)
+    ]
 
 
-def extractive_summary(inputs: list[Item], level: int) -> str:
-    """Deterministic offline summary: the input's most central sentences (lexical centrality:
-    `centrality`, TF-IDF cosine to the centroid of all; no embedding, docs/decisions/0032),
-    kept in text order within a word budget, three sentences per paragraph, each anchored to the
-    unit (paragraph, child) it came from. A section holding the author's own summaries starts
-    with their phrases, in order, each anchored to its paragraph (decision 0035); they count in
-    the budget, and the central sentences of the other paragraphs fill what is left (one at least)."""
+@dataclass(frozen=True)
+class ExtractiveWeights:
+    """How the extractive provider weighs a section's sentences besides their centrality
+    (docs/decisions/0038). A sentence's score is its centrality (against the other paragraphs
+    when `rest`), plus `opening` in the section's opening paragraphs and `closing` in its closing
+    ones (the first and last `edge` share of the paragraphs, one at least; level 1 only, where
+    the units are the author's paragraphs), plus `lead` for the first sentence of a paragraph,
+    minus `aside` for a question, an exclamation, a quotation or a parenthesis. Sentences are
+    taken best first, each less `redundancy` times its cosine to the closest one already taken
+    (maximal marginal relevance), within the level's word budget."""
+
+    opening: float = 0.0
+    closing: float = 0.0
+    lead: float = 0.0
+    aside: float = 0.0
+    redundancy: float = 0.0
+    rest: bool = False
+    edge: float = 0.15
+
+
+#: Decision 0032's ranking (centrality alone, to the centroid of all): the baseline measured against.
+CENTROID_ONLY = ExtractiveWeights()
+#: The provider's weights, chosen on the tuning half of the shipped books' chapters
+#: (`python -m evaluation.extractive --grid`; decision 0038).
+EXTRACTIVE_WEIGHTS = ExtractiveWeights(opening=0.2, closing=0.05, lead=0.1, aside=0.1, redundancy=0.3)
+
+_ASIDE_START = ("«", "—", "–", "(", '"', "“", "-")
+
+
+def is_aside(sentence: str) -> bool:
+    """A question, an exclamation, a quotation, a line of dialogue or a parenthesis: the text
+    around a thesis, not the thesis (the author's own rhetorical questions included)."""
+    s = sentence.strip()
+    return s.startswith(_ASIDE_START) or s.rstrip("»”\")' ").endswith(("?", "!"))
+
+
+def sentence_scores(
+    found: list[tuple[str, int, int, int]], paragraphs_count: int, level: int, w: ExtractiveWeights
+) -> tuple[list[float], list[Vector]]:
+    """The score of each (sentence, unit, paragraph index, index in the paragraph) by `w`, and
+    the sentences' TF-IDF vectors (for the redundancy term)."""
+    scores, vectors = _lexical(tuple(f[0] for f in found), tuple(f[2] for f in found) if w.rest else None)
+    edge = max(1, math.ceil(paragraphs_count * w.edge))
+    out = []
+    for score, (s, _unit, k, j) in zip(scores, found):
+        if level == 1:
+            score += w.opening * (k < edge) + w.closing * (k >= paragraphs_count - edge)
+        score += w.lead * (j == 0) - w.aside * is_aside(s)
+        out.append(score)
+    return out, list(vectors)
+
+
+@functools.lru_cache(maxsize=128)
+def _lexical(
+    sentences: tuple[str, ...], groups: tuple[int, ...] | None
+) -> tuple[tuple[float, ...], tuple[Vector, ...]]:
+    """centrality and tfidf_vectors of a section's sentences, kept for the next calls with the same
+    sentences (evaluation.extractive's grid weighs each of the 53 tuning chapters' sentences, both
+    ways, hundreds of times; 128 sections of sparse vectors are tens of MB at most)."""
+    return tuple(centrality(list(sentences), None if groups is None else list(groups))), tuple(
+        tfidf_vectors(list(sentences))
+    )
+
+
+def extractive_summary(inputs: list[Item], level: int, weights: ExtractiveWeights | None = None) -> str:
+    """Deterministic offline summary, the author's words arranged by a program: the sentences a
+    reader would pick (`ExtractiveWeights`: the central sentences, those of the opening and
+    closing paragraphs and the paragraphs' first sentences ahead of asides, without repeating
+    itself; lexical, no embedding: decisions 0032, 0038), kept in text
+    order within a word budget, three sentences per paragraph, each anchored to the unit
+    (paragraph, child) it came from. A section holding the author's own summaries starts with
+    their phrases, in order, each anchored to its paragraph (decision 0035); they count in the
+    budget, and the sentences of the other paragraphs fill what is left (one at least)."""
+    weights = EXTRACTIVE_WEIGHTS if weights is None else weights  # read now: evaluation sets it
     units = numbers(inputs)
-    budget, own, used = EXTRACTIVE_WORDS[level], list[str](), 0
+    own: list[str] = []
+    budget, used = EXTRACTIVE_WORDS[level], 0
     for s, n in (
         (s, n)
         for item, n in zip(inputs, units)
@@ -463,28 +569,41 @@ def extractive_summary(inputs: list[Item], level: int) -> str:
         own.append(anchor_sentence(s, n))
         used += len(s.split())
     found = [
-        (s, n)
-        for item, n in zip(inputs, units)
+        (s, n, k, j)
+        for k, (item, n) in enumerate(zip(inputs, units))
         if not item.author
-        for p in paragraphs(item.text)
-        for s in split_sentences(p)
-        if len(s.split()) >= 4 and not s.startswith("[^")
+        for j, s in enumerate(
+            s
+            for p in paragraphs(item.text)
+            for s in split_sentences(p)
+            if len(s.split()) >= 4 and not s.startswith("[^")
+        )
     ]
     if not found and not own:
         raise RuntimeError("no sentence to extract")
-    sentences = [s for s, _ in found]
-    scores = centrality(sentences) if sentences else []
-    order = sorted(range(len(sentences)), key=lambda i: -scores[i])  # stable: ties keep text order
+    scores, vectors = sentence_scores(found, len(inputs), level, weights) if found else ([], [])
     chosen: list[int] = []
-    for i in order:
-        n = len(sentences[i].split())
-        if used + n > budget and chosen:
-            continue
+    closest = [0.0] * len(found)  # each sentence's cosine to the closest one chosen
+    left = list(range(len(found)))
+    while left:
+        # best first (ties keep text order); a choice changes the redundancy terms, hence the sort again.
+        # A sentence over the budget stays over it (the budget only fills): it leaves the candidates.
+        left.sort(key=lambda i: (-(scores[i] - weights.redundancy * closest[i]), i))
+        over = 0
+        while over < len(left) and used + len(found[left[over]][0].split()) > budget and chosen:
+            over += 1
+        if over == len(left):
+            break
+        i = left[over]
+        left = left[over + 1 :]
         chosen.append(i)
-        used += n
+        used += len(found[i][0].split())
         if used >= budget * 0.9:
             break
-    picked = [anchor_sentence(*found[i]) for i in sorted(chosen)]
+        if weights.redundancy:
+            for o in left:
+                closest[o] = max(closest[o], sum(x * vectors[o].get(t, 0.0) for t, x in vectors[i].items()))
+    picked = [anchor_sentence(found[i][0], found[i][1]) for i in sorted(chosen)]
     blocks = [" ".join(own)] if own else []
     return "\n\n".join(blocks + [" ".join(picked[i : i + 3]) for i in range(0, len(picked), 3)])
 

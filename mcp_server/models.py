@@ -26,9 +26,10 @@ KIND = (
     "'text': the book's text or a summary; 'author_summary': the author's own summary of the section (his outline "
     "of what follows, in his words: quotable); 'note': a footnote ([^N]: …), the author's unless the text says "
     "otherwise; 'editor_note': a footnote the text marks \"(Note de l'éditeur.)\": the editor's words, never quote "
-    "it as the author's"
+    "it as the author's; 'extractive_summary': the author's sentences chosen and arranged by a program (quote the "
+    "paragraphs it cites, never it)"
 )
-Kind = Literal["text", "author_summary", "note", "editor_note"]
+Kind = Literal["text", "author_summary", "note", "editor_note", "extractive_summary"]
 
 
 class Citation(BaseModel):

@@ -16,6 +16,7 @@ import psycopg
 from markupsafe import Markup
 from psycopg.rows import dict_row
 
+from bookrag.cite import EXTRACTIVE_KIND
 from bookrag.links import citation_url, compress, page_path, split_source_file
 from mcp_server import room_text
 
@@ -63,6 +64,7 @@ class Entry:
     is_section: bool  # it has its own text (source.md): a chapter page
     summary: list[SummaryParagraph] = field(default_factory=list)
     children: list[Entry] = field(default_factory=list)
+    extractive: bool = False  # its summary is the author's sentences chosen by a program
 
 
 @dataclass
@@ -96,6 +98,7 @@ class ChapterPage:
     trail: list[Link]  # the book, then the part
     previous: Link | None
     next: Link | None
+    summary_extractive: bool = False  # the summary is the author's sentences chosen by a program
 
 
 @dataclass
@@ -215,6 +218,11 @@ def _anchors(cites: list[dict[str, Any]], titles: dict[str, str]) -> list[Anchor
     return out
 
 
+def _extractive(chunks: list[dict[str, Any]]) -> bool:
+    """The summary's chunks are the extractive provider's: the author's sentences chosen by a program."""
+    return any(c.get("kind") == EXTRACTIVE_KIND for c in chunks)
+
+
 def _summary(
     chunks: list[dict[str, Any]],
     sentences: dict[tuple[str, int], list[dict[str, Any]]],
@@ -321,6 +329,7 @@ def tree_page(
         entry.summary = _summary(
             chunks.get(r["source_file"], []), sentences, titles, "" if f == folder else f"{f}/"
         )
+        entry.extractive = _extractive(chunks.get(r["source_file"], []))
         entries[r["source_file"]] = entry
         parent = entries.get(r["parent_source_file"] or "")
         if parent is not None and f != folder:
@@ -415,6 +424,7 @@ def chapter_page(
         trail,
         link(at - 1),
         link(at + 1),
+        _extractive(chunks),
     )
 
 
@@ -430,6 +440,7 @@ class SearchHit:
     author: bool = False  # the author's own summary of the section (kind author_summary)
     scholarly: Markup = Markup("")  # the citation a scholar writes (bookrag.cite), the hit's lead
     editor_note: bool = False  # a footnote the text marks as the editor's (rag.paragraphs' kind)
+    extractive: bool = False  # the author's sentences chosen by a program (kind extractive_summary)
 
 
 _TITLE = re.compile(r"\*([^*]+)\*")
@@ -483,6 +494,7 @@ def search_hits(rows: list[dict[str, Any]]) -> list[SearchHit]:
                 r.get("kind") == "author_summary",
                 scholarly_markup(r.get("citation") or ""),
                 r.get("kind") == "editor_note",
+                r.get("kind") == EXTRACTIVE_KIND,
             )
         )
     return out

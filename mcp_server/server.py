@@ -391,7 +391,9 @@ def search_tool(
     reader who checks. A hit is one paragraph of a chapter's text: its source_file is the whole chapter's (or
     section's) source.md, its paragraph its §N there; a long paragraph comes in chunks that share the §N, and
     `citation.part` ("1/2", "2/2") says which one a hit is. kind "author_summary": the author's own summary of his
-    section (his words); "note": a footnote; "editor_note": the editor's note, not the author's words.
+    section (his words); "note": a footnote; "editor_note": the editor's note, not the author's words;
+    "extractive_summary": the author's sentences chosen and arranged by a program, not a summary anyone wrote:
+    quote and cite the paragraphs it cites (`cites`, `expand_cited`), never it.
 
     Send the question with `phrasings` in the author's own language: the search matches words and a small
     embedding model that pairs modern wordings poorly with 19th-century prose, and the author's words find

@@ -65,17 +65,30 @@ def test_books_lists_what_is_loaded(loaded, capsys):
     assert (book["paragraphs"], book["cited_paragraphs"]) == (paragraphs, cited) and 0 < cited <= paragraphs
     assert main(["books"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"{BOOK}  Équipe bookrag, Petit traité des échanges (2026)"
+    assert out[0] == f"{BOOK}  Équipe bookrag, Petit traité des échanges (2026)  [built]"
     assert (
         out[1].startswith(f"  {files} files, {rows} rows, ")
         and f"{cited}/{paragraphs} paragraphs cited by an anchor" in out[1]
     )
 
 
-def test_books_on_an_empty_database(pg_url, monkeypatch, capsys):
+def test_books_on_an_empty_database(pg_url, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("DATABASE_URL", pg_url)
+    monkeypatch.setenv("BOOKRAG_HOME", str(tmp_path))  # no corpus/: no book to build either
     assert main(["books"]) == 0
     assert capsys.readouterr().out == "no book is loaded: run `bookrag demo`, or `bookrag build BOOK`\n"
+    monkeypatch.delenv("BOOKRAG_HOME")  # the checkout: its books, none loaded; List's text is an export
+    assert main(["books"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert (
+        "list-systeme-national-economie-politique  [skipped (a wikisource book: "
+        "`bookrag prepare list-systeme-national-economie-politique --from EXPORT` first)]"
+    ) in out
+    assert "bastiat-sophismes-economiques  [not loaded]" in out
+    assert out[-1] == (
+        "not built: bastiat-sophismes-economiques, tocqueville-democratie-en-amerique; "
+        "`bookrag build --all` builds them"
+    )
 
 
 def test_remove_an_unknown_book_is_one_sentence(loaded, capsys):

@@ -193,7 +193,8 @@ def _edit_line(path: Path, pick, fn) -> int:
         (
             "source",
             lambda o: {**o, "kind": "sommaire"},
-            "kind must be 'author_summary' (the author's own summary) or absent (the text), got 'sommaire'",
+            "kind must be 'author_summary' (the author's own summary), 'extractive_summary' (an extractive summary) "
+            "or absent (the text), got 'sommaire'",
         ),
         (
             "source",

@@ -746,7 +746,7 @@ def test_extractive_provider(tmp_path: Path) -> None:
     for rel in ALL:
         m, text = frontmatter.read(home / rel)
         frontmatter.validate(m, rel)
-        assert m["generator"] == "extractive" and m["model"] == "extractive/centroid-tfidf"
+        assert m["generator"] == "extractive" and m["model"] == "extractive/thesis-tfidf"
         assert m["prompt_template"] == TEMPLATE[LEVEL[rel]] and len(m["inputs_sha256"]) == 64
         assert len(units_of(home, rel)) == len(units[rel])
         assert not check_file(home, home / rel), rel  # what `bookrag check` will say
@@ -1067,3 +1067,113 @@ def test_a_retry_without_room_for_the_refused_reply(book_home: Path, server: Fak
         "- line 1: sentence without an anchor: 'Le boulanger cuit sa fournée numéro 0 avant le lever du jour.'\n"
         in message["content"]
     )
+
+
+# --- the extractive provider's weights (decision 0038) ------------------------------------
+
+
+def decision_32(inputs: list[Item], level: int) -> list[str]:
+    """Decision 0032's selection, written out: centrality to the centroid of all, best first,
+    skipping a sentence over the budget, stopping at 90 % of it; the chosen in text order."""
+    found = [s for i in inputs for p in paragraphs(i.text) for s in split_sentences(p) if len(s.split()) >= 4]
+    scores = summarize.centrality(found)
+    chosen: list[int] = []
+    used = 0
+    for i in sorted(range(len(found)), key=lambda i: -scores[i]):
+        n = len(found[i].split())
+        if used + n > EXTRACTIVE_WORDS[level] and chosen:
+            continue
+        chosen.append(i)
+        used += n
+        if used >= EXTRACTIVE_WORDS[level] * 0.9:
+            break
+    return [found[i] for i in sorted(chosen)]
+
+
+def kept(text: str) -> list[str]:
+    return [strip_anchors(s) for p in paragraphs(text) for s in split_sentences(p)]
+
+
+def test_centroid_only_weights_are_decision_32(home: Path) -> None:
+    settings = settings_for(home, None)
+    book = find_book(settings.corpus, BOOK)
+    tree = book_tree(book)
+    for node in (n for n in tree if n.node_type == "summary" and n.level == 1):
+        inputs = summarize.job_inputs(home, tree, node, "bottom-up")
+        assert kept(summarize.extractive_summary(inputs, 1, summarize.CENTROID_ONLY)) == decision_32(
+            inputs, 1
+        )
+
+
+def test_centrality_against_the_rest_of_the_section() -> None:
+    """A sentence whose words only its own paragraph repeats is central among all the sentences,
+    not against the other paragraphs; the sentence the other paragraphs elaborate is."""
+    sentences = [
+        "La liberté du commerce enrichit les nations qui la pratiquent.",  # ¶0: the thesis
+        "Les comètes, les comètes brillantes, traversent le ciel des astronomes.",  # ¶1: an aside…
+        "Les astronomes observent les comètes brillantes dans le ciel nocturne.",  # ¶1: …its paragraph echoes it
+        "Les astronomes comptent les comètes du ciel chaque nuit brillante.",  # ¶1
+        "Le commerce libre enrichit les ouvriers des nations voisines.",  # ¶2
+        "Les nations enrichies par la liberté du commerce paient mieux les ouvriers.",  # ¶3
+    ]
+    groups = [0, 1, 1, 1, 2, 3]
+    everything = summarize.centrality(sentences)
+    rest = summarize.centrality(sentences, groups)
+    assert everything[1] > everything[0]  # among all, the comets' paragraph outweighs the thesis
+    assert rest[0] > rest[1] and rest[0] == max(rest)  # against the rest of the section, the thesis leads
+    assert summarize.centrality(sentences, groups) == rest  # deterministic
+
+
+def test_asides() -> None:
+    assert [
+        summarize.is_aside(s)
+        for s in (
+            "Que gagne l'ouvrier à ce régime ?",
+            "« Vous êtes dans la bonne voie », disent-ils.",
+            "— Mais le soleil ? demanda-t-il.",
+            "(Je reviendrai sur ce point.)",
+            "Quelle folie !",
+            "La protection déplace le travail, elle ne le crée pas.",
+        )
+    ] == [True, True, True, True, True, False]
+
+
+def test_weights_put_the_opening_thesis_ahead_of_a_middle_digression(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The thesis opens the section; a middle digression repeats its own words four times.
+    Decision 32 picks the digression; the provider's weights (opening, lead, asides, redundancy)
+    pick the thesis first and at most one sentence of the digression, in the same budget."""
+    digression = (
+        "Les comètes traversent le ciel nocturne et les astronomes comptent les comètes. "
+        "Les astronomes suivent les comètes dans le ciel nocturne chaque nuit. "
+        "Les comètes du ciel nocturne occupent les astronomes chaque nuit claire. "
+        "Que disent les astronomes des comètes du ciel nocturne ?"
+    )
+    paras = [
+        "La liberté du commerce enrichit toutes les nations qui la pratiquent sans crainte. "
+        "Elle abaisse le prix du pain pour chaque ouvrier.",
+        "Le commerce libre enrichit les ouvriers, car le pain coûte moins cher aux nations.",
+        digression,
+        "Le pain des ouvriers coûte moins quand la liberté du commerce règne entre les nations.",
+        "Ainsi la liberté du commerce enrichit les nations et nourrit mieux les ouvriers.",
+    ]
+    monkeypatch.setitem(EXTRACTIVE_WORDS, 1, 40)  # room for three sentences of the five paragraphs
+    inputs = [Item("", p, k) for k, p in enumerate(paras, start=1)]
+    before = kept(summarize.extractive_summary(inputs, 1, summarize.CENTROID_ONLY))
+    after = kept(summarize.extractive_summary(inputs, 1))
+    assert before == split_sentences(digression)[1:]
+    assert after[0] == split_sentences(paras[0])[0]  # the thesis, first
+    assert sum("comètes" in s for s in after) <= 1 and not any(s.endswith("?") for s in after)
+
+
+def test_redundancy_leaves_out_a_sentence_said_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    said = "Le tarif protecteur renchérit le fer que le laboureur achète pour sa charrue."
+    paras = [said, said.replace("achète", "paie"), "Les salaires des forgerons ne montent point pour autant."]
+    inputs = [Item("", p, k) for k, p in enumerate(paras, start=1)]
+    plain = summarize.ExtractiveWeights()
+    assert len(kept(summarize.extractive_summary(inputs, 1, plain))) == 3  # within the budget, everything
+    monkeypatch.setitem(EXTRACTIVE_WORDS, 1, 26)  # room for two sentences: the same thought twice, or two
+    assert kept(summarize.extractive_summary(inputs, 1, plain)) == paras[:2]
+    assert kept(summarize.extractive_summary(inputs, 1, summarize.ExtractiveWeights(redundancy=0.6))) == [
+        paras[0],
+        paras[2],
+    ]
