@@ -15,33 +15,14 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from loader.detect import ORDINALS  # French ordinals as they open or close a part's heading (one list)
+
 SUMMARY_SUFFIX = " (résumé)"
 #: The row kind of a summary the extractive provider wrote (loader.author_summary.EXTRACTIVE),
 #: and what its citation says instead of « résumé »: the author's sentences, chosen by a program;
-#: a reader quotes the paragraphs it cites, never it (decision 0038).
+#: a reader quotes the paragraphs it cites, never it (decision 0040).
 EXTRACTIVE_KIND = "extractive_summary"
 EXTRACTIVE_LABEL = "extraits choisis par programme (citer les paragraphes)"
-#: French ordinals as they open or close a part's heading ("Première série", "Livre deuxième").
-ORDINALS = {
-    "premier": 1,
-    "première": 1,
-    "premiere": 1,
-    "deuxième": 2,
-    "deuxieme": 2,
-    "second": 2,
-    "seconde": 2,
-    "troisième": 3,
-    "troisieme": 3,
-    "quatrième": 4,
-    "quatrieme": 4,
-    "cinquième": 5,
-    "cinquieme": 5,
-    "sixième": 6,
-    "septième": 7,
-    "huitième": 8,
-    "neuvième": 9,
-    "dixième": 10,
-}
 ROMAN = ["", "I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X"]
 CHAPTER = re.compile(r"^Chapitre\s+([IVXLCDM]+|\d+)\.?(?:\s+\((.*)\))?$")
 PARTICLES = {"de", "d'", "du", "von", "van", "der"}

@@ -1,5 +1,5 @@
 """The extractive provider's chapter summaries against the team-written ones (decisions 0032,
-0038): for every level-1 summary of a book whose summaries the team wrote (its source.md
+0040): for every level-1 summary of a book whose summaries the team wrote (its source.md
 prepared), the extractive summary of the same inputs is scored on
 
 - word recall: the team summary's words (three letters or more, stop words out) found in it;

@@ -26,7 +26,7 @@ FIELD = "author_summaries"
 KIND = "author_summary"
 #: The value marking every chunk of a summary the extractive provider wrote (its frontmatter's
 #: `generator: extractive`): the author's sentences, chosen and arranged by a program, so a reader
-#: quotes the paragraphs it cites, never it (decision 0038). Summary rows only.
+#: quotes the paragraphs it cites, never it (decision 0040). Summary rows only.
 EXTRACTIVE = "extractive_summary"
 KINDS = ("text", KIND, EXTRACTIVE)
 

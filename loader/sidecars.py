@@ -9,7 +9,7 @@ from `text`) and on source chunks calling end notes ("(_A_)": the note's source.
 `kind: "author_summary"` on the chunks of a paragraph that is the author's own summary (the
 source.md frontmatter's `author_summaries`; absent for the text: loader.author_summary),
 `kind: "extractive_summary"` on every chunk of a summary the extractive provider wrote (and in
-its manifest: the author's sentences arranged by a program, decision 0038), embedding when the file is embedded, and, on an embedded chapter (level-1)
+its manifest: the author's sentences arranged by a program, decision 0040), embedding when the file is embedded, and, on an embedded chapter (level-1)
 summary written by the team or an LLM (not extractive), `sentences`: each anchored sentence
 of the chunk without its anchors, the paragraphs it cites and its own embedding (the sentence
 branch of the search; the manifest then names `sentence_recipe`). Same .md + same settings ->

@@ -503,7 +503,7 @@ class ExtractiveWeights:
 #: Decision 0032's ranking (centrality alone, to the centroid of all): the baseline measured against.
 CENTROID_ONLY = ExtractiveWeights()
 #: The provider's weights, chosen on the tuning half of the shipped books' chapters
-#: (`python -m evaluation.extractive --grid`; decision 0038).
+#: (`python -m evaluation.extractive --grid`; decision 0040).
 EXTRACTIVE_WEIGHTS = ExtractiveWeights(opening=0.2, closing=0.05, lead=0.1, aside=0.1, redundancy=0.3)
 
 _ASIDE_START = ("«", "—", "–", "(", '"', "“", "-")

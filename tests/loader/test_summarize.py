@@ -1069,7 +1069,7 @@ def test_a_retry_without_room_for_the_refused_reply(book_home: Path, server: Fak
     )
 
 
-# --- the extractive provider's weights (decision 0038) ------------------------------------
+# --- the extractive provider's weights (decision 0040) ------------------------------------
 
 
 def decision_32(inputs: list[Item], level: int) -> list[str]:
