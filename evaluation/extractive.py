@@ -42,6 +42,7 @@ from bookrag.config import Settings, load_settings
 from loader import frontmatter, summarize
 from loader.anchors import cited_units, strip_anchors
 from loader.anchors import sentences as anchor_sentences
+from loader.chunking import paragraphs, split_sentences
 from loader.manifest import book_tree, find_book
 from loader.summarize import (
     CENTROID_ONLY,
@@ -117,7 +118,7 @@ def evaluate(chapters: list[Case], weights: ExtractiveWeights) -> dict[str, floa
 
 
 def objective(means: dict[str, float]) -> float:
-    return means["word_recall"] + means["thesis_recall"]
+    return means["word_recall"] + means["thesis_recall"] + means.get("answer_held", 0.0)
 
 
 GRID = {
@@ -130,17 +131,105 @@ GRID = {
 }
 
 
-def grid_search(chapters: list[Case]) -> tuple[ExtractiveWeights, dict[str, float]]:
-    """The weights of GRID with the best objective on `chapters` (ties: the first in GRID's order,
-    smaller weights first)."""
+@dataclass(frozen=True)
+class Question:
+    """A synthesis question of a team evalset whose expected summary is one of `cases`: the
+    chapter it asks about and the author's sentences that answer it."""
+
+    id: str
+    case: Case
+    answers: tuple[str, ...]
+
+    @property
+    def tuning(self) -> bool:
+        return not held_out(self.id)
+
+
+def questions(settings: Settings, books: list[str], chapters: list[Case]) -> list[Question]:
+    """The synthesis questions of the books' evalsets (evals/<book>.jsonl; a book without one has
+    none), each with the chapter its expected summary.md names (questions on another node are
+    left out)."""
+    from evaluation.evalset import load_evalset
+
+    by_node = {c.node: c for c in chapters}
+    sets = [settings.home / "evals" / f"{b}.jsonl" for b in books]
+    return [
+        Question(i.id, by_node[f], i.answers)
+        for path in sets
+        if path.exists()
+        for i in load_evalset(path)
+        if i.kind == "synthesis"
+        for f in i.expected_files
+        if f in by_node
+    ]
+
+
+def answers_held(asked: list[Question], weights: ExtractiveWeights) -> float:
+    """The share of questions whose chapter's extractive summary holds one of the author's
+    sentences that answer it (the thesis the question asks for, as the evalset's writer found it)."""
+    from evaluation.metrics import contains_answer
+
+    if not asked:
+        return 0.0
+    return statistics.mean(
+        float(contains_answer(extractive_summary(q.case.inputs, 1, weights), q.answers)) for q in asked
+    )
+
+
+#: Issue 46's failure as a section of five paragraphs: the thesis opens it (and the rest of the
+#: section elaborates it), a middle digression repeats its own words. Centrality alone (decision
+#: 32) summarises it by the digression; a weighting the provider may take must put the thesis first,
+#: keep at most one sentence of the digression and no question, in THESIS_BUDGET words.
+DIGRESSION = (
+    "Les comètes traversent le ciel nocturne et les astronomes comptent les comètes. "
+    "Les astronomes suivent les comètes dans le ciel nocturne chaque nuit. "
+    "Les comètes du ciel nocturne occupent les astronomes chaque nuit claire. "
+    "Que disent les astronomes des comètes du ciel nocturne ?"
+)
+THESIS_SECTION = (
+    "La liberté du commerce enrichit toutes les nations qui la pratiquent sans crainte. "
+    "Elle abaisse le prix du pain pour chaque ouvrier.",
+    "Le commerce libre enrichit les ouvriers, car le pain coûte moins cher aux nations.",
+    DIGRESSION,
+    "Le pain des ouvriers coûte moins quand la liberté du commerce règne entre les nations.",
+    "Ainsi la liberté du commerce enrichit les nations et nourrit mieux les ouvriers.",
+)
+THESIS_BUDGET = 40  # room for three sentences of the five paragraphs
+
+
+def thesis_section_summary(weights: ExtractiveWeights) -> list[str]:
+    """The sentences the extractive summary of THESIS_SECTION keeps with `weights`, anchors out."""
+    inputs = [Item("", p, k) for k, p in enumerate(THESIS_SECTION, start=1)]
+    text = extractive_summary(inputs, 1, weights, budget=THESIS_BUDGET)
+    return [strip_anchors(s) for p in paragraphs(text) for s in split_sentences(p)]
+
+
+def keeps_the_thesis(weights: ExtractiveWeights) -> bool:
+    kept = thesis_section_summary(weights)
+    return (
+        bool(kept)
+        and kept[0] == split_sentences(THESIS_SECTION[0])[0]
+        and sum("comètes" in s for s in kept) <= 1
+        and not any(s.endswith("?") for s in kept)
+    )
+
+
+def grid_search(chapters: list[Case], asked: list[Question]) -> tuple[ExtractiveWeights, dict[str, float]]:
+    """Of the weights of GRID that keep the thesis (keeps_the_thesis), those with the best
+    objective on `chapters` and `asked` (the tuning halves): word recall + thesis recall against
+    the team's summaries + the share of synthesis questions whose answer the summary holds (ties:
+    the first in GRID's order, smaller weights first)."""
     best: tuple[float, ExtractiveWeights, dict[str, float]] | None = None
     for values in itertools.product(*GRID.values()):
         chosen: dict[str, Any] = dict(zip(GRID, values))
         w = replace(CENTROID_ONLY, **chosen)
-        means = evaluate(chapters, w)
+        if not keeps_the_thesis(w):
+            continue
+        means = {**evaluate(chapters, w), "answer_held": answers_held(asked, w)}
         if best is None or objective(means) > best[0] + 1e-12:
             best = (objective(means), w, means)
-    assert best is not None
+    if best is None:
+        raise ValueError("no weighting of GRID keeps the thesis of THESIS_SECTION ahead of its digression")
     return best[1], best[2]
 
 
@@ -151,6 +240,47 @@ def table(rows: list[tuple[str, dict[str, float]]]) -> str:
     ]
     out += [f"| {name} | " + " | ".join(f"{means[m]:.3f}" for m in METRICS) + " |" for name, means in rows]
     return "\n".join(out)
+
+
+def answers_table(
+    asked: list[Question], books: list[str], rankings: list[tuple[str, ExtractiveWeights]]
+) -> dict[str, dict[str, float]]:
+    """answers_held by ranking, for each book's and both books' question halves; printed as a table."""
+    cols = [
+        (f"{b if b != 'both' else 'both books'} · {half}", b, half)
+        for b in (*books, "both")
+        for half in ("tuning", "held-out")
+    ]
+    out: dict[str, dict[str, float]] = {}
+    lines = [
+        "| ranking | " + " | ".join(f"{name} ({n})" for name, n in _counts(asked, cols)) + " |",
+        "|---" * (len(cols) + 1) + "|",
+    ]
+    for label, w in rankings:
+        out[label] = {
+            name: answers_held(
+                [
+                    q
+                    for q in asked
+                    if b in ("both", q.case.node.split("/")[1]) and q.tuning == (half == "tuning")
+                ],
+                w,
+            )
+            for name, b, half in cols
+        }
+        lines.append(f"| {label} | " + " | ".join(f"{out[label][name]:.3f}" for name, _b, _h in cols) + " |")
+    print("\n".join(lines))
+    return out
+
+
+def _counts(asked: list[Question], cols: list[tuple[str, str, str]]) -> list[tuple[str, int]]:
+    return [
+        (
+            name,
+            sum(b in ("both", q.case.node.split("/")[1]) and q.tuning == (half == "tuning") for q in asked),
+        )
+        for name, b, half in cols
+    ]
 
 
 @contextmanager
@@ -184,8 +314,12 @@ def held_out(question_id: str) -> bool:
 def synthesis(
     settings: Settings, books: list[str], rankings: list[tuple[str, ExtractiveWeights | None]]
 ) -> dict[str, Any]:
-    """Mode auto on the synthesis questions of each book's evalset, for each ranking's extractive
-    tree (None: the team's summaries); figures by question half (evaluation.harness.table)."""
+    """The synthesis questions of each book's evalset, for each ranking's extractive tree (None:
+    the team's summaries), asked two ways: `auto` (the default search: paragraphs, the summaries
+    choosing the sections) and `summaries` (mode hybrid, level 1 only: the chapter summary an
+    agent reads first; its answer recall counts a summary that holds the author's answer sentence,
+    i.e. one that picked the thesis). Figures by book (and both together) and by question half
+    (evaluation.harness.table). The books are searched together, as a reader's shelf."""
     from bookrag import db
     from evaluation.evalset import load_evalset
     from evaluation.harness import evaluate as ask
@@ -202,7 +336,15 @@ def synthesis(
         if i.kind == "synthesis"
     ]
     embedder = get_embedder(settings.embedder, settings.embedding_model)
-    out: dict[str, Any] = {"questions": {"held_out": sum(held_out(i.id) for i in items), "all": len(items)}}
+    out: dict[str, Any] = {
+        "questions": {
+            b: {
+                "held_out": sum(held_out(i.id) for i in items if i.book == b),
+                "all": sum(i.book == b for i in items),
+            }
+            for b in books
+        }
+    }
     for label, weights in rankings:
         with (
             tempfile.TemporaryDirectory(prefix="extractive-synthesis-") as tmp,
@@ -222,22 +364,33 @@ def synthesis(
             conn = db.connect(url)
             try:
                 load(conn, home, [home / "corpus" / b for b in books])
+                asked = {
+                    "auto": ask(conn, items, ["auto"], 10, progress=False, two_step=False)["auto"],
+                    "summaries": ask(conn, items, ["hybrid"], 10, levels=[1], progress=False, two_step=False)[
+                        "hybrid"
+                    ],
+                }
                 results = {
-                    f"{label} · {half}": ask(
-                        conn,
-                        [i for i in items if half == "all" or held_out(i.id)],
-                        ["auto"],
-                        10,
-                        progress=False,
-                        two_step=False,
-                    )["auto"]
-                    for half in ("held-out", "all")
+                    f"{label} · {how} · {shelf} · {half}": [
+                        r
+                        for i, r in zip(items, asked[how])
+                        if shelf in ("both", i.book)
+                        and half in ("all", "held-out" if held_out(i.id) else "tuning")
+                    ]
+                    for how in asked
+                    for shelf in (*books, "both")
+                    for half in ("tuning", "held-out", "all")
                 }
             finally:
                 conn.close()
         md, data = harness_table(results, [1, 5, 10])
         print(md + "\n", flush=True)
-        out[label] = data
+        out[label] = {
+            **data,
+            "answer_rank": {
+                how: {i.id: r.answer_rank for i, r in zip(items, res)} for how, res in asked.items()
+            },
+        }
     return out
 
 
@@ -268,10 +421,13 @@ def main(argv: list[str] | None = None) -> None:
         ("provider (EXTRACTIVE_WEIGHTS)", EXTRACTIVE_WEIGHTS),
     ]
     out: dict = {"books": args.book or list(SHIPPED), "tuning": len(tuning), "held_out": len(held)}
+    books = args.book or list(SHIPPED)
+    asked = questions(settings, books, chapters)
     if args.grid:
-        best, means = grid_search(tuning)
+        best, means = grid_search(tuning, [q for q in asked if q.tuning])
         print(
-            f"grid: {len(list(itertools.product(*GRID.values())))} weightings on {len(tuning)} tuning chapters; best {best}"
+            f"grid: {len(list(itertools.product(*GRID.values())))} weightings on {len(tuning)} tuning chapters "
+            f"and {sum(q.tuning for q in asked)} tuning questions; best {best}"
         )
         rankings.append(("grid's best on the tuning half", best))
         out["grid_best"] = asdict(best)
@@ -281,6 +437,8 @@ def main(argv: list[str] | None = None) -> None:
         print(table(results))
         out[name] = {label: means for label, means in results}
     out["weights"] = {label: asdict(w) for label, w in rankings}
+    print("\nsynthesis questions whose chapter's extractive summary holds an answer sentence\n")
+    out["answers_held"] = answers_table(asked, books, rankings)
     if args.synthesis:
         print("\nsynthesis questions, mode auto, by summary tree\n")
         tuned = out.get("grid_best")

@@ -27,13 +27,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from loader.anchors import strip_anchors
+
 _APOS = str.maketrans({"’": "'", "‘": "'", "ʼ": "'", "`": "'", "«": '"', "»": '"', "“": '"', "”": '"'})
 _DASHES = re.compile(r"\s*(?:--|[—–‒―])\s*")
 _MARKERS = re.compile(r"\[\^?\d+\]|\[TN-[A-Z]+\]")
 
 
 def normalise(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).translate(_APOS)
+    """The text as an answer is looked for in it: anchors ([§12]), note calls and markers out,
+    quotes, apostrophes and dashes made one, case and spaces folded."""
+    text = unicodedata.normalize("NFKC", strip_anchors(text)).translate(_APOS)
     text = _MARKERS.sub("", text)
     text = _DASHES.sub(" - ", text)
     text = text.replace("_", "")

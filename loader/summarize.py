@@ -385,7 +385,7 @@ def anchor_sentence(sentence: str, unit: int) -> str:
 
 
 #: What the extractive provider records as its model (a change regenerates its summaries).
-EXTRACTIVE_MODEL = "extractive/thesis-tfidf"
+EXTRACTIVE_MODEL = "extractive/thesis-tfidf-2"
 
 #: Words that say nothing of a text's subject, left out of the extractive provider's centrality
 #: (French and English function words of three letters or more: shorter words are left out anyway).
@@ -483,7 +483,7 @@ def centrality(sentences: list[str], groups: list[int] | None = None) -> list[fl
 @dataclass(frozen=True)
 class ExtractiveWeights:
     """How the extractive provider weighs a section's sentences besides their centrality
-    (docs/decisions/0038). A sentence's score is its centrality (against the other paragraphs
+    (docs/decisions/0040). A sentence's score is its centrality (against the other paragraphs
     when `rest`), plus `opening` in the section's opening paragraphs and `closing` in its closing
     ones (the first and last `edge` share of the paragraphs, one at least; level 1 only, where
     the units are the author's paragraphs), plus `lead` for the first sentence of a paragraph,
@@ -502,9 +502,10 @@ class ExtractiveWeights:
 
 #: Decision 0032's ranking (centrality alone, to the centroid of all): the baseline measured against.
 CENTROID_ONLY = ExtractiveWeights()
-#: The provider's weights, chosen on the tuning half of the shipped books' chapters
+#: The provider's weights, chosen on the tuning halves of the shipped books' chapters and of their
+#: synthesis questions, among those that keep a section's thesis ahead of a digression
 #: (`python -m evaluation.extractive --grid`; decision 0040).
-EXTRACTIVE_WEIGHTS = ExtractiveWeights(opening=0.2, closing=0.05, lead=0.1, aside=0.1, redundancy=0.3)
+EXTRACTIVE_WEIGHTS = ExtractiveWeights(opening=0.05, lead=0.1, aside=0.1, redundancy=0.3)
 
 _ASIDE_START = ("«", "—", "–", "(", '"', "“", "-")
 
@@ -544,19 +545,21 @@ def _lexical(
     )
 
 
-def extractive_summary(inputs: list[Item], level: int, weights: ExtractiveWeights | None = None) -> str:
+def extractive_summary(
+    inputs: list[Item], level: int, weights: ExtractiveWeights | None = None, budget: int | None = None
+) -> str:
     """Deterministic offline summary, the author's words arranged by a program: the sentences a
-    reader would pick (`ExtractiveWeights`: the central sentences, those of the opening and
-    closing paragraphs and the paragraphs' first sentences ahead of asides, without repeating
-    itself; lexical, no embedding: decisions 0032, 0038), kept in text
+    reader would pick (`ExtractiveWeights`, EXTRACTIVE_WEIGHTS by default; lexical, no embedding:
+    decisions 0032, 0040), kept in text
     order within a word budget, three sentences per paragraph, each anchored to the unit
     (paragraph, child) it came from. A section holding the author's own summaries starts with
     their phrases, in order, each anchored to its paragraph (decision 0035); they count in the
-    budget, and the sentences of the other paragraphs fill what is left (one at least)."""
+    budget, and the sentences of the other paragraphs fill what is left (one at least).
+    `budget`: words (default: the level's, EXTRACTIVE_WORDS)."""
     weights = EXTRACTIVE_WEIGHTS if weights is None else weights  # read now: evaluation sets it
     units = numbers(inputs)
     own: list[str] = []
-    budget, used = EXTRACTIVE_WORDS[level], 0
+    budget, used = budget or EXTRACTIVE_WORDS[level], 0
     for s, n in (
         (s, n)
         for item, n in zip(inputs, units)
