@@ -483,7 +483,7 @@ def centrality(sentences: list[str], groups: list[int] | None = None) -> list[fl
 @dataclass(frozen=True)
 class ExtractiveWeights:
     """How the extractive provider weighs a section's sentences besides their centrality
-    (docs/decisions/0040). A sentence's score is its centrality (against the other paragraphs
+    (docs/decisions/0040, 0041). A sentence's score is its centrality (against the other paragraphs
     when `rest`), plus `opening` in the section's opening paragraphs and `closing` in its closing
     ones (the first and last `edge` share of the paragraphs, one at least; level 1 only, where
     the units are the author's paragraphs), plus `lead` for the first sentence of a paragraph,
@@ -504,7 +504,7 @@ class ExtractiveWeights:
 CENTROID_ONLY = ExtractiveWeights()
 #: The provider's weights, chosen on the tuning halves of the shipped books' chapters and of their
 #: synthesis questions, among those that keep a section's thesis ahead of a digression
-#: (`python -m evaluation.extractive --grid`; decision 0040).
+#: (`python -m evaluation.extractive --grid`; decisions 0040, 0041).
 EXTRACTIVE_WEIGHTS = ExtractiveWeights(opening=0.05, lead=0.1, aside=0.1, redundancy=0.3)
 
 _ASIDE_START = ("«", "—", "–", "(", '"', "“", "-")
