@@ -1,24 +1,28 @@
 """The extractive provider's chapter summaries against the team-written ones (decisions 0032,
-0040): for every level-1 summary of a book whose summaries the team wrote (its source.md
+0040, 0041): for every level-1 summary of a book whose summaries the team wrote (its source.md
 prepared), the extractive summary of the same inputs is scored on
 
 - word recall: the team summary's words (three letters or more, stop words out) found in it;
 - thesis recall: the same for the team summary's first sentence alone (where the team states the
   chapter's thesis: « Tocqueville soutient que… », « Bastiat montre que… »);
 - cites shared: of the paragraphs it cites, the share the team summary also cites;
-- thesis cited: whether it cites a paragraph the team's first sentence cites.
+- thesis cited: whether it cites a paragraph the team's first sentence cites;
+
+and, for the synthesis questions of the team's evalsets (evals/<book>.jsonl), answers held: whether
+the extractive summary of the chapter a question asks about holds one of its answer sentences.
 
 A chapter is in the tuning half when the first byte of the sha256 of its summary's path is even
-(the evalsets' rule, docs/evalsets.md), in the held-out half otherwise. `--grid` chooses weights
-on the tuning half (mean word recall plus mean thesis recall) and reports them on the held-out
-half beside decision 0032's ranking and the provider's weights. Only figures are printed or
-written, never text of a book.
+(the evalsets' rule, docs/evalsets.md), a question when that of its id is; the held-out halves
+only report. `--grid` chooses, among the weightings that keep THESIS_SECTION's thesis ahead of its
+digression, the best mean word recall + thesis recall + answers held on the tuning halves, and
+reports it beside decision 0032's ranking and the provider's weights, by half (answers held also
+by book). Only figures are printed or written, never text of a book.
 
 `--synthesis` (needs the books' source sidecars, e.g. after `bookrag demo`): the synthesis
-questions of the team's evalsets (evals/<book>.jsonl) asked in mode auto, each book's whole summary
-tree written by the extractive provider (decision 0032's ranking, then the provider's weights) in a
-copy of its corpus folder, loaded into a scratch database; the team's own summaries beside them.
-By question half (held-out: the first byte of sha256(id) odd). Nothing in the checkout changes.
+questions asked in mode auto and against the summaries alone (hybrid, level 1), each book's whole
+summary tree written by the extractive provider (decision 0032's ranking, then the provider's
+weights) in a copy of its corpus folder, loaded into a scratch database; the team's own summaries
+beside them. By book and by question half. Nothing in the checkout changes.
 
 Run:  .venv/bin/python -m evaluation.extractive [--book B]… [--grid] [--synthesis] [--json out.json]
 """
@@ -118,7 +122,7 @@ def evaluate(chapters: list[Case], weights: ExtractiveWeights) -> dict[str, floa
 
 
 def objective(means: dict[str, float]) -> float:
-    return means["word_recall"] + means["thesis_recall"] + means.get("answer_held", 0.0)
+    return means["word_recall"] + means["thesis_recall"] + means.get("answers_held", 0.0)
 
 
 GRID = {
@@ -143,6 +147,10 @@ class Question:
     @property
     def tuning(self) -> bool:
         return not held_out(self.id)
+
+    @property
+    def book(self) -> str:
+        return self.case.node.split("/")[1]
 
 
 def questions(settings: Settings, books: list[str], chapters: list[Case]) -> list[Question]:
@@ -225,7 +233,7 @@ def grid_search(chapters: list[Case], asked: list[Question]) -> tuple[Extractive
         w = replace(CENTROID_ONLY, **chosen)
         if not keeps_the_thesis(w):
             continue
-        means = {**evaluate(chapters, w), "answer_held": answers_held(asked, w)}
+        means = {**evaluate(chapters, w), "answers_held": answers_held(asked, w)}
         if best is None or objective(means) > best[0] + 1e-12:
             best = (objective(means), w, means)
     if best is None:
@@ -246,41 +254,22 @@ def answers_table(
     asked: list[Question], books: list[str], rankings: list[tuple[str, ExtractiveWeights]]
 ) -> dict[str, dict[str, float]]:
     """answers_held by ranking, for each book's and both books' question halves; printed as a table."""
-    cols = [
-        (f"{b if b != 'both' else 'both books'} · {half}", b, half)
+    cols = {
+        f"{b if b != 'both' else 'both books'} · {half}": [
+            q for q in asked if b in ("both", q.book) and q.tuning == (half == "tuning")
+        ]
         for b in (*books, "both")
         for half in ("tuning", "held-out")
-    ]
-    out: dict[str, dict[str, float]] = {}
+    }
     lines = [
-        "| ranking | " + " | ".join(f"{name} ({n})" for name, n in _counts(asked, cols)) + " |",
+        "| ranking | " + " | ".join(f"{name} ({len(qs)})" for name, qs in cols.items()) + " |",
         "|---" * (len(cols) + 1) + "|",
     ]
-    for label, w in rankings:
-        out[label] = {
-            name: answers_held(
-                [
-                    q
-                    for q in asked
-                    if b in ("both", q.case.node.split("/")[1]) and q.tuning == (half == "tuning")
-                ],
-                w,
-            )
-            for name, b, half in cols
-        }
-        lines.append(f"| {label} | " + " | ".join(f"{out[label][name]:.3f}" for name, _b, _h in cols) + " |")
+    out = {label: {name: answers_held(qs, w) for name, qs in cols.items()} for label, w in rankings}
+    for label, held in out.items():
+        lines.append(f"| {label} | " + " | ".join(f"{v:.3f}" for v in held.values()) + " |")
     print("\n".join(lines))
     return out
-
-
-def _counts(asked: list[Question], cols: list[tuple[str, str, str]]) -> list[tuple[str, int]]:
-    return [
-        (
-            name,
-            sum(b in ("both", q.case.node.split("/")[1]) and q.tuning == (half == "tuning") for q in asked),
-        )
-        for name, b, half in cols
-    ]
 
 
 @contextmanager
@@ -413,15 +402,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args(argv)
     settings = load_settings()
-    chapters = [c for b in args.book or SHIPPED for c in cases(settings, b)]
+    books = args.book or list(SHIPPED)
+    chapters = [c for b in books for c in cases(settings, b)]
     tuning = [c for c in chapters if c.tuning]
     held = [c for c in chapters if not c.tuning]
     rankings = [
         ("decision 0032 (centroid only)", CENTROID_ONLY),
         ("provider (EXTRACTIVE_WEIGHTS)", EXTRACTIVE_WEIGHTS),
     ]
-    out: dict = {"books": args.book or list(SHIPPED), "tuning": len(tuning), "held_out": len(held)}
-    books = args.book or list(SHIPPED)
+    out: dict = {"books": books, "tuning": len(tuning), "held_out": len(held)}
     asked = questions(settings, books, chapters)
     if args.grid:
         best, means = grid_search(tuning, [q for q in asked if q.tuning])
@@ -440,7 +429,7 @@ def main(argv: list[str] | None = None) -> None:
     print("\nsynthesis questions whose chapter's extractive summary holds an answer sentence\n")
     out["answers_held"] = answers_table(asked, books, rankings)
     if args.synthesis:
-        print("\nsynthesis questions, mode auto, by summary tree\n")
+        print("\nsynthesis questions, mode auto and the summaries alone, by summary tree\n")
         tuned = out.get("grid_best")
         trees: dict[str, ExtractiveWeights | None] = {
             "team": None,
@@ -452,7 +441,7 @@ def main(argv: list[str] | None = None) -> None:
         unknown = [t for t in wanted if t not in trees]
         if unknown:
             ap.error(f"--trees: unknown {', '.join(unknown)} (team, centroid, provider; grid with --grid)")
-        out["synthesis"] = synthesis(settings, args.book or list(SHIPPED), [(t, trees[t]) for t in wanted])
+        out["synthesis"] = synthesis(settings, books, [(t, trees[t]) for t in wanted])
     if args.json:
         Path(args.json).write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 

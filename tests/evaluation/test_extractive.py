@@ -95,7 +95,7 @@ def test_the_grid_takes_the_best_on_the_tuning_half(tmp_path, monkeypatch, capsy
     allowed = [w for w in weightings if extractive.keeps_the_thesis(w)]
     assert ExtractiveWeights() not in allowed and allowed  # centrality alone may not be taken
     tried = [
-        {**extractive.evaluate(cases, w), "answer_held": extractive.answers_held(asked, w)} for w in allowed
+        {**extractive.evaluate(cases, w), "answers_held": extractive.answers_held(asked, w)} for w in allowed
     ]
     assert best in allowed
     assert extractive.objective(means) == max(extractive.objective(t) for t in tried)
