@@ -64,11 +64,17 @@ METRICS = ("word_recall", "thesis_recall", "cites_shared", "thesis_cited")
 
 @dataclass(frozen=True)
 class Case:
-    """One chapter: its summary's path, the team's summary and the extractive provider's inputs."""
+    """One chapter: its summary's path, the team's summary, the extractive provider's inputs and
+    the chapter's title."""
 
     node: str
     team: str
     inputs: list[Item]
+    title: str = ""
+
+    def summary(self, weights: ExtractiveWeights) -> str:
+        """The extractive provider's summary of the chapter with `weights`."""
+        return extractive_summary(self.inputs, 1, weights, title=self.title)
 
     @property
     def tuning(self) -> bool:
@@ -85,7 +91,9 @@ def cases(settings: Settings, book: str) -> list[Case]:
         meta, team = frontmatter.read(settings.home / node.source_file)
         if meta.get("generator") != "team":
             continue
-        out.append(Case(node.source_file, team, job_inputs(settings.home, tree, node, "bottom-up")))
+        out.append(
+            Case(node.source_file, team, job_inputs(settings.home, tree, node, "bottom-up"), node.title)
+        )
     return out
 
 
@@ -117,7 +125,7 @@ def scores(team: str, candidate: str) -> dict[str, float]:
 
 def evaluate(chapters: list[Case], weights: ExtractiveWeights) -> dict[str, float]:
     """Mean of each metric over the chapters."""
-    rows = [scores(c.team, extractive_summary(c.inputs, 1, weights)) for c in chapters]
+    rows = [scores(c.team, c.summary(weights)) for c in chapters]
     return {m: statistics.mean(r[m] for r in rows) if rows else 0.0 for m in METRICS}
 
 
@@ -132,6 +140,7 @@ GRID = {
     "aside": (0.0, 0.1),
     "redundancy": (0.0, 0.3, 0.6),
     "rest": (False, True),
+    "title": (0.0, 0.25, 0.5, 1.0, 2.0),
 }
 
 
@@ -179,9 +188,7 @@ def answers_held(asked: list[Question], weights: ExtractiveWeights) -> float:
 
     if not asked:
         return 0.0
-    return statistics.mean(
-        float(contains_answer(extractive_summary(q.case.inputs, 1, weights), q.answers)) for q in asked
-    )
+    return statistics.mean(float(contains_answer(q.case.summary(weights), q.answers)) for q in asked)
 
 
 #: Issue 46's failure as a section of five paragraphs: the thesis opens it (and the rest of the

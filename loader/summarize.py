@@ -385,7 +385,7 @@ def anchor_sentence(sentence: str, unit: int) -> str:
 
 
 #: What the extractive provider records as its model (a change regenerates its summaries).
-EXTRACTIVE_MODEL = "extractive/thesis-tfidf-2"
+EXTRACTIVE_MODEL = "extractive/thesis-tfidf-3"
 
 #: Words that say nothing of a text's subject, left out of the extractive provider's centrality
 #: (French and English function words of three letters or more: shorter words are left out anyway).
@@ -489,7 +489,9 @@ class ExtractiveWeights:
     the units are the author's paragraphs), plus `lead` for the first sentence of a paragraph,
     minus `aside` for a question, an exclamation, a quotation or a parenthesis. Sentences are
     taken best first, each less `redundancy` times its cosine to the closest one already taken
-    (maximal marginal relevance), within the level's word budget."""
+    (maximal marginal relevance), within the level's word budget. `title` adds that weight times
+    the sentence's cosine to the section's title (level 1 only, decision 0042): the sentence that
+    answers what the heading announces, as a reader reads the heading first."""
 
     opening: float = 0.0
     closing: float = 0.0
@@ -498,14 +500,17 @@ class ExtractiveWeights:
     redundancy: float = 0.0
     rest: bool = False
     edge: float = 0.15
+    title: float = 0.0
 
 
 #: Decision 0032's ranking (centrality alone, to the centroid of all): the baseline measured against.
 CENTROID_ONLY = ExtractiveWeights()
 #: The provider's weights, chosen on the tuning halves of the shipped books' chapters and of their
 #: synthesis questions, among those that keep a section's thesis ahead of a digression
-#: (`python -m evaluation.extractive --grid`; decisions 0040, 0041).
-EXTRACTIVE_WEIGHTS = ExtractiveWeights(opening=0.05, lead=0.1, aside=0.1, redundancy=0.3)
+#: (`python -m evaluation.extractive --grid`; decisions 0040, 0041, 0042).
+EXTRACTIVE_WEIGHTS = ExtractiveWeights(
+    opening=0.1, closing=0.1, lead=0.1, aside=0.1, redundancy=0.6, title=1.0
+)
 
 _ASIDE_START = ("«", "—", "–", "(", '"', "“", "-")
 
@@ -518,19 +523,33 @@ def is_aside(sentence: str) -> bool:
 
 
 def sentence_scores(
-    found: list[tuple[str, int, int, int]], paragraphs_count: int, level: int, w: ExtractiveWeights
+    found: list[tuple[str, int, int, int]],
+    paragraphs_count: int,
+    level: int,
+    w: ExtractiveWeights,
+    title: str = "",
 ) -> tuple[list[float], list[Vector]]:
     """The score of each (sentence, unit, paragraph index, index in the paragraph) by `w`, and
     the sentences' TF-IDF vectors (for the redundancy term)."""
-    scores, vectors = _lexical(tuple(f[0] for f in found), tuple(f[2] for f in found) if w.rest else None)
+    sentences = tuple(f[0] for f in found)
+    scores, vectors = _lexical(sentences, tuple(f[2] for f in found) if w.rest else None)
+    titled = _title_similarity(sentences, title) if level == 1 and w.title and title else (0.0,) * len(found)
     edge = max(1, math.ceil(paragraphs_count * w.edge))
     out = []
-    for score, (s, _unit, k, j) in zip(scores, found):
+    for score, near, (s, _unit, k, j) in zip(scores, titled, found):
         if level == 1:
-            score += w.opening * (k < edge) + w.closing * (k >= paragraphs_count - edge)
+            score += w.opening * (k < edge) + w.closing * (k >= paragraphs_count - edge) + w.title * near
         score += w.lead * (j == 0) - w.aside * is_aside(s)
         out.append(score)
     return out, list(vectors)
+
+
+@functools.lru_cache(maxsize=128)
+def _title_similarity(sentences: tuple[str, ...], title: str) -> tuple[float, ...]:
+    """Each sentence's cosine to the title, in the TF-IDF space of the sentences and the title
+    (a title word every sentence repeats weighs little). Cached as `_lexical` is."""
+    *vectors, heading = tfidf_vectors([*sentences, title])
+    return tuple(sum(x * heading.get(t, 0.0) for t, x in v.items()) for v in vectors)
 
 
 @functools.lru_cache(maxsize=128)
@@ -546,7 +565,11 @@ def _lexical(
 
 
 def extractive_summary(
-    inputs: list[Item], level: int, weights: ExtractiveWeights | None = None, budget: int | None = None
+    inputs: list[Item],
+    level: int,
+    weights: ExtractiveWeights | None = None,
+    budget: int | None = None,
+    title: str = "",
 ) -> str:
     """Deterministic offline summary, the author's words arranged by a program: the sentences a
     reader would pick (`ExtractiveWeights`, EXTRACTIVE_WEIGHTS by default; lexical, no embedding:
@@ -555,7 +578,8 @@ def extractive_summary(
     (paragraph, child) it came from. A section holding the author's own summaries starts with
     their phrases, in order, each anchored to its paragraph (decision 0035); they count in the
     budget, and the sentences of the other paragraphs fill what is left (one at least).
-    `budget`: words (default: the level's, EXTRACTIVE_WORDS)."""
+    `budget`: words (default: the level's, EXTRACTIVE_WORDS). `title`: the section's (its node's
+    title, without its number), for the weights' title term."""
     weights = EXTRACTIVE_WEIGHTS if weights is None else weights  # read now: evaluation sets it
     units = numbers(inputs)
     own: list[str] = []
@@ -584,7 +608,7 @@ def extractive_summary(
     ]
     if not found and not own:
         raise RuntimeError("no sentence to extract")
-    scores, vectors = sentence_scores(found, len(inputs), level, weights) if found else ([], [])
+    scores, vectors = sentence_scores(found, len(inputs), level, weights, title) if found else ([], [])
     chosen: list[int] = []
     closest = [0.0] * len(found)  # each sentence's cosine to the closest one chosen
     left = list(range(len(found)))
@@ -752,7 +776,7 @@ def generate(
 ) -> str:
     level = job.node.level
     if llm is None:
-        text = extractive_summary(job.inputs, level)
+        text = extractive_summary(job.inputs, level, title=job.node.title)
         problems = anchor_problems(text, level, job.units)
         if problems:  # a bug, not the text's fault: never written
             raise InvalidAnchors("the extractive summary's anchors are invalid: " + "; ".join(problems[:3]))

@@ -13,7 +13,7 @@ import pytest
 from evaluation import extractive
 from loader.anchors import strip_anchors
 from loader.chunking import split_sentences
-from loader.summarize import CENTROID_ONLY, EXTRACTIVE_WEIGHTS, ExtractiveWeights, extractive_summary
+from loader.summarize import CENTROID_ONLY, EXTRACTIVE_WEIGHTS, ExtractiveWeights
 from tests.conftest import BOOK, FIXTURES, make_home, settings_for
 
 TEAM = (
@@ -75,7 +75,7 @@ def test_answers_held_counts_a_summary_holding_the_answer(tmp_path):
     asked = extractive.questions(settings, [BOOK], cases)
     assert [(q.id, q.case.node.split("/")[-2]) for q in asked] == [("traite-3", "chapitre-02-l-impot")]
     case = asked[0].case
-    summary = strip_anchors(extractive_summary(case.inputs, 1, EXTRACTIVE_WEIGHTS))
+    summary = strip_anchors(case.summary(EXTRACTIVE_WEIGHTS))
     held = summary.split(". ")[0]  # a sentence the summary holds, without its anchor
     assert extractive.answers_held([extractive.Question("q", case, (held,))], EXTRACTIVE_WEIGHTS) == 1.0
     missing = extractive.Question("q", case, ("Les comètes traversent le ciel des astronomes.",))

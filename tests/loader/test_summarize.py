@@ -746,7 +746,7 @@ def test_extractive_provider(tmp_path: Path) -> None:
     for rel in ALL:
         m, text = frontmatter.read(home / rel)
         frontmatter.validate(m, rel)
-        assert m["generator"] == "extractive" and m["model"] == "extractive/thesis-tfidf-2"
+        assert m["generator"] == "extractive" and m["model"] == "extractive/thesis-tfidf-3"
         assert m["prompt_template"] == TEMPLATE[LEVEL[rel]] and len(m["inputs_sha256"]) == 64
         assert len(units_of(home, rel)) == len(units[rel])
         assert not check_file(home, home / rel), rel  # what `bookrag check` will say
@@ -1150,3 +1150,27 @@ def test_redundancy_leaves_out_a_sentence_said_twice(monkeypatch: pytest.MonkeyP
         paras[0],
         paras[2],
     ]
+
+
+def test_the_title_term_picks_the_sentence_that_answers_the_heading() -> None:
+    """Of a section whose central sentences describe, the title term keeps the one sentence that
+    answers what the heading announces; without a title, or at weight 0, it changes nothing."""
+    title = "Pourquoi les moeurs s'adoucissent à mesure que les conditions s'égalisent"
+    paras = [
+        "Les paysans de Bretagne vivaient dans des villages pauvres et isolés du monde.",
+        "Les villages de Bretagne gardaient leurs coutumes et leurs fêtes des paysans.",
+        "Les moeurs s'adoucissent parce que les conditions s'égalisent entre les hommes.",
+        "Les fêtes des villages pauvres réunissaient les paysans de Bretagne chaque été.",
+    ]
+    inputs = [Item("", p, k) for k, p in enumerate(paras, start=1)]
+    one = 16  # words: room for one sentence
+    plain = summarize.ExtractiveWeights()
+    titled = summarize.ExtractiveWeights(title=1.0)
+    assert kept(summarize.extractive_summary(inputs, 1, plain, budget=one, title=title)) != [paras[2]]
+    assert kept(summarize.extractive_summary(inputs, 1, titled, budget=one)) == kept(
+        summarize.extractive_summary(inputs, 1, plain, budget=one)
+    )  # no title: no term
+    assert kept(summarize.extractive_summary(inputs, 1, titled, budget=one, title=title)) == [paras[2]]
+    assert kept(summarize.extractive_summary(inputs, 2, titled, budget=one, title=title)) != [
+        paras[2]
+    ]  # level 1 only
