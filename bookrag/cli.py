@@ -817,7 +817,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--provider",
         choices=("llm", "extractive"),
         default="llm",
-        help="llm: BOOKRAG_LLM_MODEL through OPENAI_BASE_URL; extractive: offline, central sentences",
+        help="llm: BOOKRAG_LLM_MODEL through OPENAI_BASE_URL; extractive: offline, the author's sentences a reader would pick",
     )
     p["summarize"].add_argument(
         "--force", action="store_true", help="regenerate even up-to-date and team-written summaries"

@@ -92,7 +92,12 @@ def cases(settings: Settings, book: str) -> list[Case]:
         if meta.get("generator") != "team":
             continue
         out.append(
-            Case(node.source_file, team, job_inputs(settings.home, tree, node, "bottom-up"), node.title)
+            Case(
+                node.source_file,
+                team,
+                job_inputs(settings.home, tree, node, "bottom-up"),
+                summarize.own_title(node),
+            )
         )
     return out
 
@@ -210,12 +215,13 @@ THESIS_SECTION = (
     "Ainsi la liberté du commerce enrichit les nations et nourrit mieux les ouvriers.",
 )
 THESIS_BUDGET = 40  # room for three sentences of the five paragraphs
+THESIS_TITLE = "Introduction"  # the failure's heading, which names no subject
 
 
 def thesis_section_summary(weights: ExtractiveWeights) -> list[str]:
     """The sentences the extractive summary of THESIS_SECTION keeps with `weights`, anchors out."""
     inputs = [Item("", p, k) for k, p in enumerate(THESIS_SECTION, start=1)]
-    text = extractive_summary(inputs, 1, weights, budget=THESIS_BUDGET)
+    text = extractive_summary(inputs, 1, weights, budget=THESIS_BUDGET, title=THESIS_TITLE)
     return [strip_anchors(s) for p in paragraphs(text) for s in split_sentences(p)]
 
 

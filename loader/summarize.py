@@ -444,9 +444,13 @@ def _add(into: Vector, v: Vector, sign: float = 1.0) -> None:
         into[w] = into.get(w, 0.0) + sign * x
 
 
+def _dot(v: Vector, c: Vector) -> float:
+    return sum(x * c.get(w, 0.0) for w, x in v.items())
+
+
 def _cosine(v: Vector, c: Vector) -> float:
     norm = math.sqrt(sum(x * x for x in c.values()))
-    return sum(x * c.get(w, 0.0) for w, x in v.items()) / norm if norm else 0.0
+    return _dot(v, c) / norm if norm else 0.0
 
 
 def centrality(sentences: list[str], groups: list[int] | None = None) -> list[float]:
@@ -533,7 +537,7 @@ def sentence_scores(
     the sentences' TF-IDF vectors (for the redundancy term)."""
     sentences = tuple(f[0] for f in found)
     scores, vectors = _lexical(sentences, tuple(f[2] for f in found) if w.rest else None)
-    titled = _title_similarity(sentences, title) if level == 1 and w.title and title else (0.0,) * len(found)
+    titled = _title_similarity(sentences, title) if w.title and title else (0.0,) * len(found)
     edge = max(1, math.ceil(paragraphs_count * w.edge))
     out = []
     for score, near, (s, _unit, k, j) in zip(scores, titled, found):
@@ -549,7 +553,7 @@ def _title_similarity(sentences: tuple[str, ...], title: str) -> tuple[float, ..
     """Each sentence's cosine to the title, in the TF-IDF space of the sentences and the title
     (a title word every sentence repeats weighs little). Cached as `_lexical` is."""
     *vectors, heading = tfidf_vectors([*sentences, title])
-    return tuple(sum(x * heading.get(t, 0.0) for t, x in v.items()) for v in vectors)
+    return tuple(_dot(v, heading) for v in vectors)
 
 
 @functools.lru_cache(maxsize=128)
@@ -629,13 +633,21 @@ def extractive_summary(
             break
         if weights.redundancy:
             for o in left:
-                closest[o] = max(closest[o], sum(x * vectors[o].get(t, 0.0) for t, x in vectors[i].items()))
+                closest[o] = max(closest[o], _dot(vectors[i], vectors[o]))
     picked = [anchor_sentence(found[i][0], found[i][1]) for i in sorted(chosen)]
     blocks = [" ".join(own)] if own else []
     return "\n\n".join(blocks + [" ".join(picked[i : i + 3]) for i in range(0, len(picked), 3)])
 
 
 # --- planning and running --------------------------------------------------------------
+
+
+def own_title(node: Node) -> str:
+    """What a node's heading says of its subject, for the extractive provider's title term: its
+    title, or nothing for a chapter titled only by its number (`add` titles a chapter without a
+    printed title by its label, « Chapitre XIV », whose words say nothing of it)."""
+    s = node.section
+    return "" if s is not None and s.kind == "chapter" and s.title == s.label else node.title
 
 
 def summary_nodes(tree: list[Node], levels: set[int] | None) -> list[Node]:
@@ -776,7 +788,7 @@ def generate(
 ) -> str:
     level = job.node.level
     if llm is None:
-        text = extractive_summary(job.inputs, level, title=job.node.title)
+        text = extractive_summary(job.inputs, level, title=own_title(job.node))
         problems = anchor_problems(text, level, job.units)
         if problems:  # a bug, not the text's fault: never written
             raise InvalidAnchors("the extractive summary's anchors are invalid: " + "; ".join(problems[:3]))

@@ -11,8 +11,10 @@ import shutil
 import pytest
 
 from evaluation import extractive
+from loader import summarize
 from loader.anchors import strip_anchors
 from loader.chunking import split_sentences
+from loader.manifest import book_tree, find_book
 from loader.summarize import CENTROID_ONLY, EXTRACTIVE_WEIGHTS, ExtractiveWeights
 from tests.conftest import BOOK, FIXTURES, make_home, settings_for
 
@@ -45,6 +47,9 @@ def test_cases_and_halves_on_the_fixture_book(tmp_path):
         "chapitre-02-l-impot",
     ]
     assert all(c.inputs and c.team for c in cases)
+    tree = {n.source_file: n for n in book_tree(find_book(settings.corpus, BOOK))}
+    assert [c.title for c in cases] == [summarize.own_title(tree[c.node]) for c in cases]
+    assert cases[1].title == tree[cases[1].node].title != ""  # a chapter's own title
     for c in cases:
         assert c.tuning == (hashlib.sha256(c.node.encode()).digest()[0] % 2 == 0)
     assert extractive.held_out("bastiat-002") == (hashlib.sha256(b"bastiat-002").digest()[0] % 2 == 1)

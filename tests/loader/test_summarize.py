@@ -4,6 +4,7 @@ and the offline extractive provider."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -1174,3 +1175,34 @@ def test_the_title_term_picks_the_sentence_that_answers_the_heading() -> None:
     assert kept(summarize.extractive_summary(inputs, 2, titled, budget=one, title=title)) != [
         paras[2]
     ]  # level 1 only
+
+
+def test_the_provider_writes_with_each_sections_own_title(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`summarize --provider extractive` hands the title term each summary's own title (level 1:
+    the section's; a chapter titled only by its number, none)."""
+    home = make_home(tmp_path)
+    tree = book_tree(find_book(settings_for(home, None).corpus, BOOK))
+    seen: dict[str, str] = {}
+    write = summarize.extractive_summary
+
+    def spy(inputs: list[Item], level: int, *args, title: str = "", **kw) -> str:
+        seen[title] = seen.get(title, "") + "x"
+        return write(inputs, level, *args, title=title, **kw)
+
+    monkeypatch.setattr(summarize, "extractive_summary", spy)
+    assert run(home, None, force=True).generated == ALL
+    titles = {summarize.own_title(n) for n in tree if n.node_type == "summary"}
+    assert set(seen) == titles and "" not in titles  # every chapter of the fixture has a title of its own
+    chapter = next(n for n in tree if n.section is not None and n.section.kind == "chapter")
+    assert summarize.own_title(chapter) == chapter.title != chapter.section.label
+    bare = dataclasses.replace(
+        chapter, section=dataclasses.replace(chapter.section, title=chapter.section.label)
+    )
+    assert summarize.own_title(bare) == ""  # its label alone says nothing of the chapter
+    named = dataclasses.replace(
+        chapter.section, kind="introduction", title="Avant-propos", label="Avant-propos"
+    )
+    front = dataclasses.replace(chapter, title="Avant-propos", section=named)
+    assert summarize.own_title(front) == "Avant-propos"  # a front matter's name is its title
