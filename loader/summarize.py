@@ -685,6 +685,7 @@ def stale_reason(home: Path, job: Job, generator: str, model: str, algorithm: st
     checks = [
         ("generator", generator),
         ("model", model),
+        ("title", job.node.title),  # the prompt's heading; the extractive provider's title term
         ("algorithm", "bottom-up" if job.node.level == 1 else algorithm),
         ("prompt_template", job.template),
         ("template_sha256", job.template_sha256),

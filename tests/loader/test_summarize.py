@@ -1206,3 +1206,19 @@ def test_the_provider_writes_with_each_sections_own_title(
     )
     front = dataclasses.replace(chapter, title="Avant-propos", section=named)
     assert summarize.own_title(front) == "Avant-propos"  # a front matter's name is its title
+
+
+def test_a_renamed_section_is_summarised_again(tmp_path: Path) -> None:
+    """The title is what the prompt's heading and the extractive provider's title term read: a
+    section renamed in book.toml has its summary rewritten (and its part's, whose inputs changed
+    if the text did); the other sections' stay."""
+    home = make_home(tmp_path)
+    assert run(home, None, force=True).generated == ALL
+    toml = home / "corpus" / BOOK / "book.toml"
+    toml.write_text(
+        toml.read_text(encoding="utf-8").replace('title = "Le boulanger"', 'title = "Le pain du boulanger"'),
+        encoding="utf-8",
+    )
+    report = run(home, None)
+    assert P1C1 in report.generated and meta(home, P1C1)["title"] == "Le pain du boulanger"
+    assert {FRONT, P1C2, P2C1, P2C2, P2} <= set(report.skipped)
