@@ -642,12 +642,15 @@ def extractive_summary(
 # --- planning and running --------------------------------------------------------------
 
 
+#: A title that is a label and a number only: « Chapitre XIV », « Chapter 3 », « Livre II. ».
+_NUMBER_ONLY = re.compile(r"\S+\s+(?:[ivxlcdm]+|\d+)\.?", re.IGNORECASE)
+
+
 def own_title(node: Node) -> str:
     """What a node's heading says of its subject, for the extractive provider's title term: its
-    title, or nothing for a chapter titled only by its number (`add` titles a chapter without a
-    printed title by its label, « Chapitre XIV », whose words say nothing of it)."""
-    s = node.section
-    return "" if s is not None and s.kind == "chapter" and s.title == s.label else node.title
+    title, or nothing for a title that is a label and a number only (`add` titles a chapter
+    without a printed title by its label, « Chapitre XIV », whose words say nothing of it)."""
+    return "" if _NUMBER_ONLY.fullmatch(node.title.strip()) else node.title
 
 
 def summary_nodes(tree: list[Node], levels: set[int] | None) -> list[Node]:
