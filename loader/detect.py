@@ -90,6 +90,16 @@ LABEL_RE = re.compile(
 )
 NUMBERED_RE = re.compile(rf"^(?P<num>{ROMAN}|\d+)\s*\.?\s*(?:--|—|\.)\s*(?P<title>\S.*)$")
 BARE_RE = re.compile(rf"^(?P<num>{ROMAN}|\d+)\.?$")
+
+
+def number_only(heading: str) -> bool:
+    """Whether a heading is a label and a number and nothing of its subject (« Chapitre XIV »,
+    « LIVRE II. », « 3. »), as the patterns above read headings."""
+    s = heading.strip()
+    label = LABEL_RE.match(s)
+    return bool((label and not label.group("title")) or PART_RE.match(s) or BARE_RE.match(s))
+
+
 NAMES = {
     "avertissement": "front-matter",
     "préface": "front-matter",

@@ -49,6 +49,7 @@ from loader import author_summary, frontmatter
 from loader.anchors import check_body, cited_units, strip_anchors
 from loader.anchors import sentences as anchor_split
 from loader.chunking import paragraphs, split_sentences
+from loader.detect import number_only
 from loader.manifest import Book, Node, book_tree, embed_flag
 from loader.tokens import count_tokens
 
@@ -582,8 +583,8 @@ def extractive_summary(
     (paragraph, child) it came from. A section holding the author's own summaries starts with
     their phrases, in order, each anchored to its paragraph (decision 0035); they count in the
     budget, and the sentences of the other paragraphs fill what is left (one at least).
-    `budget`: words (default: the level's, EXTRACTIVE_WORDS). `title`: the section's (its node's
-    title, without its number), for the weights' title term."""
+    `budget`: words (default: the level's, EXTRACTIVE_WORDS). `title`: the section's
+    (`own_title`), for the weights' title term."""
     weights = EXTRACTIVE_WEIGHTS if weights is None else weights  # read now: evaluation sets it
     units = numbers(inputs)
     own: list[str] = []
@@ -642,15 +643,11 @@ def extractive_summary(
 # --- planning and running --------------------------------------------------------------
 
 
-#: A title that is a label and a number only: « Chapitre XIV », « Chapter 3 », « Livre II. ».
-_NUMBER_ONLY = re.compile(r"\S+\s+(?:[ivxlcdm]+|\d+)\.?", re.IGNORECASE)
-
-
 def own_title(node: Node) -> str:
     """What a node's heading says of its subject, for the extractive provider's title term: its
     title, or nothing for a title that is a label and a number only (`add` titles a chapter
     without a printed title by its label, « Chapitre XIV », whose words say nothing of it)."""
-    return "" if _NUMBER_ONLY.fullmatch(node.title.strip()) else node.title
+    return "" if number_only(node.title) else node.title
 
 
 def summary_nodes(tree: list[Node], levels: set[int] | None) -> list[Node]:
